@@ -1,0 +1,64 @@
+-- Token bucket decision, atomic in Redis. Mirrors src/limit/token_bucket.rs step for step.
+--
+-- KEYS[1]  bucket key: <prefix>:{<tenant>}:tb  (hash: l = level, s = scale, t = last refill ms)
+-- ARGV[1]  limit   tokens per period (integer > 0)
+-- ARGV[2]  per_ms  period in milliseconds (integer > 0); one token = per_ms units
+-- ARGV[3]  burst   capacity in tokens (integer > 0)
+-- ARGV[4]  cost    tokens this request takes (integer > 0)
+--
+-- Returns integers {admitted (0|1), remaining tokens (floor), retry-after ms (-1 = never), ms until full}.
+-- The clock is Redis TIME, so gateway clock skew cannot mint or starve tokens. All arithmetic is on
+-- integers below 2^53 (checked by config validation), exact in Lua doubles.
+if redis.replicate_commands then redis.replicate_commands() end
+
+local limit = tonumber(ARGV[1])
+local scale = tonumber(ARGV[2])
+local burst = tonumber(ARGV[3])
+local cost = tonumber(ARGV[4])
+
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+
+local capacity = burst * scale
+local need = cost * scale
+
+local function ceil_div(a, b) return math.floor((a + b - 1) / b) end
+
+local stored = redis.call('HMGET', KEYS[1], 'l', 's', 't')
+local level, last
+if stored[1] == false then
+  level, last = capacity, now
+else
+  level = tonumber(stored[1])
+  local old_scale = tonumber(stored[2])
+  last = tonumber(stored[3])
+  if old_scale ~= scale and old_scale > 0 then
+    local whole = math.floor(level / old_scale)
+    local rest = level - whole * old_scale
+    level = whole * scale + math.floor(rest * scale / old_scale)
+  end
+  if level > capacity then level = capacity end
+  if now > last then
+    local elapsed = now - last
+    local to_full = ceil_div(capacity - level, limit)
+    if elapsed > to_full then elapsed = to_full end
+    level = level + elapsed * limit
+    if level > capacity then level = capacity end
+  else
+    now = last
+  end
+end
+
+if need > capacity then
+  return {0, math.floor(level / scale), -1, ceil_div(capacity - level, limit)}
+end
+if level < need then
+  return {0, math.floor(level / scale), ceil_div(need - level, limit), ceil_div(capacity - level, limit)}
+end
+
+level = level - need
+local full_ms = ceil_div(capacity - level, limit)
+redis.call('HSET', KEYS[1], 'l', string.format('%.0f', level), 's', string.format('%.0f', scale),
+  't', string.format('%.0f', now))
+redis.call('PEXPIRE', KEYS[1], full_ms)
+return {1, math.floor(level / scale), 0, full_ms}

@@ -1,0 +1,125 @@
+//! Admin listener: `/metrics` (Prometheus text), `/healthz` (liveness + limiter health detail),
+//! `/readyz` (503 once graceful shutdown starts).
+//!
+//! Served by hyper on its own background service rather than a Pingora listening service,
+//! because Pingora stops accepting on its listeners when shutdown starts, and `/readyz` must
+//! keep answering 503 through the grace period.
+
+use crate::metrics::METRICS;
+use crate::quota::breaker::BreakerState;
+use crate::snapshot::App;
+use async_trait::async_trait;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use pingora::server::ShutdownWatch;
+use pingora::services::background::BackgroundService;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// The admin HTTP service.
+pub struct AdminService {
+    pub app: Arc<App>,
+    pub listen: SocketAddr,
+}
+
+fn reply(status: u16, content_type: &str, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header("Content-Type", content_type)
+        .body(Full::new(body.into()))
+        .unwrap_or_default()
+}
+
+/// Answers one admin request.
+pub fn handle(app: &App, path: &str) -> Response<Full<Bytes>> {
+    match path {
+        "/metrics" => {
+            METRICS.edge_tracked.set(app.edge_buckets.len() as i64);
+            let evicted = app.edge_buckets.evictions();
+            let counted = METRICS.edge_evictions.get();
+            if evicted > counted {
+                METRICS.edge_evictions.inc_by(evicted - counted);
+            }
+            reply(200, "text/plain; version=0.0.4", METRICS.render())
+        }
+        "/healthz" => {
+            let snap = app.snapshot.load();
+            let breaker = snap
+                .quota
+                .as_ref()
+                .map(|q| q.breaker_state())
+                .unwrap_or(BreakerState::Closed);
+            let limiter = if breaker == BreakerState::Closed { "ok" } else { "degraded" };
+            let body = serde_json::json!({
+                "status": "ok",
+                "limiter": limiter,
+                "redis_breaker": breaker.as_str(),
+            });
+            reply(200, "application/json", body.to_string())
+        }
+        "/readyz" => {
+            if app.shutting_down.load(Ordering::Relaxed) {
+                reply(503, "text/plain", "shutting down\n")
+            } else {
+                reply(200, "text/plain", "ready\n")
+            }
+        }
+        _ => reply(404, "text/plain", "not found\n"),
+    }
+}
+
+#[async_trait]
+impl BackgroundService for AdminService {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        // Answer only once the proxy listeners accept, so "admin up" means "gateway up".
+        let proxies = self.app.snapshot.load().config.listen.clone();
+        for addr in proxies {
+            let target = if addr.ip().is_unspecified() {
+                SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
+            } else {
+                addr
+            };
+            for _ in 0..500 {
+                if tokio::net::TcpStream::connect(target).await.is_ok() {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
+        let listener = match tokio::net::TcpListener::bind(self.listen).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(addr = %self.listen, error = %e, "admin listener failed to bind");
+                return;
+            }
+        };
+        tracing::info!(addr = %self.listen, "admin listener ready");
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let Ok((stream, _)) = accepted else { continue };
+                    let app = self.app.clone();
+                    tokio::spawn(async move {
+                        let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                            let resp = handle(&app, req.uri().path());
+                            async move { Ok::<_, std::convert::Infallible>(resp) }
+                        });
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    });
+                }
+                changed = shutdown.changed(), if !self.app.shutting_down.load(Ordering::Relaxed) => {
+                    if changed.is_err() || *shutdown.borrow() {
+                        self.app.shutting_down.store(true, Ordering::Relaxed);
+                        tracing::info!("graceful shutdown started: /readyz now answers 503");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! The YAML file as written by the operator: serde structs with no semantic checks.
+//!
+//! Unknown keys are rejected (`deny_unknown_fields`). Numbers that must be positive are read as
+//! signed integers so that validation can name the field and say why a value is wrong.
+//! Field names are the contract of `DESIGN.md` section 4.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    pub listen: Vec<String>,
+    pub admin: Option<RawAdmin>,
+    pub server: Option<RawServer>,
+    pub redis: Option<RawRedis>,
+    pub edge: Option<RawEdge>,
+    pub identity: Option<RawIdentity>,
+    pub tiers: Option<BTreeMap<String, RawTier>>,
+    pub tenants: Option<BTreeMap<String, RawTenant>>,
+    pub upstreams: BTreeMap<String, RawUpstream>,
+    pub routes: Vec<RawRoute>,
+    pub response: Option<RawResponse>,
+    pub observability: Option<RawObservability>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAdmin {
+    pub listen: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    pub threads: Option<i64>,
+    pub grace_period_s: Option<i64>,
+    pub graceful_shutdown_timeout_s: Option<i64>,
+    pub upgrade_sock: Option<String>,
+    pub pid_file: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRedis {
+    pub url: String,
+    pub key_prefix: Option<String>,
+    pub timeout_ms: Option<i64>,
+    pub circuit_breaker: Option<RawBreaker>,
+    pub on_failure: Option<String>,
+    pub fleet_size: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBreaker {
+    pub failure_ratio: Option<f64>,
+    pub min_calls: Option<i64>,
+    pub window_s: Option<i64>,
+    pub break_s: Option<i64>,
+    pub probes: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEdge {
+    pub limit: i64,
+    pub per: String,
+    pub burst: Option<i64>,
+    pub trusted_proxies: Option<Vec<String>>,
+    pub ipv6_prefix: Option<i64>,
+    pub exempt: Option<Vec<String>>,
+    pub max_clients: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawIdentity {
+    pub jwt: Option<RawJwt>,
+    pub api_keys: Option<RawApiKeys>,
+    pub default_tier: Option<String>,
+    pub tenant_header: Option<String>,
+    pub tier_header: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawJwt {
+    pub issuer: Option<String>,
+    pub audience: Option<String>,
+    pub leeway_s: Option<i64>,
+    pub tenant_claim: Option<String>,
+    pub tier_claim: Option<String>,
+    pub keys: Vec<RawJwtKey>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawJwtKey {
+    pub kid: Option<String>,
+    pub algorithm: String,
+    pub secret_env: Option<String>,
+    pub secret_file: Option<String>,
+    pub public_key_file: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawApiKeys {
+    pub header: Option<String>,
+    pub keys: Vec<RawApiKey>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawApiKey {
+    pub sha256: String,
+    pub tenant: String,
+    pub tier: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTier {
+    pub limit: i64,
+    pub per: String,
+    pub burst: Option<i64>,
+    pub on_failure: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTenant {
+    pub tier: Option<String>,
+    pub limit: Option<i64>,
+    pub per: Option<String>,
+    pub burst: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstream {
+    pub backends: Vec<String>,
+    pub max_concurrency: Option<i64>,
+    pub queue: Option<RawQueue>,
+    pub retry_after_s: Option<i64>,
+    pub connect_timeout_ms: Option<i64>,
+    pub read_timeout_ms: Option<i64>,
+    pub health_check: Option<RawHealthCheck>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawQueue {
+    pub max: i64,
+    pub timeout_ms: i64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHealthCheck {
+    pub path: Option<String>,
+    pub interval_s: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRoute {
+    pub host: Option<String>,
+    pub path_prefix: Option<String>,
+    pub upstream: String,
+    pub auth: Option<String>,
+    pub cost: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawResponse {
+    pub status: Option<i64>,
+    pub headers: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawObservability {
+    pub access_log: Option<bool>,
+    pub log_format: Option<String>,
+    pub tenant_metrics: Option<i64>,
+}

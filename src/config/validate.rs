@@ -1,0 +1,670 @@
+//! Validation of the raw YAML into a [`Config`]: every problem found, each with its field path.
+
+use super::duration::parse_duration;
+use super::model::*;
+use super::raw::*;
+use super::ConfigError;
+use crate::limit::Rate;
+use ipnet::IpNet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+/// Largest bucket capacity in rate units (`burst × per_ms`); the Lua script computes in doubles,
+/// which are exact below 2^53.
+const MAX_SCALED: u128 = 1 << 52;
+
+/// Collects errors while validating.
+#[derive(Default)]
+struct Check {
+    errors: Vec<ConfigError>,
+}
+
+impl Check {
+    fn err(&mut self, path: impl Into<String>, reason: impl Into<String>) {
+        self.errors.push(ConfigError::new(path, reason));
+    }
+
+    /// A strictly positive integer, or an error naming `path`.
+    fn positive(&mut self, path: &str, value: i64) -> Option<u64> {
+        if value <= 0 {
+            self.err(path, format!("must be greater than zero (got {value})"));
+            None
+        } else {
+            Some(value as u64)
+        }
+    }
+
+    fn opt_positive(&mut self, path: &str, value: Option<i64>, default: u64) -> u64 {
+        match value {
+            None => default,
+            Some(v) => self.positive(path, v).unwrap_or(default),
+        }
+    }
+
+    fn duration(&mut self, path: &str, text: &str) -> Option<Duration> {
+        match parse_duration(text) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                self.err(path, e);
+                None
+            }
+        }
+    }
+
+    fn socket_addr(&mut self, path: &str, text: &str) -> Option<SocketAddr> {
+        match text.parse() {
+            Ok(a) => Some(a),
+            Err(_) => {
+                self.err(path, format!("\"{text}\" is not an ip:port address"));
+                None
+            }
+        }
+    }
+
+    fn cidrs(&mut self, path: &str, list: &[String]) -> Vec<IpNet> {
+        let mut out = Vec::new();
+        for (i, text) in list.iter().enumerate() {
+            let parsed = text
+                .parse::<IpNet>()
+                .or_else(|_| text.parse::<std::net::IpAddr>().map(IpNet::from));
+            match parsed {
+                Ok(net) => out.push(net.trunc()),
+                Err(_) => self.err(format!("{path}[{i}]"), format!("\"{text}\" is not a CIDR")),
+            }
+        }
+        out
+    }
+
+    fn policy(&mut self, path: &str, text: Option<&str>, default: FailurePolicy) -> FailurePolicy {
+        match text {
+            None => default,
+            Some("open") => FailurePolicy::Open,
+            Some("closed") => FailurePolicy::Closed,
+            Some("local") => FailurePolicy::Local,
+            Some(other) => {
+                self.err(
+                    path,
+                    format!("\"{other}\" is not a failure policy (open, closed, local)"),
+                );
+                default
+            }
+        }
+    }
+
+    /// `limit` per `per` with `burst` (default = limit), checked for exact arithmetic.
+    fn rate(&mut self, path: &str, limit: i64, per: &str, burst: Option<i64>) -> Option<Rate> {
+        let limit = self.positive(&format!("{path}.limit"), limit);
+        let per = self.duration(&format!("{path}.per"), per);
+        let burst = match burst {
+            None => limit,
+            Some(b) => self.positive(&format!("{path}.burst"), b),
+        };
+        let (limit, per, burst) = (limit?, per?, burst?);
+        if per > Duration::from_secs(86_400) {
+            self.err(format!("{path}.per"), "must be at most 1d");
+            return None;
+        }
+        let rate = Rate::new(limit, per.as_millis() as u64, burst);
+        self.rate_in_range(path, &rate).then_some(rate)
+    }
+
+    fn rate_in_range(&mut self, path: &str, rate: &Rate) -> bool {
+        if (rate.burst as u128) * (rate.per_ms as u128) > MAX_SCALED
+            || (rate.limit as u128) * (rate.per_ms as u128) > MAX_SCALED
+        {
+            self.err(path, "burst × per (or limit × per) is too large (max 2^52 token·ms)");
+            return false;
+        }
+        true
+    }
+}
+
+/// Validates a parsed file. Returns every error found, each naming its field path.
+pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
+    let mut c = Check::default();
+
+    if raw.listen.is_empty() {
+        c.err("listen", "needs at least one address");
+    }
+    let listen: Vec<SocketAddr> = raw
+        .listen
+        .iter()
+        .enumerate()
+        .filter_map(|(i, a)| c.socket_addr(&format!("listen[{i}]"), a))
+        .collect();
+    let admin_listen = raw
+        .admin
+        .as_ref()
+        .and_then(|a| c.socket_addr("admin.listen", &a.listen));
+
+    let server = server_settings(&mut c, raw.server.as_ref());
+    let redis = raw.redis.as_ref().map(|r| redis_settings(&mut c, r));
+    let edge = raw.edge.as_ref().and_then(|e| edge_settings(&mut c, e));
+    let default_policy = redis
+        .as_ref()
+        .map(|r| r.on_failure)
+        .unwrap_or(FailurePolicy::Local);
+
+    let mut tiers = BTreeMap::new();
+    for (name, t) in raw.tiers.iter().flatten() {
+        let path = format!("tiers.{name}");
+        let on_failure = c.policy(
+            &format!("{path}.on_failure"),
+            t.on_failure.as_deref(),
+            default_policy,
+        );
+        if let Some(rate) = c.rate(&path, t.limit, &t.per, t.burst) {
+            tiers.insert(
+                name.clone(),
+                Tier {
+                    name: name.clone(),
+                    rate,
+                    on_failure,
+                },
+            );
+        }
+    }
+    let tier_names: BTreeSet<&String> = raw.tiers.iter().flatten().map(|(n, _)| n).collect();
+    if !tier_names.is_empty() && raw.redis.is_none() {
+        c.err("redis", "is required when tiers are configured");
+    }
+    let mut tier_ref = |c: &mut Check, path: &str, name: &str| {
+        if !tier_names.contains(&name.to_string()) {
+            c.err(path, format!("no tier named \"{name}\""));
+        }
+    };
+
+    let identity = identity_settings(&mut c, raw.identity.as_ref(), &mut tier_ref);
+
+    let mut tenants = BTreeMap::new();
+    for (id, t) in raw.tenants.iter().flatten() {
+        let path = format!("tenants.{id}");
+        if let Some(tier) = &t.tier {
+            tier_ref(&mut c, &format!("{path}.tier"), tier);
+        }
+        let limit = t.limit.and_then(|v| c.positive(&format!("{path}.limit"), v));
+        let burst = t.burst.and_then(|v| c.positive(&format!("{path}.burst"), v));
+        let per_ms = t
+            .per
+            .as_deref()
+            .and_then(|p| c.duration(&format!("{path}.per"), p))
+            .map(|d| d.as_millis() as u64);
+        if per_ms.is_some_and(|p| p > 86_400_000) {
+            c.err(format!("{path}.per"), "must be at most 1d");
+        }
+        tenants.insert(
+            id.clone(),
+            TenantOverride {
+                tier: t.tier.clone(),
+                limit,
+                per_ms,
+                burst,
+            },
+        );
+    }
+
+    if raw.upstreams.is_empty() {
+        c.err("upstreams", "needs at least one upstream");
+    }
+    let mut upstreams = BTreeMap::new();
+    for (name, u) in &raw.upstreams {
+        if let Some(settings) = upstream_settings(&mut c, name, u) {
+            upstreams.insert(name.clone(), settings);
+        }
+    }
+
+    if raw.routes.is_empty() {
+        c.err("routes", "needs at least one route");
+    }
+    let mut routes = Vec::new();
+    let mut seen_routes = BTreeSet::new();
+    for (i, r) in raw.routes.iter().enumerate() {
+        let path = format!("routes[{i}]");
+        if let Some(route) = route_settings(&mut c, &path, r, &raw.upstreams) {
+            let key = (format!("{:?}", route.host), route.path_prefix.clone());
+            if !seen_routes.insert(key) {
+                c.err(&path, "duplicate route: the same host and path_prefix appear earlier");
+            }
+            routes.push(route);
+        }
+    }
+
+    let response = response_settings(&mut c, raw.response.as_ref());
+    let observability = observability_settings(&mut c, raw.observability.as_ref());
+
+    if c.errors.is_empty() {
+        Ok(Config {
+            listen,
+            admin_listen,
+            server,
+            redis,
+            edge,
+            identity,
+            tiers,
+            tenants,
+            upstreams,
+            routes,
+            response,
+            observability,
+        })
+    } else {
+        Err(c.errors)
+    }
+}
+
+fn server_settings(c: &mut Check, raw: Option<&RawServer>) -> ServerSettings {
+    let threads = raw.and_then(|s| s.threads);
+    let grace = raw.and_then(|s| s.grace_period_s);
+    let shutdown = raw.and_then(|s| s.graceful_shutdown_timeout_s);
+    ServerSettings {
+        threads: c.opt_positive("server.threads", threads, 2) as usize,
+        grace_period_s: c.opt_positive("server.grace_period_s", grace, 10),
+        graceful_shutdown_timeout_s: c.opt_positive(
+            "server.graceful_shutdown_timeout_s",
+            shutdown,
+            5,
+        ),
+        upgrade_sock: raw
+            .and_then(|s| s.upgrade_sock.clone())
+            .unwrap_or_else(|| "/tmp/tollgate_upgrade.sock".into()),
+        pid_file: raw
+            .and_then(|s| s.pid_file.clone())
+            .unwrap_or_else(|| "/tmp/tollgate.pid".into()),
+    }
+}
+
+fn redis_settings(c: &mut Check, r: &RawRedis) -> RedisSettings {
+    if !(r.url.starts_with("redis://") || r.url.starts_with("rediss://")) {
+        c.err("redis.url", format!("\"{}\" is not a redis:// URL", r.url));
+    }
+    let b = r.circuit_breaker.as_ref();
+    let failure_ratio = b.and_then(|b| b.failure_ratio).unwrap_or(0.5);
+    if !(failure_ratio > 0.0 && failure_ratio <= 1.0) {
+        c.err(
+            "redis.circuit_breaker.failure_ratio",
+            format!("must be in (0, 1] (got {failure_ratio})"),
+        );
+    }
+    let breaker = BreakerSettings {
+        failure_ratio,
+        min_calls: c.opt_positive(
+            "redis.circuit_breaker.min_calls",
+            b.and_then(|b| b.min_calls),
+            20,
+        ),
+        window: Duration::from_secs(c.opt_positive(
+            "redis.circuit_breaker.window_s",
+            b.and_then(|b| b.window_s),
+            10,
+        )),
+        break_duration: Duration::from_secs(c.opt_positive(
+            "redis.circuit_breaker.break_s",
+            b.and_then(|b| b.break_s),
+            5,
+        )),
+        probes: c.opt_positive("redis.circuit_breaker.probes", b.and_then(|b| b.probes), 3),
+    };
+    let key_prefix = r.key_prefix.clone().unwrap_or_else(|| "tollgate".into());
+    if key_prefix.is_empty() || key_prefix.contains(['{', '}']) {
+        c.err("redis.key_prefix", "must be non-empty and contain no braces");
+    }
+    RedisSettings {
+        url: r.url.clone(),
+        key_prefix,
+        timeout: Duration::from_millis(c.opt_positive("redis.timeout_ms", r.timeout_ms, 50)),
+        breaker,
+        on_failure: c.policy(
+            "redis.on_failure",
+            r.on_failure.as_deref(),
+            FailurePolicy::Local,
+        ),
+        fleet_size: c.opt_positive("redis.fleet_size", r.fleet_size, 1),
+    }
+}
+
+fn edge_settings(c: &mut Check, e: &RawEdge) -> Option<EdgeSettings> {
+    let rate = c.rate("edge", e.limit, &e.per, e.burst);
+    let trusted = c.cidrs(
+        "edge.trusted_proxies",
+        e.trusted_proxies.as_deref().unwrap_or(&[]),
+    );
+    let exempt = c.cidrs("edge.exempt", e.exempt.as_deref().unwrap_or(&[]));
+    let ipv6_prefix = e.ipv6_prefix.unwrap_or(64);
+    if !(1..=128).contains(&ipv6_prefix) {
+        c.err("edge.ipv6_prefix", format!("must be 1..=128 (got {ipv6_prefix})"));
+    }
+    let max_clients = c.opt_positive("edge.max_clients", e.max_clients, 100_000) as usize;
+    Some(EdgeSettings {
+        rate: rate?,
+        trusted_proxies: trusted,
+        ipv6_prefix: ipv6_prefix.clamp(1, 128) as u8,
+        exempt,
+        max_clients,
+    })
+}
+
+fn identity_settings(
+    c: &mut Check,
+    raw: Option<&RawIdentity>,
+    tier_ref: &mut impl FnMut(&mut Check, &str, &str),
+) -> IdentitySettings {
+    let header = |c: &mut Check, path: &str, v: Option<&String>, default: &str| -> String {
+        let name = v.map(|s| s.to_ascii_lowercase()).unwrap_or(default.into());
+        if http::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            c.err(path, format!("\"{name}\" is not a valid header name"));
+        }
+        name
+    };
+    let tenant_header = header(
+        c,
+        "identity.tenant_header",
+        raw.and_then(|r| r.tenant_header.as_ref()),
+        "x-tollgate-tenant",
+    );
+    let tier_header = header(
+        c,
+        "identity.tier_header",
+        raw.and_then(|r| r.tier_header.as_ref()),
+        "x-tollgate-tier",
+    );
+    let Some(raw) = raw else {
+        return IdentitySettings {
+            jwt: None,
+            api_keys: None,
+            default_tier: None,
+            tenant_header,
+            tier_header,
+        };
+    };
+    if let Some(t) = &raw.default_tier {
+        tier_ref(c, "identity.default_tier", t);
+    }
+    let jwt = raw.jwt.as_ref().map(|j| jwt_settings(c, j));
+    let api_keys = raw.api_keys.as_ref().map(|a| {
+        let mut seen = BTreeSet::new();
+        let mut keys = Vec::new();
+        for (i, k) in a.keys.iter().enumerate() {
+            let path = format!("identity.api_keys.keys[{i}]");
+            let digest = k.sha256.to_ascii_lowercase();
+            if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+                c.err(
+                    format!("{path}.sha256"),
+                    "must be 64 hex digits (the SHA-256 of the key; see `tollgate hash-key`)",
+                );
+            } else if !seen.insert(digest.clone()) {
+                c.err(format!("{path}.sha256"), "duplicate key digest");
+            }
+            if k.tenant.is_empty() {
+                c.err(format!("{path}.tenant"), "must not be empty");
+            }
+            if let Some(t) = &k.tier {
+                tier_ref(c, &format!("{path}.tier"), t);
+            }
+            keys.push(ApiKeyEntry {
+                sha256: digest,
+                tenant: k.tenant.clone(),
+                tier: k.tier.clone(),
+            });
+        }
+        ApiKeySettings {
+            header: header(c, "identity.api_keys.header", a.header.as_ref(), "x-api-key"),
+            keys,
+        }
+    });
+    IdentitySettings {
+        jwt,
+        api_keys,
+        default_tier: raw.default_tier.clone(),
+        tenant_header,
+        tier_header,
+    }
+}
+
+fn jwt_settings(c: &mut Check, j: &RawJwt) -> JwtSettings {
+    use jsonwebtoken::Algorithm as A;
+    let mut keys = Vec::new();
+    let mut kids = BTreeSet::new();
+    if j.keys.is_empty() {
+        c.err("identity.jwt.keys", "needs at least one key");
+    }
+    for (i, k) in j.keys.iter().enumerate() {
+        let path = format!("identity.jwt.keys[{i}]");
+        if let Some(kid) = &k.kid {
+            if !kids.insert(kid.clone()) {
+                c.err(format!("{path}.kid"), format!("duplicate kid \"{kid}\""));
+            }
+        }
+        let alg = match k.algorithm.as_str() {
+            "HS256" => A::HS256,
+            "HS384" => A::HS384,
+            "HS512" => A::HS512,
+            "RS256" => A::RS256,
+            "RS384" => A::RS384,
+            "RS512" => A::RS512,
+            "PS256" => A::PS256,
+            "PS384" => A::PS384,
+            "PS512" => A::PS512,
+            "ES256" => A::ES256,
+            "ES384" => A::ES384,
+            "EdDSA" => A::EdDSA,
+            other => {
+                c.err(
+                    format!("{path}.algorithm"),
+                    format!("\"{other}\" is not supported (HS256/384/512, RS256/384/512, PS256/384/512, ES256/384, EdDSA)"),
+                );
+                continue;
+            }
+        };
+        let hmac = matches!(alg, A::HS256 | A::HS384 | A::HS512);
+        let source = match (&k.secret_env, &k.secret_file, &k.public_key_file) {
+            (Some(env), None, None) if hmac => KeySource::SecretEnv(env.clone()),
+            (None, Some(file), None) if hmac => KeySource::SecretFile(file.clone()),
+            (None, None, Some(file)) if !hmac => KeySource::PublicKeyFile(file.clone()),
+            _ if hmac => {
+                c.err(&path, "an HS* key needs exactly one of secret_env or secret_file");
+                continue;
+            }
+            _ => {
+                c.err(&path, "an RS/PS/ES/EdDSA key needs public_key_file (and nothing else)");
+                continue;
+            }
+        };
+        keys.push(JwtKeySettings {
+            kid: k.kid.clone(),
+            algorithm: alg,
+            source,
+        });
+    }
+    let leeway_s = match j.leeway_s {
+        Some(v) if v < 0 => {
+            c.err("identity.jwt.leeway_s", format!("must not be negative (got {v})"));
+            0
+        }
+        Some(v) => v as u64,
+        None => 30,
+    };
+    JwtSettings {
+        issuer: j.issuer.clone(),
+        audience: j.audience.clone(),
+        leeway_s,
+        tenant_claim: j.tenant_claim.clone().unwrap_or_else(|| "sub".into()),
+        tier_claim: j.tier_claim.clone(),
+        keys,
+    }
+}
+
+fn upstream_settings(c: &mut Check, name: &str, u: &RawUpstream) -> Option<UpstreamSettings> {
+    let path = format!("upstreams.{name}");
+    if u.backends.is_empty() {
+        c.err(format!("{path}.backends"), "needs at least one backend");
+    }
+    let mut backends = Vec::new();
+    for (i, b) in u.backends.iter().enumerate() {
+        // Resolved once here (blocking DNS is fine: config loading is off the request path).
+        match b.to_socket_addrs().map(|mut a| a.next()) {
+            Ok(Some(addr)) => {
+                if backends.contains(&addr) {
+                    c.err(format!("{path}.backends[{i}]"), format!("duplicate backend \"{b}\""));
+                }
+                backends.push(addr)
+            }
+            _ => c.err(
+                format!("{path}.backends[{i}]"),
+                format!("\"{b}\" is not a resolvable host:port"),
+            ),
+        }
+    }
+    let max_concurrency = u
+        .max_concurrency
+        .and_then(|v| c.positive(&format!("{path}.max_concurrency"), v))
+        .map(|v| v.min(u32::MAX as u64) as u32);
+    let queue = u.queue.as_ref().and_then(|q| {
+        if max_concurrency.is_none() {
+            c.err(format!("{path}.queue"), "needs max_concurrency");
+        }
+        let max = c.positive(&format!("{path}.queue.max"), q.max)?;
+        let timeout = c.positive(&format!("{path}.queue.timeout_ms"), q.timeout_ms)?;
+        Some(QueueSettings {
+            max: max.min(u32::MAX as u64) as u32,
+            timeout: Duration::from_millis(timeout),
+        })
+    });
+    let health_check = u.health_check.as_ref().map(|h| {
+        let p = h.path.clone().unwrap_or_else(|| "/healthz".into());
+        if !p.starts_with('/') {
+            c.err(format!("{path}.health_check.path"), "must start with /");
+        }
+        HealthCheckSettings {
+            path: p,
+            interval: Duration::from_secs(c.opt_positive(
+                &format!("{path}.health_check.interval_s"),
+                h.interval_s,
+                5,
+            )),
+        }
+    });
+    Some(UpstreamSettings {
+        name: name.to_string(),
+        backends,
+        max_concurrency,
+        queue,
+        retry_after_s: c.opt_positive(&format!("{path}.retry_after_s"), u.retry_after_s, 1),
+        connect_timeout: Duration::from_millis(c.opt_positive(
+            &format!("{path}.connect_timeout_ms"),
+            u.connect_timeout_ms,
+            1_000,
+        )),
+        read_timeout: Duration::from_millis(c.opt_positive(
+            &format!("{path}.read_timeout_ms"),
+            u.read_timeout_ms,
+            30_000,
+        )),
+        health_check,
+    })
+}
+
+fn route_settings(
+    c: &mut Check,
+    path: &str,
+    r: &RawRoute,
+    upstreams: &BTreeMap<String, RawUpstream>,
+) -> Option<RouteSettings> {
+    if !upstreams.contains_key(&r.upstream) {
+        c.err(
+            format!("{path}.upstream"),
+            format!("no upstream named \"{}\"", r.upstream),
+        );
+    }
+    let host = match r.host.as_deref() {
+        None | Some("*") => HostMatch::Any,
+        Some(h) if h.starts_with("*.") && h.len() > 2 => {
+            HostMatch::Suffix(h[1..].to_ascii_lowercase())
+        }
+        Some(h) if !h.is_empty() && !h.contains(['*', '/', ' ']) => {
+            HostMatch::Exact(h.to_ascii_lowercase())
+        }
+        Some(h) => {
+            c.err(
+                format!("{path}.host"),
+                format!("\"{h}\" is not a host (exact, or *.suffix)"),
+            );
+            HostMatch::Any
+        }
+    };
+    let path_prefix = r.path_prefix.clone().unwrap_or_else(|| "/".into());
+    if !path_prefix.starts_with('/') {
+        c.err(format!("{path}.path_prefix"), "must start with /");
+    }
+    let auth = match r.auth.as_deref() {
+        None | Some("optional") => AuthMode::Optional,
+        Some("required") => AuthMode::Required,
+        Some("none") => AuthMode::None,
+        Some(other) => {
+            c.err(
+                format!("{path}.auth"),
+                format!("\"{other}\" is not an auth mode (required, optional, none)"),
+            );
+            AuthMode::Optional
+        }
+    };
+    Some(RouteSettings {
+        id: path.to_string(),
+        host,
+        path_prefix,
+        upstream: r.upstream.clone(),
+        auth,
+        cost: c.opt_positive(&format!("{path}.cost"), r.cost, 1),
+    })
+}
+
+fn response_settings(c: &mut Check, raw: Option<&RawResponse>) -> ResponseSettings {
+    let status = raw.and_then(|r| r.status).unwrap_or(429);
+    if !(400..=599).contains(&status) {
+        c.err("response.status", format!("must be a 4xx or 5xx status (got {status})"));
+    }
+    let headers = match raw.and_then(|r| r.headers.as_deref()) {
+        None | Some("ietf") => HeaderMode::Ietf,
+        Some("legacy") => HeaderMode::Legacy,
+        Some("both") => HeaderMode::Both,
+        Some("none") => HeaderMode::None,
+        Some(other) => {
+            c.err(
+                "response.headers",
+                format!("\"{other}\" is not a header mode (ietf, legacy, both, none)"),
+            );
+            HeaderMode::Ietf
+        }
+    };
+    ResponseSettings {
+        status: status.clamp(400, 599) as u16,
+        headers,
+    }
+}
+
+fn observability_settings(c: &mut Check, raw: Option<&RawObservability>) -> ObservabilitySettings {
+    let json_logs = match raw.and_then(|r| r.log_format.as_deref()) {
+        None | Some("text") => false,
+        Some("json") => true,
+        Some(other) => {
+            c.err(
+                "observability.log_format",
+                format!("\"{other}\" is not a log format (text, json)"),
+            );
+            false
+        }
+    };
+    let tenant_metrics = match raw.and_then(|r| r.tenant_metrics) {
+        None => 0,
+        Some(v) if v < 0 => {
+            c.err("observability.tenant_metrics", "must not be negative");
+            0
+        }
+        Some(v) => v as usize,
+    };
+    ObservabilitySettings {
+        access_log: raw.and_then(|r| r.access_log).unwrap_or(true),
+        json_logs,
+        tenant_metrics,
+    }
+}

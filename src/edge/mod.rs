@@ -1,0 +1,36 @@
+//! Edge stage: per-client-IP token buckets in process memory, before routing and identity.
+//!
+//! Cheap and coarse; needs no Redis. Requests rejected here never reach identity, Redis or the
+//! backend. The bucket store outlives config reloads, so a reload (even one that changes the edge
+//! numbers) never hands a client a fresh burst: the new `limit`/`burst` apply to the live bucket.
+
+pub mod client_ip;
+pub mod store;
+
+use crate::config::EdgeSettings;
+use crate::limit::Decision;
+use std::net::IpAddr;
+pub use store::BucketStore;
+
+/// Result of the edge stage for one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EdgeOutcome {
+    /// No edge limiter configured, or the client is exempt.
+    Skipped,
+    Admitted(Decision),
+    Limited(Decision),
+}
+
+/// Runs the edge limiter for `client` (already normalised) at `now_ms`.
+pub fn check(settings: &EdgeSettings, store: &BucketStore, client: IpAddr, now_ms: u64) -> EdgeOutcome {
+    if settings.exempt.iter().any(|n| n.contains(&client)) {
+        return EdgeOutcome::Skipped;
+    }
+    let key = client_ip::key_of(client, settings.ipv6_prefix);
+    let d = store.check(&key, now_ms, &settings.rate, 1);
+    if d.admitted {
+        EdgeOutcome::Admitted(d)
+    } else {
+        EdgeOutcome::Limited(d)
+    }
+}

@@ -1,0 +1,20 @@
+//! tollgate: a reverse-proxy API gateway on Pingora whose job is distributed rate limiting.
+//!
+//! Request path (DESIGN.md section 1): [`edge`] (per client IP, memory) → route
+//! ([`upstream::router`]) → [`identity`] (JWT / API key → tenant, tier) → [`quota`] (tenant
+//! token bucket in Redis, one Lua script per decision) → [`upstream`] concurrency slot → backend.
+//! [`proxy`] is the thin Pingora glue that runs the stages in order.
+
+pub mod admin;
+pub mod config;
+pub mod edge;
+pub mod identity;
+pub mod limit;
+pub mod metrics;
+pub mod proxy;
+pub mod quota;
+pub mod reload;
+pub mod response;
+pub mod server;
+pub mod snapshot;
+pub mod upstream;

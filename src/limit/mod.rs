@@ -1,0 +1,50 @@
+//! Rate-limiting algorithms as pure functions over `(state, now, params)`.
+//!
+//! No I/O and no clock: callers pass `now` in milliseconds. The in-memory limiters (edge, local
+//! fallback) use these directly; `lua/token_bucket.lua` mirrors [`token_bucket`] exactly and an
+//! integration test checks both agree on thousands of random cases.
+
+pub mod token_bucket;
+
+pub use token_bucket::{Decision, TokenBucketState};
+
+/// Bucket size: `limit` tokens refilled per `per_ms` milliseconds, capacity `burst` tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Rate {
+    /// Tokens added per period.
+    pub limit: u64,
+    /// Period length in milliseconds.
+    pub per_ms: u64,
+    /// Capacity in tokens.
+    pub burst: u64,
+}
+
+impl Rate {
+    /// A rate of `limit` tokens per `per_ms` ms with capacity `burst`. All must be > 0.
+    pub const fn new(limit: u64, per_ms: u64, burst: u64) -> Self {
+        Rate {
+            limit,
+            per_ms,
+            burst,
+        }
+    }
+
+    /// Seconds for an empty bucket to fill up to `burst` (the `w` of `RateLimit-Policy`), ≥ 1.
+    pub fn window_s(&self) -> u64 {
+        ceil_div(self.burst * self.per_ms, self.limit).div_ceil(1000).max(1)
+    }
+
+    /// This rate divided among `n` instances (limit and burst rounded down, at least 1).
+    pub fn divided(&self, n: u64) -> Rate {
+        Rate {
+            limit: (self.limit / n.max(1)).max(1),
+            per_ms: self.per_ms,
+            burst: (self.burst / n.max(1)).max(1),
+        }
+    }
+}
+
+/// `ceil(a / b)` for `b > 0`.
+pub(crate) fn ceil_div(a: u64, b: u64) -> u64 {
+    a.div_ceil(b)
+}

@@ -1,0 +1,99 @@
+//! `tollgate`: the command line. Everything else lives in the library.
+
+use clap::{Parser, Subcommand};
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const EXAMPLES: &str = "Examples:
+  tollgate run -c gateway.yaml        serve (also the default: tollgate -c gateway.yaml)
+  tollgate check -c gateway.yaml      validate a config like `nginx -t`, exit 1 on any problem
+  echo -n 's3cret' | tollgate hash-key   print the SHA-256 digest to store in identity.api_keys
+  tollgate run -c gateway.yaml --upgrade && kill -QUIT <old pid>   zero-downtime binary upgrade
+  kill -HUP <pid>                     reload gateway.yaml without dropping requests";
+
+/// Reverse-proxy API gateway with distributed (Redis-backed) rate limiting.
+#[derive(Parser)]
+#[command(name = "tollgate", version, about, after_help = EXAMPLES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Config file (when no subcommand is given: run).
+    #[arg(short, long, default_value = "gateway.yaml", global = true)]
+    config: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve traffic (the default).
+    Run {
+        /// Take the listening sockets over from a running tollgate (then SIGQUIT the old one).
+        #[arg(long)]
+        upgrade: bool,
+    },
+    /// Validate the config file and exit: 0 when valid, 1 with every problem listed.
+    Check,
+    /// Read an API key from stdin and print its SHA-256 hex digest.
+    HashKey,
+}
+
+fn init_tracing(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn print_errors(path: &std::path::Path, errors: &[tollgate::config::ConfigError]) {
+    eprintln!("{}: {} problem(s)", path.display(), errors.len());
+    for e in errors {
+        eprintln!("{e}");
+    }
+}
+
+fn main() -> ExitCode {
+    // Ignore SIGHUP until the reload service installs its handler (the default action kills).
+    unsafe {
+        libc::signal(libc::SIGHUP, libc::SIG_IGN);
+    }
+    let cli = Cli::parse();
+    match cli.command.unwrap_or(Command::Run { upgrade: false }) {
+        Command::HashKey => {
+            let mut key = String::new();
+            if std::io::stdin().read_to_string(&mut key).is_err() {
+                eprintln!("cannot read the key from stdin");
+                return ExitCode::FAILURE;
+            }
+            let key = key.strip_suffix('\n').unwrap_or(&key);
+            println!("{}", tollgate::identity::hash_key(key));
+            ExitCode::SUCCESS
+        }
+        Command::Check => match tollgate::server::load_snapshot(&cli.config) {
+            Ok(_) => {
+                println!("{}: configuration ok", cli.config.display());
+                ExitCode::SUCCESS
+            }
+            Err(errors) => {
+                print_errors(&cli.config, &errors);
+                ExitCode::FAILURE
+            }
+        },
+        Command::Run { upgrade } => {
+            let json = tollgate::config::load(&cli.config)
+                .map(|c| c.observability.json_logs)
+                .unwrap_or(false);
+            init_tracing(json);
+            match tollgate::server::run(&cli.config, upgrade) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(errors) => {
+                    print_errors(&cli.config, &errors);
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}

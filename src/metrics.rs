@@ -1,0 +1,216 @@
+//! Prometheus metrics (prometheus 0.14, the version pingora-prometheus uses), all prefixed
+//! `tollgate_` and registered in the default registry served by the admin listener.
+//!
+//! Tenant ids are never labels by default (unbounded cardinality); `observability.tenant_metrics`
+//! opts in to a bounded per-tenant counter (first N tenants seen, the rest as `other`).
+
+use once_cell::sync::Lazy;
+use parking_lot::Mutex;
+use prometheus::{
+    register_histogram_vec, register_int_counter, register_int_counter_vec, register_int_gauge,
+    register_int_gauge_vec, Encoder, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, TextEncoder,
+};
+use std::collections::HashSet;
+
+/// Every metric tollgate exports.
+pub struct Metrics {
+    /// Requests by route (`routes[i]` or `none`) and status class (`2xx`..`5xx`).
+    pub requests: IntCounterVec,
+    /// Request duration in seconds, from first byte to logging, by route.
+    pub request_duration: HistogramVec,
+    /// Decisions by layer (edge, identity, tenant, upstream), outcome and tier (`-` when none).
+    pub decisions: IntCounterVec,
+    /// Tenant admissions that left less than 20% of the burst, by tier.
+    pub near_limit: IntCounterVec,
+    /// Redis call duration in seconds (successful and failed calls).
+    pub redis_duration: HistogramVec,
+    /// Redis errors by kind: timeout, connection, script, other.
+    pub redis_errors: IntCounterVec,
+    /// Circuit breaker state: 0 closed, 1 open, 2 half-open.
+    pub breaker_state: IntGauge,
+    /// Breaker transitions by target state.
+    pub breaker_transitions: IntCounterVec,
+    /// 1 while tenant decisions are degraded (breaker not closed), else 0.
+    pub degraded: IntGauge,
+    /// Config reloads by result (`ok`, `error`).
+    pub reloads: IntCounterVec,
+    /// Unix time of the last successful config load.
+    pub last_reload: IntGauge,
+    /// Client keys tracked by the edge limiter.
+    pub edge_tracked: IntGauge,
+    /// Edge entries evicted to respect `edge.max_clients`.
+    pub edge_evictions: IntCounter,
+    /// Requests in flight to each upstream (holding a slot).
+    pub upstream_in_flight: IntGaugeVec,
+    /// Requests waiting for a slot, per upstream.
+    pub upstream_queue_depth: IntGaugeVec,
+    /// Seconds spent waiting in the slot queue, per upstream.
+    pub upstream_queue_wait: HistogramVec,
+    /// Concurrency rejections by upstream and reason (`full`, `queue_full`, `queue_timeout`).
+    pub upstream_rejections: IntCounterVec,
+    /// Opt-in per-tenant decisions (bounded), by tenant and outcome.
+    pub tenant_decisions: IntCounterVec,
+    tenant_seen: Mutex<HashSet<String>>,
+}
+
+/// The process-wide metrics.
+pub static METRICS: Lazy<Metrics> = Lazy::new(|| {
+    let latency = vec![
+        0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    ];
+    Metrics {
+        requests: register_int_counter_vec!(
+            "tollgate_requests_total",
+            "Requests by route and status class",
+            &["route", "status_class"]
+        )
+        .unwrap(),
+        request_duration: register_histogram_vec!(
+            "tollgate_request_duration_seconds",
+            "Request duration in seconds",
+            &["route"],
+            latency.clone()
+        )
+        .unwrap(),
+        decisions: register_int_counter_vec!(
+            "tollgate_decisions_total",
+            "Limiter decisions by layer, outcome and tier",
+            &["layer", "outcome", "tier"]
+        )
+        .unwrap(),
+        near_limit: register_int_counter_vec!(
+            "tollgate_tenant_near_limit_total",
+            "Tenant admissions that left under 20% of the burst",
+            &["tier"]
+        )
+        .unwrap(),
+        redis_duration: register_histogram_vec!(
+            "tollgate_redis_call_duration_seconds",
+            "Redis call duration in seconds",
+            &["result"],
+            vec![0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25]
+        )
+        .unwrap(),
+        redis_errors: register_int_counter_vec!(
+            "tollgate_redis_errors_total",
+            "Redis errors by kind",
+            &["kind"]
+        )
+        .unwrap(),
+        breaker_state: register_int_gauge!(
+            "tollgate_redis_breaker_state",
+            "Redis circuit breaker state: 0 closed, 1 open, 2 half-open"
+        )
+        .unwrap(),
+        breaker_transitions: register_int_counter_vec!(
+            "tollgate_redis_breaker_transitions_total",
+            "Redis circuit breaker transitions by target state",
+            &["to"]
+        )
+        .unwrap(),
+        degraded: register_int_gauge!(
+            "tollgate_limiter_degraded",
+            "1 while tenant decisions cannot use Redis"
+        )
+        .unwrap(),
+        reloads: register_int_counter_vec!(
+            "tollgate_config_reloads_total",
+            "Config reloads by result",
+            &["result"]
+        )
+        .unwrap(),
+        last_reload: register_int_gauge!(
+            "tollgate_config_last_reload_success_timestamp_seconds",
+            "Unix time of the last successful config load"
+        )
+        .unwrap(),
+        edge_tracked: register_int_gauge!(
+            "tollgate_edge_tracked_clients",
+            "Client keys tracked by the edge limiter"
+        )
+        .unwrap(),
+        edge_evictions: register_int_counter!(
+            "tollgate_edge_evictions_total",
+            "Edge entries evicted to respect edge.max_clients"
+        )
+        .unwrap(),
+        upstream_in_flight: register_int_gauge_vec!(
+            "tollgate_upstream_in_flight",
+            "Requests in flight per upstream",
+            &["upstream"]
+        )
+        .unwrap(),
+        upstream_queue_depth: register_int_gauge_vec!(
+            "tollgate_upstream_queue_depth",
+            "Requests waiting for an upstream slot",
+            &["upstream"]
+        )
+        .unwrap(),
+        upstream_queue_wait: register_histogram_vec!(
+            "tollgate_upstream_queue_wait_seconds",
+            "Seconds waited for an upstream slot",
+            &["upstream"],
+            latency
+        )
+        .unwrap(),
+        upstream_rejections: register_int_counter_vec!(
+            "tollgate_upstream_rejections_total",
+            "Concurrency rejections by upstream and reason",
+            &["upstream", "reason"]
+        )
+        .unwrap(),
+        tenant_decisions: register_int_counter_vec!(
+            "tollgate_tenant_decisions_total",
+            "Per-tenant decisions (opt-in, bounded by observability.tenant_metrics)",
+            &["tenant", "outcome"]
+        )
+        .unwrap(),
+        tenant_seen: Mutex::new(HashSet::new()),
+    }
+});
+
+impl Metrics {
+    /// Counts one decision.
+    pub fn decision(&self, layer: &str, outcome: &str, tier: &str) {
+        self.decisions
+            .with_label_values(&[layer, outcome, tier])
+            .inc();
+    }
+
+    /// Counts a per-tenant decision when enabled; at most `bound` tenants get their own series.
+    pub fn tenant_decision(&self, bound: usize, tenant: &str, outcome: &str) {
+        if bound == 0 {
+            return;
+        }
+        let label = {
+            let mut seen = self.tenant_seen.lock();
+            if seen.contains(tenant) || seen.len() < bound && seen.insert(tenant.to_string()) {
+                tenant
+            } else {
+                "other"
+            }
+        };
+        self.tenant_decisions
+            .with_label_values(&[label, outcome])
+            .inc();
+    }
+
+    /// The default registry in Prometheus text format.
+    pub fn render(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        let _ = TextEncoder::new().encode(&prometheus::gather(), &mut out);
+        out
+    }
+}
+
+/// `2xx`-style class of a status code.
+pub fn status_class(status: u16) -> &'static str {
+    match status {
+        100..=199 => "1xx",
+        200..=299 => "2xx",
+        300..=399 => "3xx",
+        400..=499 => "4xx",
+        _ => "5xx",
+    }
+}

@@ -1,0 +1,232 @@
+//! Circuit breaker around one Redis endpoint, shared by all worker threads.
+//!
+//! Closed: every call goes through; outcomes are counted in a sliding window of one-second
+//! buckets. When the window holds at least `min_calls` calls and the failure ratio reaches
+//! `failure_ratio`, the breaker opens. Open: no call is made for `break_duration`. Half-open:
+//! up to `probes` calls at a time go through as probes; `probes` successes close the breaker,
+//! any failure re-opens it. Timeouts count as failures. Pure state machine over an injected
+//! clock (milliseconds); the caller does the I/O.
+
+use crate::config::BreakerSettings;
+use parking_lot::Mutex;
+
+/// Breaker state, as exported in `tollgate_redis_breaker_state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakerState {
+    Closed,
+    Open,
+    HalfOpen,
+}
+
+impl BreakerState {
+    /// Gauge value: 0 closed, 1 open, 2 half-open.
+    pub fn gauge(self) -> i64 {
+        match self {
+            BreakerState::Closed => 0,
+            BreakerState::Open => 1,
+            BreakerState::HalfOpen => 2,
+        }
+    }
+
+    /// Lower-case name for logs and labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BreakerState::Closed => "closed",
+            BreakerState::Open => "open",
+            BreakerState::HalfOpen => "half_open",
+        }
+    }
+}
+
+/// Permission for one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Permit {
+    /// Call Redis; report the outcome with `probe` as given.
+    Call { probe: bool },
+    /// Do not call; the next probe is allowed in this many milliseconds (≥ 0).
+    Rejected { retry_in_ms: u64 },
+}
+
+struct Inner {
+    state: BreakerState,
+    /// Per-second (calls, failures), indexed by second % len.
+    window: Vec<(u64, u64, u64)>, // (second, calls, failures)
+    open_until_ms: u64,
+    probes_in_flight: u64,
+    probe_successes: u64,
+}
+
+/// The breaker. Cheap to call: one short mutex section per call and per outcome.
+pub struct Breaker {
+    settings: BreakerSettings,
+    inner: Mutex<Inner>,
+}
+
+impl Breaker {
+    /// A closed breaker.
+    pub fn new(settings: BreakerSettings) -> Self {
+        let slots = settings.window.as_secs().max(1) as usize;
+        Breaker {
+            settings,
+            inner: Mutex::new(Inner {
+                state: BreakerState::Closed,
+                window: vec![(u64::MAX, 0, 0); slots],
+                open_until_ms: 0,
+                probes_in_flight: 0,
+                probe_successes: 0,
+            }),
+        }
+    }
+
+    /// Current state (Open turns HalfOpen only when a call asks for a permit).
+    pub fn state(&self) -> BreakerState {
+        self.inner.lock().state
+    }
+
+    /// Asks to make one call at `now_ms`. Returns the permit and a state transition, if any.
+    pub fn permit(&self, now_ms: u64) -> (Permit, Option<BreakerState>) {
+        let mut g = self.inner.lock();
+        match g.state {
+            BreakerState::Closed => (Permit::Call { probe: false }, None),
+            BreakerState::Open if now_ms < g.open_until_ms => (
+                Permit::Rejected {
+                    retry_in_ms: g.open_until_ms - now_ms,
+                },
+                None,
+            ),
+            BreakerState::Open => {
+                g.state = BreakerState::HalfOpen;
+                g.probes_in_flight = 1;
+                g.probe_successes = 0;
+                (Permit::Call { probe: true }, Some(BreakerState::HalfOpen))
+            }
+            BreakerState::HalfOpen if g.probes_in_flight < self.settings.probes => {
+                g.probes_in_flight += 1;
+                (Permit::Call { probe: true }, None)
+            }
+            BreakerState::HalfOpen => (Permit::Rejected { retry_in_ms: 0 }, None),
+        }
+    }
+
+    /// Reports the outcome of a permitted call. Returns the transition, if any.
+    pub fn record(&self, now_ms: u64, ok: bool, probe: bool) -> Option<BreakerState> {
+        let mut g = self.inner.lock();
+        if probe {
+            g.probes_in_flight = g.probes_in_flight.saturating_sub(1);
+            if g.state != BreakerState::HalfOpen {
+                return None;
+            }
+            if !ok {
+                return Some(self.open(&mut g, now_ms));
+            }
+            g.probe_successes += 1;
+            if g.probe_successes >= self.settings.probes {
+                g.state = BreakerState::Closed;
+                for slot in g.window.iter_mut() {
+                    *slot = (u64::MAX, 0, 0);
+                }
+                return Some(BreakerState::Closed);
+            }
+            return None;
+        }
+        if g.state != BreakerState::Closed {
+            return None;
+        }
+        let second = now_ms / 1000;
+        let len = g.window.len();
+        let slot = &mut g.window[(second as usize) % len];
+        if slot.0 != second {
+            *slot = (second, 0, 0);
+        }
+        slot.1 += 1;
+        if !ok {
+            slot.2 += 1;
+        }
+        let oldest = second.saturating_sub(len as u64 - 1);
+        let (calls, failures) = g
+            .window
+            .iter()
+            .filter(|s| s.0 != u64::MAX && s.0 >= oldest && s.0 <= second)
+            .fold((0, 0), |(c, f), s| (c + s.1, f + s.2));
+        if !ok
+            && calls >= self.settings.min_calls
+            && failures as f64 >= self.settings.failure_ratio * calls as f64
+        {
+            return Some(self.open(&mut g, now_ms));
+        }
+        None
+    }
+
+    fn open(&self, g: &mut Inner, now_ms: u64) -> BreakerState {
+        g.state = BreakerState::Open;
+        g.open_until_ms = now_ms + self.settings.break_duration.as_millis() as u64;
+        g.probe_successes = 0;
+        BreakerState::Open
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn breaker() -> Breaker {
+        Breaker::new(BreakerSettings {
+            failure_ratio: 0.5,
+            min_calls: 4,
+            window: Duration::from_secs(10),
+            break_duration: Duration::from_secs(5),
+            probes: 2,
+        })
+    }
+
+    #[test]
+    fn opens_only_after_min_calls_at_ratio() {
+        let b = breaker();
+        assert_eq!(b.record(0, false, false), None);
+        assert_eq!(b.record(10, false, false), None);
+        assert_eq!(b.record(20, false, false), None);
+        assert_eq!(b.record(30, false, false), Some(BreakerState::Open));
+        assert_eq!(b.permit(1_000), (Permit::Rejected { retry_in_ms: 4_030 }, None));
+    }
+
+    #[test]
+    fn healthy_traffic_keeps_it_closed() {
+        let b = breaker();
+        for i in 0..100 {
+            assert_eq!(b.record(i * 10, i % 3 != 1, false), None);
+        }
+        assert_eq!(b.state(), BreakerState::Closed);
+    }
+
+    #[test]
+    fn old_failures_leave_the_window() {
+        let b = breaker();
+        for i in 0..3 {
+            b.record(i, false, false);
+        }
+        // 11 s later the three failures are outside the 10 s window.
+        assert_eq!(b.record(11_000, false, false), None);
+        assert_eq!(b.state(), BreakerState::Closed);
+    }
+
+    #[test]
+    fn half_open_probes_close_or_reopen() {
+        let b = breaker();
+        for i in 0..4 {
+            b.record(i, false, false);
+        }
+        let (p, t) = b.permit(6_000);
+        assert_eq!((p, t), (Permit::Call { probe: true }, Some(BreakerState::HalfOpen)));
+        assert_eq!(b.permit(6_000).0, Permit::Call { probe: true });
+        assert_eq!(b.permit(6_000).0, Permit::Rejected { retry_in_ms: 0 });
+        assert_eq!(b.record(6_001, true, true), None);
+        assert_eq!(b.record(6_002, true, true), Some(BreakerState::Closed));
+        for i in 0..4 {
+            b.record(7_000 + i, false, false);
+        }
+        b.permit(13_000);
+        assert_eq!(b.record(13_001, false, true), Some(BreakerState::Open));
+        assert!(matches!(b.permit(13_002).0, Permit::Rejected { .. }));
+    }
+}

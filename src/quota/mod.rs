@@ -1,0 +1,158 @@
+//! Tenant stage: the tenant's tier-sized token bucket, decided in Redis by one atomic Lua script,
+//! behind a circuit breaker, with the tier's declared failure policy (DESIGN.md sections 2–3).
+
+pub mod breaker;
+pub mod redis_store;
+
+use crate::config::{FailurePolicy, RedisSettings};
+use crate::edge::BucketStore;
+use crate::limit::{Decision, Rate};
+use crate::metrics::METRICS;
+use breaker::{Breaker, BreakerState, Permit};
+use redis_store::RedisStore;
+use std::time::Instant;
+
+/// Local fallback buckets tracked at most (tenants), LRU beyond.
+const LOCAL_FALLBACK_TENANTS: usize = 100_000;
+
+/// One tenant decision request.
+#[derive(Debug, Clone)]
+pub struct TenantQuota<'a> {
+    pub tenant: &'a str,
+    /// Policy name shown in headers (the tier).
+    pub policy: &'a str,
+    /// The tenant's effective bucket size.
+    pub rate: Rate,
+    /// Tokens this request costs.
+    pub cost: u64,
+    pub on_failure: FailurePolicy,
+}
+
+/// What the tenant stage decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuotaOutcome {
+    /// A bucket decided: Redis (`degraded: false`) or the local fallback (`degraded: true`).
+    /// `rate` is the bucket that decided (the tenant's, or its local share when degraded).
+    Decided {
+        decision: Decision,
+        rate: Rate,
+        degraded: bool,
+    },
+    /// Redis unavailable, policy `open`: admit without quota headers.
+    FailedOpen,
+    /// Redis unavailable, policy `closed`: 503 with this Retry-After (seconds, ≥ 1).
+    FailedClosed { retry_after_s: u64 },
+}
+
+/// The tenant stage's shared state: Redis, breaker, local fallback. Lives across reloads while
+/// the `redis:` section is unchanged.
+pub struct QuotaService {
+    pub settings: RedisSettings,
+    redis: RedisStore,
+    breaker: Breaker,
+    local: BucketStore<String>,
+    epoch: Instant,
+}
+
+impl QuotaService {
+    /// Prepares the service (no connection is made until the first decision).
+    pub fn new(settings: &RedisSettings) -> Result<Self, String> {
+        Ok(QuotaService {
+            settings: settings.clone(),
+            redis: RedisStore::new(settings)?,
+            breaker: Breaker::new(settings.breaker.clone()),
+            local: BucketStore::new(LOCAL_FALLBACK_TENANTS),
+            epoch: Instant::now(),
+        })
+    }
+
+    /// The Redis key of a tenant's bucket.
+    pub fn bucket_key(&self, tenant: &str) -> String {
+        self.redis.bucket_key(tenant)
+    }
+
+    /// Current breaker state.
+    pub fn breaker_state(&self) -> BreakerState {
+        self.breaker.state()
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    fn transition(&self, to: Option<BreakerState>) {
+        let Some(to) = to else { return };
+        METRICS.breaker_state.set(to.gauge());
+        METRICS.degraded.set((to != BreakerState::Closed) as i64);
+        METRICS
+            .breaker_transitions
+            .with_label_values(&[to.as_str()])
+            .inc();
+        match to {
+            BreakerState::Open => tracing::warn!(
+                breaker = "open",
+                "redis circuit breaker opened: tenant decisions use the failure policy"
+            ),
+            BreakerState::HalfOpen => tracing::info!(breaker = "half_open", "redis breaker probing"),
+            BreakerState::Closed => {
+                self.local.clear();
+                tracing::info!(breaker = "closed", "redis circuit breaker closed: decisions back in redis");
+            }
+        }
+    }
+
+    /// Decides one request. Never fails: Redis faults become the declared policy's outcome.
+    pub async fn decide(&self, q: &TenantQuota<'_>) -> QuotaOutcome {
+        let (permit, t) = self.breaker.permit(self.now_ms());
+        self.transition(t);
+        let retry_in_ms = match permit {
+            Permit::Rejected { retry_in_ms } => retry_in_ms,
+            Permit::Call { probe } => {
+                let started = Instant::now();
+                let result = self.redis.token_bucket(q.tenant, &q.rate, q.cost).await;
+                let elapsed = started.elapsed().as_secs_f64();
+                let ok = result.is_ok();
+                METRICS
+                    .redis_duration
+                    .with_label_values(&[if ok { "ok" } else { "error" }])
+                    .observe(elapsed);
+                let t = self.breaker.record(self.now_ms(), ok, probe);
+                self.transition(t);
+                match result {
+                    Ok(decision) => {
+                        return QuotaOutcome::Decided {
+                            decision,
+                            rate: q.rate,
+                            degraded: false,
+                        }
+                    }
+                    Err(fault) => {
+                        METRICS.redis_errors.with_label_values(&[fault.as_str()]).inc();
+                        1000
+                    }
+                }
+            }
+        };
+        self.fallback(q, retry_in_ms)
+    }
+
+    fn fallback(&self, q: &TenantQuota<'_>, retry_in_ms: u64) -> QuotaOutcome {
+        match q.on_failure {
+            FailurePolicy::Open => QuotaOutcome::FailedOpen,
+            FailurePolicy::Closed => QuotaOutcome::FailedClosed {
+                retry_after_s: retry_in_ms.div_ceil(1000).max(1),
+            },
+            FailurePolicy::Local => {
+                let rate = q.rate.divided(self.settings.fleet_size);
+                let decision = self
+                    .local
+                    .check(&q.tenant.to_string(), self.now_ms(), &rate, q.cost);
+                QuotaOutcome::Decided {
+                    decision,
+                    rate,
+                    degraded: true,
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! Hot reload on SIGHUP: re-read the file, validate it exactly as `tollgate check` does, build a
+//! complete new snapshot off the request threads, and swap it in atomically.
+//!
+//! A file that fails is rejected: the running config stays, the reason is logged with its field
+//! path and `tollgate_config_reloads_total{result="error"}` increments. Settings that need a
+//! restart (listen addresses, admin address, `server:`) are reported as "needs restart" and
+//! otherwise ignored.
+
+use crate::config::{self, Config, ConfigError};
+use crate::metrics::METRICS;
+use crate::snapshot::{App, Snapshot};
+use async_trait::async_trait;
+use pingora::server::ShutdownWatch;
+use pingora::services::background::BackgroundService;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+use tokio::signal::unix::{signal, SignalKind};
+
+/// Records a successful load in metrics.
+pub fn mark_loaded() {
+    METRICS.reloads.with_label_values(&["ok"]).inc();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    METRICS.last_reload.set(now as i64);
+}
+
+/// Names of the process-level settings that differ (they need a restart).
+pub fn needs_restart(running: &Config, new: &Config) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    if running.listen != new.listen {
+        out.push("listen");
+    }
+    if running.admin_listen != new.admin_listen {
+        out.push("admin.listen");
+    }
+    if running.server != new.server {
+        out.push("server");
+    }
+    if running.observability.json_logs != new.observability.json_logs {
+        out.push("observability.log_format");
+    }
+    out
+}
+
+/// Loads, validates and builds the file at `app.config_path`, then swaps it in.
+/// Blocking work (file read, DNS, key files) runs on the blocking pool.
+pub async fn reload(app: &Arc<App>) -> Result<(), Vec<ConfigError>> {
+    let path = app.config_path.clone();
+    let previous = app.snapshot.load_full();
+    let built = tokio::task::spawn_blocking(move || {
+        let mut new = config::load(&path)?;
+        let restart = needs_restart(&previous.config, &new);
+        if !restart.is_empty() {
+            tracing::warn!(settings = ?restart, "reload: these settings need restart; keeping the running values");
+            new.listen = previous.config.listen.clone();
+            new.admin_listen = previous.config.admin_listen;
+            new.server = previous.config.server.clone();
+            new.observability.json_logs = previous.config.observability.json_logs;
+        }
+        Snapshot::build(new, Some(&previous))
+    })
+    .await
+    .map_err(|e| vec![ConfigError::new("", format!("reload task failed: {e}"))])??;
+    if let Some(edge) = &built.config.edge {
+        app.edge_buckets.resize(edge.max_clients);
+    }
+    app.snapshot.store(Arc::new(built));
+    Ok(())
+}
+
+/// Background service waiting for SIGHUP.
+pub struct ReloadService {
+    pub app: Arc<App>,
+}
+
+#[async_trait]
+impl BackgroundService for ReloadService {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let mut hangup = match signal(SignalKind::hangup()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot install the SIGHUP handler");
+                return;
+            }
+        };
+        loop {
+            tokio::select! {
+                _ = hangup.recv() => {
+                    match reload(&self.app).await {
+                        Ok(()) => {
+                            mark_loaded();
+                            tracing::info!(file = %self.app.config_path.display(), "config reloaded");
+                        }
+                        Err(errors) => {
+                            METRICS.reloads.with_label_values(&["error"]).inc();
+                            for e in &errors {
+                                tracing::error!(field = %e.path, reason = %e.reason, "config reload rejected; keeping the running config");
+                            }
+                        }
+                    }
+                }
+                _ = shutdown.changed() => {
+                    if *shutdown.borrow() { return; }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! The immutable runtime snapshot built from a validated config, and the long-lived state that
+//! outlives snapshots (edge buckets, Redis connection and breaker).
+//!
+//! One request loads one snapshot (an `Arc`) at its start and uses it to the end; a reload builds
+//! a complete new snapshot off the request threads and swaps it in atomically (arc-swap).
+
+use crate::config::{Config, ConfigError, Tier};
+use crate::edge::BucketStore;
+use crate::identity::Authenticator;
+use crate::limit::Rate;
+use crate::quota::QuotaService;
+use crate::upstream::router::Router;
+use crate::upstream::Upstream;
+use arc_swap::ArcSwap;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Everything a request needs, built from one config.
+pub struct Snapshot {
+    pub config: Config,
+    pub router: Router,
+    pub upstreams: HashMap<String, Upstream>,
+    pub auth: Authenticator,
+    /// Tenant stage; `None` when no tier is configured.
+    pub quota: Option<Arc<QuotaService>>,
+}
+
+impl Snapshot {
+    /// Builds a snapshot, reusing `previous`'s state where the config is unchanged: upstream pools
+    /// and slots, and the Redis service (connection, breaker) while `redis:` is identical.
+    ///
+    /// Errors: secrets or key files that cannot be read or parsed, an invalid Redis URL; each
+    /// names its field path. Does blocking file I/O: call it off the request threads.
+    pub fn build(config: Config, previous: Option<&Snapshot>) -> Result<Snapshot, Vec<ConfigError>> {
+        let mut errors = Vec::new();
+        let auth = match Authenticator::build(&config.identity, &config.tiers, &config.tenants) {
+            Ok(a) => Some(a),
+            Err(e) => {
+                errors.extend(e);
+                None
+            }
+        };
+        let quota = match (&config.redis, config.tiers.is_empty()) {
+            (Some(redis), false) => match previous.and_then(|p| p.quota.as_ref()) {
+                Some(q) if q.settings == *redis => Some(q.clone()),
+                _ => match QuotaService::new(redis) {
+                    Ok(q) => Some(Arc::new(q)),
+                    Err(e) => {
+                        errors.push(ConfigError::new("redis.url", e));
+                        None
+                    }
+                },
+            },
+            _ => None,
+        };
+        let (Some(auth), true) = (auth, errors.is_empty()) else {
+            return Err(errors);
+        };
+        let upstreams = config
+            .upstreams
+            .iter()
+            .map(|(name, settings)| {
+                let prev = previous.and_then(|p| p.upstreams.get(name));
+                (name.clone(), Upstream::build(settings, prev))
+            })
+            .collect();
+        Ok(Snapshot {
+            router: Router::new(config.routes.clone()),
+            upstreams,
+            auth,
+            quota,
+            config,
+        })
+    }
+
+    /// The tier and effective bucket of `tenant` in tier `tier`, with the tenant's overrides
+    /// (`tenants:`) applied field by field. `None` when the tier does not exist.
+    pub fn tenant_rate(&self, tenant: &str, tier: &str) -> Option<(&Tier, Rate)> {
+        let t = self.config.tiers.get(tier)?;
+        let mut rate = t.rate;
+        if let Some(o) = self.config.tenants.get(tenant) {
+            rate.limit = o.limit.unwrap_or(rate.limit);
+            rate.per_ms = o.per_ms.unwrap_or(rate.per_ms);
+            rate.burst = o.burst.unwrap_or(rate.burst);
+        }
+        Some((t, rate))
+    }
+}
+
+/// State shared by all requests and all snapshots of one process.
+pub struct App {
+    /// The current snapshot.
+    pub snapshot: ArcSwap<Snapshot>,
+    /// Edge buckets, kept across reloads.
+    pub edge_buckets: BucketStore,
+    /// The config file (re-read on SIGHUP).
+    pub config_path: PathBuf,
+    /// Set once graceful shutdown starts (`/readyz` answers 503).
+    pub shutting_down: AtomicBool,
+    /// Origin of the monotonic millisecond clock used by in-memory buckets.
+    pub epoch: Instant,
+}
+
+impl App {
+    /// Shared state around a first snapshot.
+    pub fn new(snapshot: Snapshot, config_path: PathBuf) -> Self {
+        let max_clients = snapshot
+            .config
+            .edge
+            .as_ref()
+            .map(|e| e.max_clients)
+            .unwrap_or(1);
+        App {
+            snapshot: ArcSwap::from_pointee(snapshot),
+            edge_buckets: BucketStore::new(max_clients),
+            config_path,
+            shutting_down: AtomicBool::new(false),
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Milliseconds since process start (monotonic).
+    pub fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+}

@@ -1,0 +1,65 @@
+//! Backends of one upstream: round robin over healthy backends, with an active HTTP health check
+//! run by one long-lived background loop over the current snapshot (see `server`).
+
+use crate::config::UpstreamSettings;
+use pingora::http::RequestHeader;
+use pingora::lb::health_check::HttpHealthCheck;
+use pingora::lb::selection::RoundRobin;
+use pingora::lb::{Backend, LoadBalancer};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// A load-balanced pool of backends. Carried over a reload while its backends and health check
+/// are unchanged, so health state is not lost.
+pub struct Pool {
+    lb: LoadBalancer<RoundRobin>,
+    /// What the pool was built from (compared on reload).
+    pub backends: Vec<SocketAddr>,
+    /// Health check interval, when configured.
+    pub check_interval: Option<Duration>,
+    health_path: Option<String>,
+}
+
+impl Pool {
+    /// Builds the pool; addresses are already resolved.
+    pub fn new(settings: &UpstreamSettings) -> Self {
+        let mut lb = LoadBalancer::<RoundRobin>::try_from_iter(settings.backends.iter().copied())
+            .expect("static backends from resolved addresses");
+        if let Some(hc) = &settings.health_check {
+            let mut check = HttpHealthCheck::new("localhost", false);
+            if let Ok(mut req) = RequestHeader::build("GET", hc.path.as_bytes(), None) {
+                let _ = req.insert_header("Host", "localhost");
+                let _ = req.insert_header("User-Agent", "tollgate-health-check");
+                check.req = req;
+            }
+            check.peer_template.options.connection_timeout = Some(settings.connect_timeout);
+            check.peer_template.options.read_timeout = Some(Duration::from_secs(2));
+            lb.set_health_check(Box::new(check));
+        }
+        Pool {
+            lb,
+            backends: settings.backends.clone(),
+            check_interval: settings.health_check.as_ref().map(|h| h.interval),
+            health_path: settings.health_check.as_ref().map(|h| h.path.clone()),
+        }
+    }
+
+    /// True when a pool built from `settings` would be identical to this one.
+    pub fn same_as(&self, settings: &UpstreamSettings) -> bool {
+        self.backends == settings.backends
+            && self.check_interval == settings.health_check.as_ref().map(|h| h.interval)
+            && self.health_path == settings.health_check.as_ref().map(|h| h.path.clone())
+    }
+
+    /// Next healthy backend (round robin), or `None` when every backend is unhealthy.
+    pub fn select(&self) -> Option<Backend> {
+        self.lb.select(b"", self.backends.len().max(1) * 2)
+    }
+
+    /// Runs one health check round over all backends (no-op without a health check).
+    pub async fn run_health_check(&self) {
+        if self.check_interval.is_some() {
+            self.lb.backends().run_health_check(true).await;
+        }
+    }
+}

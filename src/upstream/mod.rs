@@ -1,0 +1,38 @@
+//! Upstream stage: routing to a named upstream, per-upstream concurrency slots, and the pool of
+//! backends behind it.
+
+pub mod balancer;
+pub mod router;
+pub mod slots;
+
+use crate::config::UpstreamSettings;
+use balancer::Pool;
+use slots::Slots;
+use std::sync::Arc;
+
+/// One upstream of a snapshot: its settings, backends and slots.
+pub struct Upstream {
+    pub settings: UpstreamSettings,
+    pub pool: Arc<Pool>,
+    /// `None` when `max_concurrency` is not set.
+    pub slots: Option<Arc<Slots>>,
+}
+
+impl Upstream {
+    /// Builds an upstream, reusing `previous`'s pool and slots where unchanged.
+    pub fn build(settings: &UpstreamSettings, previous: Option<&Upstream>) -> Self {
+        let pool = match previous {
+            Some(p) if p.pool.same_as(settings) => p.pool.clone(),
+            _ => Arc::new(Pool::new(settings)),
+        };
+        let slots = settings.max_concurrency.map(|max| match previous.and_then(|p| p.slots.as_ref()) {
+            Some(s) if s.max == max => s.clone(),
+            _ => Arc::new(Slots::new(&settings.name, max)),
+        });
+        Upstream {
+            settings: settings.clone(),
+            pool,
+            slots,
+        }
+    }
+}

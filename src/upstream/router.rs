@@ -1,0 +1,111 @@
+//! Route matching: host (exact, then `*.suffix`, then any) and longest path prefix.
+//!
+//! Like nginx `server_name`: an exact host beats a wildcard, a longer wildcard suffix beats a
+//! shorter one, and a route without host is the default. Within the best host class the longest
+//! `path_prefix` wins; prefixes match whole path segments (`/orders` matches `/orders` and
+//! `/orders/1`, not `/ordersx`), and a prefix ending in `/` matches anything below it.
+
+use crate::config::{HostMatch, RouteSettings};
+
+/// Routes of one snapshot, ready to match.
+pub struct Router {
+    routes: Vec<RouteSettings>,
+}
+
+fn host_rank(m: &HostMatch, host: &str) -> Option<usize> {
+    match m {
+        HostMatch::Exact(h) => (h == host).then_some(usize::MAX),
+        HostMatch::Suffix(s) => (host.len() > s.len() && host.ends_with(s.as_str())).then_some(1 + s.len()),
+        HostMatch::Any => Some(0),
+    }
+}
+
+fn prefix_matches(prefix: &str, path: &str) -> bool {
+    path.starts_with(prefix)
+        && (prefix.ends_with('/')
+            || path.len() == prefix.len()
+            || matches!(path.as_bytes()[prefix.len()], b'/' | b'?'))
+}
+
+/// `Host` value → lower-case host without port (IPv6 literals keep their brackets).
+pub fn normalize_host(raw: &str) -> String {
+    let raw = raw.trim();
+    let host = if raw.starts_with('[') {
+        raw.split_inclusive(']').next().unwrap_or(raw)
+    } else {
+        raw.rsplit_once(':').map(|(h, _)| h).unwrap_or(raw)
+    };
+    host.trim_end_matches('.').to_ascii_lowercase()
+}
+
+impl Router {
+    /// A router over `routes` (already validated).
+    pub fn new(routes: Vec<RouteSettings>) -> Self {
+        Router { routes }
+    }
+
+    /// The best route for a normalised `host` and `path`, or `None` (404).
+    pub fn find(&self, host: &str, path: &str) -> Option<&RouteSettings> {
+        self.routes
+            .iter()
+            .filter_map(|r| {
+                let rank = host_rank(&r.host, host)?;
+                prefix_matches(&r.path_prefix, path).then_some((rank, r.path_prefix.len(), r))
+            })
+            .max_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)))
+            .map(|(_, _, r)| r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::AuthMode;
+
+    fn route(host: HostMatch, prefix: &str, upstream: &str) -> RouteSettings {
+        RouteSettings {
+            id: upstream.into(),
+            host,
+            path_prefix: prefix.into(),
+            upstream: upstream.into(),
+            auth: AuthMode::None,
+            cost: 1,
+        }
+    }
+
+    fn router() -> Router {
+        Router::new(vec![
+            route(HostMatch::Any, "/", "default"),
+            route(HostMatch::Any, "/orders", "orders"),
+            route(HostMatch::Exact("api.example.com".into()), "/", "api"),
+            route(HostMatch::Suffix(".example.com".into()), "/", "wild"),
+            route(HostMatch::Suffix(".eu.example.com".into()), "/", "eu"),
+        ])
+    }
+
+    #[test]
+    fn exact_beats_wildcard_beats_default() {
+        let r = router();
+        assert_eq!(r.find("api.example.com", "/x").unwrap().upstream, "api");
+        assert_eq!(r.find("shop.example.com", "/x").unwrap().upstream, "wild");
+        assert_eq!(r.find("a.eu.example.com", "/x").unwrap().upstream, "eu");
+        assert_eq!(r.find("example.com", "/x").unwrap().upstream, "default");
+    }
+
+    #[test]
+    fn longest_prefix_on_segment_boundaries() {
+        let r = router();
+        assert_eq!(r.find("other", "/orders").unwrap().upstream, "orders");
+        assert_eq!(r.find("other", "/orders/7").unwrap().upstream, "orders");
+        assert_eq!(r.find("other", "/ordersx").unwrap().upstream, "default");
+        let only = Router::new(vec![route(HostMatch::Any, "/orders", "o")]);
+        assert!(only.find("h", "/").is_none());
+    }
+
+    #[test]
+    fn host_normalisation() {
+        assert_eq!(normalize_host("API.Example.com:8080"), "api.example.com");
+        assert_eq!(normalize_host("[::1]:80"), "[::1]");
+        assert_eq!(normalize_host("example.com."), "example.com");
+    }
+}
