@@ -102,28 +102,40 @@ mod tests {
     #[test]
     fn untrusted_peer_is_its_own_key() {
         let t = nets(&["10.0.0.0/8"]);
-        assert_eq!(client_ip(ip("203.0.113.5"), ["1.2.3.4"].into_iter(), &t), ip("203.0.113.5"));
+        assert_eq!(
+            client_ip(ip("203.0.113.5"), ["1.2.3.4"].into_iter(), &t),
+            ip("203.0.113.5")
+        );
     }
 
     #[test]
     fn trusted_peer_takes_rightmost_untrusted() {
         let t = nets(&["10.0.0.0/8"]);
         let xff = ["6.6.6.6, 198.51.100.8, 10.0.0.3"];
-        assert_eq!(client_ip(ip("10.1.1.1"), xff.into_iter(), &t), ip("198.51.100.8"));
+        assert_eq!(
+            client_ip(ip("10.1.1.1"), xff.into_iter(), &t),
+            ip("198.51.100.8")
+        );
     }
 
     #[test]
     fn all_header_instances_are_walked() {
         let t = nets(&["10.0.0.0/8"]);
         let xff = ["198.51.100.9", "10.0.0.7"];
-        assert_eq!(client_ip(ip("10.1.1.1"), xff.into_iter(), &t), ip("198.51.100.9"));
+        assert_eq!(
+            client_ip(ip("10.1.1.1"), xff.into_iter(), &t),
+            ip("198.51.100.9")
+        );
     }
 
     #[test]
     fn malformed_entry_ends_walk_at_last_good() {
         let t = nets(&["10.0.0.0/8"]);
         let peer = ip("10.1.1.1");
-        assert_eq!(client_ip(peer, ["198.51.100.12, garbage"].into_iter(), &t), peer);
+        assert_eq!(
+            client_ip(peer, ["198.51.100.12, garbage"].into_iter(), &t),
+            peer
+        );
         let xff = ["1.1.1.1, garbage, 10.0.0.9"];
         assert_eq!(client_ip(peer, xff.into_iter(), &t), ip("10.0.0.9"));
     }
@@ -139,9 +151,18 @@ mod tests {
     #[test]
     fn mapped_and_prefix_normalisation() {
         assert_eq!(key_of(ip("::ffff:127.0.0.1"), 64), ip("127.0.0.1"));
-        assert_eq!(key_of(ip("2001:db8:0:0:1::9"), 64), key_of(ip("2001:db8::ffff"), 64));
-        assert_ne!(key_of(ip("2001:db8:0:1::1"), 64), key_of(ip("2001:db8::1"), 64));
-        assert_eq!(key_of(ip("2001:0db8::0001"), 128), key_of(ip("2001:db8::1"), 128));
+        assert_eq!(
+            key_of(ip("2001:db8:0:0:1::9"), 64),
+            key_of(ip("2001:db8::ffff"), 64)
+        );
+        assert_ne!(
+            key_of(ip("2001:db8:0:1::1"), 64),
+            key_of(ip("2001:db8::1"), 64)
+        );
+        assert_eq!(
+            key_of(ip("2001:0db8::0001"), 128),
+            key_of(ip("2001:db8::1"), 128)
+        );
     }
 
     #[test]

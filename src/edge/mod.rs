@@ -22,7 +22,12 @@ pub enum EdgeOutcome {
 }
 
 /// Runs the edge limiter for `client` (already normalised) at `now_ms`.
-pub fn check(settings: &EdgeSettings, store: &BucketStore, client: IpAddr, now_ms: u64) -> EdgeOutcome {
+pub fn check(
+    settings: &EdgeSettings,
+    store: &BucketStore,
+    client: IpAddr,
+    now_ms: u64,
+) -> EdgeOutcome {
     if settings.exempt.iter().any(|n| n.contains(&client)) {
         return EdgeOutcome::Skipped;
     }

@@ -14,7 +14,7 @@ use crate::limit::token_bucket::{decide, Decision, TokenBucketState};
 use crate::limit::Rate;
 use lru::LruCache;
 use parking_lot::Mutex;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::{BuildHasher, Hash};
 use std::net::IpAddr;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,9 +56,7 @@ impl<K: Hash + Eq + Clone> BucketStore<K> {
     }
 
     fn shard(&self, key: &K) -> &Mutex<LruCache<K, TokenBucketState>> {
-        let mut h = self.hasher.build_hasher();
-        key.hash(&mut h);
-        &self.shards[(h.finish() as usize) % SHARDS]
+        &self.shards[(self.hasher.hash_one(key) as usize) % SHARDS]
     }
 
     /// Decides a request of `cost` tokens for `key` at `now_ms` (monotonic milliseconds).

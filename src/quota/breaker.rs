@@ -187,7 +187,10 @@ mod tests {
         assert_eq!(b.record(10, false, false), None);
         assert_eq!(b.record(20, false, false), None);
         assert_eq!(b.record(30, false, false), Some(BreakerState::Open));
-        assert_eq!(b.permit(1_000), (Permit::Rejected { retry_in_ms: 4_030 }, None));
+        assert_eq!(
+            b.permit(1_000),
+            (Permit::Rejected { retry_in_ms: 4_030 }, None)
+        );
     }
 
     #[test]
@@ -217,7 +220,10 @@ mod tests {
             b.record(i, false, false);
         }
         let (p, t) = b.permit(6_000);
-        assert_eq!((p, t), (Permit::Call { probe: true }, Some(BreakerState::HalfOpen)));
+        assert_eq!(
+            (p, t),
+            (Permit::Call { probe: true }, Some(BreakerState::HalfOpen))
+        );
         assert_eq!(b.permit(6_000).0, Permit::Call { probe: true });
         assert_eq!(b.permit(6_000).0, Permit::Rejected { retry_in_ms: 0 });
         assert_eq!(b.record(6_001, true, true), None);

@@ -2,6 +2,7 @@
 //! behind a circuit breaker, with the tier's declared failure policy (DESIGN.md sections 2–3).
 
 pub mod breaker;
+pub mod deny_cache;
 pub mod redis_store;
 
 use crate::config::{FailurePolicy, RedisSettings};
@@ -9,6 +10,7 @@ use crate::edge::BucketStore;
 use crate::limit::{Decision, Rate};
 use crate::metrics::METRICS;
 use breaker::{Breaker, BreakerState, Permit};
+use deny_cache::DenyCache;
 use redis_store::RedisStore;
 use std::time::Instant;
 
@@ -51,6 +53,7 @@ pub struct QuotaService {
     redis: RedisStore,
     breaker: Breaker,
     local: BucketStore<String>,
+    deny: DenyCache,
     epoch: Instant,
 }
 
@@ -62,6 +65,7 @@ impl QuotaService {
             redis: RedisStore::new(settings)?,
             breaker: Breaker::new(settings.breaker.clone()),
             local: BucketStore::new(LOCAL_FALLBACK_TENANTS),
+            deny: DenyCache::new(LOCAL_FALLBACK_TENANTS),
             epoch: Instant::now(),
         })
     }
@@ -93,17 +97,30 @@ impl QuotaService {
                 breaker = "open",
                 "redis circuit breaker opened: tenant decisions use the failure policy"
             ),
-            BreakerState::HalfOpen => tracing::info!(breaker = "half_open", "redis breaker probing"),
+            BreakerState::HalfOpen => {
+                tracing::info!(breaker = "half_open", "redis breaker probing")
+            }
             BreakerState::Closed => {
                 self.local.clear();
-                tracing::info!(breaker = "closed", "redis circuit breaker closed: decisions back in redis");
+                tracing::info!(
+                    breaker = "closed",
+                    "redis circuit breaker closed: decisions back in redis"
+                );
             }
         }
     }
 
     /// Decides one request. Never fails: Redis faults become the declared policy's outcome.
     pub async fn decide(&self, q: &TenantQuota<'_>) -> QuotaOutcome {
-        let (permit, t) = self.breaker.permit(self.now_ms());
+        let sent_ms = self.now_ms();
+        if let Some(decision) = self.deny.check(q.tenant, &q.rate, q.cost, sent_ms) {
+            return QuotaOutcome::Decided {
+                decision,
+                rate: q.rate,
+                degraded: false,
+            };
+        }
+        let (permit, t) = self.breaker.permit(sent_ms);
         self.transition(t);
         let retry_in_ms = match permit {
             Permit::Rejected { retry_in_ms } => retry_in_ms,
@@ -120,6 +137,7 @@ impl QuotaService {
                 self.transition(t);
                 match result {
                     Ok(decision) => {
+                        self.deny.remember(q.tenant, q.rate, q.cost, sent_ms, &decision);
                         return QuotaOutcome::Decided {
                             decision,
                             rate: q.rate,
@@ -127,7 +145,10 @@ impl QuotaService {
                         }
                     }
                     Err(fault) => {
-                        METRICS.redis_errors.with_label_values(&[fault.as_str()]).inc();
+                        METRICS
+                            .redis_errors
+                            .with_label_values(&[fault.as_str()])
+                            .inc();
                         1000
                     }
                 }
@@ -144,9 +165,9 @@ impl QuotaService {
             },
             FailurePolicy::Local => {
                 let rate = q.rate.divided(self.settings.fleet_size);
-                let decision = self
-                    .local
-                    .check(&q.tenant.to_string(), self.now_ms(), &rate, q.cost);
+                let decision =
+                    self.local
+                        .check(&q.tenant.to_string(), self.now_ms(), &rate, q.cost);
                 QuotaOutcome::Decided {
                     decision,
                     rate,

@@ -108,18 +108,23 @@ impl RedisStore {
             .arg(rate.per_ms)
             .arg(rate.burst)
             .arg(cost);
-        let reply: Vec<i64> = match tokio::time::timeout(self.timeout, call.invoke_async(&mut conn)).await {
-            Err(_) => return Err(RedisFault::Timeout),
-            Ok(Err(e)) => return Err(RedisFault::classify(&e)),
-            Ok(Ok(v)) => v,
-        };
+        let reply: Vec<i64> =
+            match tokio::time::timeout(self.timeout, call.invoke_async(&mut conn)).await {
+                Err(_) => return Err(RedisFault::Timeout),
+                Ok(Err(e)) => return Err(RedisFault::classify(&e)),
+                Ok(Ok(v)) => v,
+            };
         let [admitted, remaining, retry_ms, full_ms] = reply[..] else {
             return Err(RedisFault::Other);
         };
         Ok(Decision {
             admitted: admitted == 1,
             remaining: remaining.max(0) as u64,
-            retry_after_ms: if retry_ms < 0 { u64::MAX } else { retry_ms as u64 },
+            retry_after_ms: if retry_ms < 0 {
+                u64::MAX
+            } else {
+                retry_ms as u64
+            },
             full_ms: full_ms.max(0) as u64,
         })
     }

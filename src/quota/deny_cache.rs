@@ -1,0 +1,118 @@
+//! Local deny cache: remembers, per tenant, until when Redis said its bucket cannot admit a
+//! request of a given cost, so a flooding tenant's repeated rejections inside its Retry-After do
+//! not all cost a Redis round trip.
+//!
+//! Safe by construction: it only ever denies, and only until `sent + retry_after_ms`, where
+//! `sent` is the local time the rejected call was *sent* (before Redis decided). Other instances
+//! can only take tokens, never add them, so the bucket cannot reach the cost earlier than that.
+//! Entries are keyed by tenant and only used for the same bucket size and cost, so a reload that
+//! changes the tier (faster refill) never extends a denial.
+
+use crate::limit::{Decision, Rate};
+use lru::LruCache;
+use parking_lot::Mutex;
+use std::hash::BuildHasher;
+use std::num::NonZeroUsize;
+
+const SHARDS: usize = 16;
+
+#[derive(Clone, Copy)]
+struct Entry {
+    rate: Rate,
+    cost: u64,
+    /// Local ms when the cost is available at the earliest.
+    until_ms: u64,
+    /// Local ms when the bucket is full at the earliest.
+    full_at_ms: u64,
+    remaining: u64,
+}
+
+/// Bounded per-tenant cache of known denials.
+pub struct DenyCache {
+    shards: Vec<Mutex<LruCache<String, Entry>>>,
+    hasher: std::collections::hash_map::RandomState,
+}
+
+impl DenyCache {
+    /// A cache of at most `capacity` tenants.
+    pub fn new(capacity: usize) -> Self {
+        let per = NonZeroUsize::new(capacity.div_ceil(SHARDS).max(1)).unwrap();
+        DenyCache {
+            shards: (0..SHARDS).map(|_| Mutex::new(LruCache::new(per))).collect(),
+            hasher: Default::default(),
+        }
+    }
+
+    fn shard(&self, tenant: &str) -> &Mutex<LruCache<String, Entry>> {
+        &self.shards[(self.hasher.hash_one(tenant) as usize) % SHARDS]
+    }
+
+    /// Records a Redis rejection of a call sent at `sent_ms` (local monotonic ms).
+    pub fn remember(&self, tenant: &str, rate: Rate, cost: u64, sent_ms: u64, d: &Decision) {
+        if d.admitted || d.never_admissible() {
+            return;
+        }
+        let entry = Entry {
+            rate,
+            cost,
+            until_ms: sent_ms + d.retry_after_ms,
+            full_at_ms: sent_ms + d.full_ms,
+            remaining: d.remaining,
+        };
+        self.shard(tenant).lock().put(tenant.to_string(), entry);
+    }
+
+    /// A rejection for `tenant` at `now_ms` when one is known, computed from the remembered
+    /// Redis decision; `None` means "ask Redis".
+    pub fn check(&self, tenant: &str, rate: &Rate, cost: u64, now_ms: u64) -> Option<Decision> {
+        let mut shard = self.shard(tenant).lock();
+        let e = *shard.peek(tenant)?;
+        if e.rate != *rate || e.cost != cost || now_ms >= e.until_ms {
+            if now_ms >= e.until_ms {
+                shard.pop(tenant);
+            }
+            return None;
+        }
+        Some(Decision {
+            admitted: false,
+            remaining: e.remaining,
+            retry_after_ms: e.until_ms - now_ms,
+            full_ms: e.full_at_ms.saturating_sub(now_ms),
+        })
+    }
+
+    /// Forgets everything.
+    pub fn clear(&self) {
+        for s in &self.shards {
+            s.lock().clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rejected(retry: u64) -> Decision {
+        Decision {
+            admitted: false,
+            remaining: 0,
+            retry_after_ms: retry,
+            full_ms: 10_000,
+        }
+    }
+
+    #[test]
+    fn denies_only_until_the_known_retry_time_and_same_shape() {
+        let c = DenyCache::new(100);
+        let rate = Rate::new(6, 60_000, 2);
+        c.remember("t", rate, 1, 1_000, &rejected(5_500));
+        let d = c.check("t", &rate, 1, 4_000).unwrap();
+        assert_eq!(d.retry_after_ms, 2_500);
+        assert_eq!(d.retry_after_s(), Some(3));
+        assert!(c.check("t", &rate, 2, 4_000).is_none());
+        assert!(c.check("t", &Rate::new(60, 60_000, 2), 1, 4_000).is_none());
+        assert!(c.check("t", &rate, 1, 6_500).is_none());
+        assert!(c.check("other", &rate, 1, 4_000).is_none());
+    }
+}
