@@ -4,6 +4,7 @@
 //! Order (DESIGN.md section 1): edge → route → identity → tenant quota → upstream slot →
 //! backend. A request rejected at one stage never reaches a later one.
 
+use crate::config::{AuthMode, HeaderMode, RouteSettings};
 use crate::edge::{self, client_ip, EdgeOutcome};
 use crate::identity::{Identity, IdentityError};
 use crate::metrics::{status_class, METRICS};
@@ -12,7 +13,6 @@ use crate::response::{self, send_problem, Problem, QuotaHeaders};
 use crate::snapshot::{App, Snapshot};
 use crate::upstream::router::normalize_host;
 use crate::upstream::slots::SlotGuard;
-use crate::config::{AuthMode, HeaderMode, RouteSettings};
 use async_trait::async_trait;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
@@ -129,7 +129,12 @@ impl Proxy {
                 None => return Ok(false),
             },
             None if snap.config.tiers.contains_key("anonymous") => {
-                let prefix = snap.config.edge.as_ref().map(|e| e.ipv6_prefix).unwrap_or(64);
+                let prefix = snap
+                    .config
+                    .edge
+                    .as_ref()
+                    .map(|e| e.ipv6_prefix)
+                    .unwrap_or(64);
                 let key = client_ip::key_of(ctx.client, prefix);
                 (format!("ip:{key}"), "anonymous".to_string())
             }
@@ -137,7 +142,9 @@ impl Proxy {
         };
         let Some((tier, rate)) = snap.tenant_rate(&tenant, &tier_name) else {
             let p = Problem::status(403, format!("tier \"{tier_name}\" does not exist"));
-            return self.reject(session, ctx, "identity", "rejected", p, vec![]).await;
+            return self
+                .reject(session, ctx, "identity", "rejected", p, vec![])
+                .await;
         };
         ctx.tenant = Some(tenant.clone());
         let request = TenantQuota {
@@ -167,7 +174,8 @@ impl Proxy {
                     ),
                 );
                 let h = vec![("Retry-After", retry_after_s.to_string())];
-                self.reject(session, ctx, "tenant", "failed_closed", p, h).await
+                self.reject(session, ctx, "tenant", "failed_closed", p, h)
+                    .await
             }
             QuotaOutcome::Decided {
                 decision,
@@ -342,20 +350,21 @@ impl ProxyHttp for Proxy {
             .map(|h| normalize_host(&h))
             .unwrap_or_default();
         let path = req.uri.path().to_string();
-        let Some(index) = snap
-            .router
-            .find(&host, &path)
-            .and_then(|r| snap.config.routes.iter().position(|x| std::ptr::eq(x, r)))
-        else {
+        let Some(index) = snap.router.find(&host, &path) else {
             let p = Problem::status(404, "no route matches this host and path");
-            return self.reject(session, ctx, "route", "not_found", p, vec![]).await;
+            return self
+                .reject(session, ctx, "route", "not_found", p, vec![])
+                .await;
         };
         ctx.route = Some(index);
         let auth = snap.config.routes[index].auth;
 
         // 3. Identity.
         if auth != AuthMode::None {
-            match snap.auth.authenticate(&session.req_header().headers, unix_now_s()) {
+            match snap
+                .auth
+                .authenticate(&session.req_header().headers, unix_now_s())
+            {
                 Ok(Some(id)) => {
                     METRICS.decision("identity", "admitted", id.tier.as_deref().unwrap_or("-"));
                     ctx.identity = Some(id);
@@ -467,12 +476,21 @@ impl ProxyHttp for Proxy {
     async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut Ctx) -> FailToProxy {
         use ErrorType::*;
         let (status, detail) = match e.etype() {
-            HTTPStatus(code) => (*code, e.context.as_ref().map(|c| c.as_str().to_string()).unwrap_or_default()),
+            HTTPStatus(code) => (
+                *code,
+                e.context
+                    .as_ref()
+                    .map(|c| c.as_str().to_string())
+                    .unwrap_or_default(),
+            ),
             ConnectTimedout | ReadTimedout | WriteTimedout | TLSHandshakeTimedout => {
                 (504, "the upstream did not answer in time".to_string())
             }
             _ => match e.esource() {
-                ErrorSource::Upstream => (502, "the upstream could not be reached or failed".to_string()),
+                ErrorSource::Upstream => (
+                    502,
+                    "the upstream could not be reached or failed".to_string(),
+                ),
                 ErrorSource::Downstream => match e.etype() {
                     WriteError | ReadError | ConnectionClosed => (0, String::new()),
                     _ => (400, "malformed request".to_string()),
@@ -480,13 +498,19 @@ impl ProxyHttp for Proxy {
                 _ => (502, "the request could not be proxied".to_string()),
             },
         };
-        let status = if e.esource() == &ErrorSource::Upstream && matches!(e.etype(), ConnectRefused | ConnectNoRoute | ConnectError | ConnectProxyFailure) {
+        let status = if e.esource() == &ErrorSource::Upstream
+            && matches!(
+                e.etype(),
+                ConnectRefused | ConnectNoRoute | ConnectError | ConnectProxyFailure
+            ) {
             502
         } else {
             status
         };
         if status > 0 && session.response_written().is_none() {
             ctx.decided = ("upstream", "error");
+            // Pingora closes the downstream after an error: say so in the response.
+            session.set_keepalive(None);
             let p = Problem::status(status, detail);
             let _ = send_problem(session, &p, &ctx.request_id, &[]).await;
         }
@@ -504,7 +528,11 @@ impl ProxyHttp for Proxy {
         ctx.slot.take();
         let snap = &ctx.snapshot;
         let route = ctx.route(snap).map(|r| r.id.as_str()).unwrap_or("none");
-        let class = if status == 0 { "none" } else { status_class(status) };
+        let class = if status == 0 {
+            "none"
+        } else {
+            status_class(status)
+        };
         METRICS.requests.with_label_values(&[route, class]).inc();
         let elapsed = ctx.started.elapsed();
         METRICS
