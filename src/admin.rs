@@ -53,7 +53,11 @@ pub fn handle(app: &App, path: &str) -> Response<Full<Bytes>> {
                 .as_ref()
                 .map(|q| q.breaker_state())
                 .unwrap_or(BreakerState::Closed);
-            let limiter = if breaker == BreakerState::Closed { "ok" } else { "degraded" };
+            let limiter = if breaker == BreakerState::Closed {
+                "ok"
+            } else {
+                "degraded"
+            };
             let body = serde_json::json!({
                 "status": "ok",
                 "limiter": limiter,
@@ -70,6 +74,20 @@ pub fn handle(app: &App, path: &str) -> Response<Full<Bytes>> {
         }
         _ => reply(404, "text/plain", "not found\n"),
     }
+}
+
+/// Binds with SO_REUSEPORT so a new binary started with `--upgrade` can serve admin requests
+/// while the old one is still draining.
+fn bind_shared(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.set_reuseport(true)?;
+    socket.bind(addr)?;
+    socket.listen(1024)
 }
 
 #[async_trait]
@@ -90,7 +108,7 @@ impl BackgroundService for AdminService {
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             }
         }
-        let listener = match tokio::net::TcpListener::bind(self.listen).await {
+        let listener = match bind_shared(self.listen) {
             Ok(l) => l,
             Err(e) => {
                 tracing::error!(addr = %self.listen, error = %e, "admin listener failed to bind");

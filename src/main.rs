@@ -37,15 +37,22 @@ enum Command {
     HashKey,
 }
 
-fn init_tracing(json: bool) {
+/// Logs go to stderr through a background writer thread, so request threads never block on
+/// the terminal or a pipe. The returned guard flushes on drop.
+fn init_tracing(json: bool) -> tracing_appender::non_blocking::WorkerGuard {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let (writer, guard) = tracing_appender::non_blocking(std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer)
+        .with_ansi(std::env::var_os("NO_COLOR").is_none());
     if json {
         builder.json().init();
     } else {
         builder.init();
     }
+    guard
 }
 
 fn print_errors(path: &std::path::Path, errors: &[tollgate::config::ConfigError]) {
@@ -86,7 +93,7 @@ fn main() -> ExitCode {
             let json = tollgate::config::load(&cli.config)
                 .map(|c| c.observability.json_logs)
                 .unwrap_or(false);
-            init_tracing(json);
+            let _log_guard = init_tracing(json);
             match tollgate::server::run(&cli.config, upgrade) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(errors) => {

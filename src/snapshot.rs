@@ -34,7 +34,10 @@ impl Snapshot {
     ///
     /// Errors: secrets or key files that cannot be read or parsed, an invalid Redis URL; each
     /// names its field path. Does blocking file I/O: call it off the request threads.
-    pub fn build(config: Config, previous: Option<&Snapshot>) -> Result<Snapshot, Vec<ConfigError>> {
+    pub fn build(
+        config: Config,
+        previous: Option<&Snapshot>,
+    ) -> Result<Snapshot, Vec<ConfigError>> {
         let mut errors = Vec::new();
         let auth = match Authenticator::build(&config.identity, &config.tiers, &config.tenants) {
             Ok(a) => Some(a),

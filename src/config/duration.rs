@@ -26,7 +26,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "m" => 60_000,
         "h" => 3_600_000,
         "d" => 86_400_000,
-        other => return Err(format!("\"{text}\": unknown unit \"{other}\" (use ms, s, m, h, d)")),
+        other => {
+            return Err(format!(
+                "\"{text}\": unknown unit \"{other}\" (use ms, s, m, h, d)"
+            ))
+        }
     };
     if amount == 0 {
         return Err(format!("\"{text}\" must be greater than zero"));

@@ -113,7 +113,10 @@ impl Check {
         if (rate.burst as u128) * (rate.per_ms as u128) > MAX_SCALED
             || (rate.limit as u128) * (rate.per_ms as u128) > MAX_SCALED
         {
-            self.err(path, "burst × per (or limit × per) is too large (max 2^52 token·ms)");
+            self.err(
+                path,
+                "burst × per (or limit × per) is too large (max 2^52 token·ms)",
+            );
             return false;
         }
         true
@@ -183,8 +186,12 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
         if let Some(tier) = &t.tier {
             tier_ref(&mut c, &format!("{path}.tier"), tier);
         }
-        let limit = t.limit.and_then(|v| c.positive(&format!("{path}.limit"), v));
-        let burst = t.burst.and_then(|v| c.positive(&format!("{path}.burst"), v));
+        let limit = t
+            .limit
+            .and_then(|v| c.positive(&format!("{path}.limit"), v));
+        let burst = t
+            .burst
+            .and_then(|v| c.positive(&format!("{path}.burst"), v));
         let per_ms = t
             .per
             .as_deref()
@@ -224,7 +231,10 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
         if let Some(route) = route_settings(&mut c, &path, r, &raw.upstreams) {
             let key = (format!("{:?}", route.host), route.path_prefix.clone());
             if !seen_routes.insert(key) {
-                c.err(&path, "duplicate route: the same host and path_prefix appear earlier");
+                c.err(
+                    &path,
+                    "duplicate route: the same host and path_prefix appear earlier",
+                );
             }
             routes.push(route);
         }
@@ -307,7 +317,10 @@ fn redis_settings(c: &mut Check, r: &RawRedis) -> RedisSettings {
     };
     let key_prefix = r.key_prefix.clone().unwrap_or_else(|| "tollgate".into());
     if key_prefix.is_empty() || key_prefix.contains(['{', '}']) {
-        c.err("redis.key_prefix", "must be non-empty and contain no braces");
+        c.err(
+            "redis.key_prefix",
+            "must be non-empty and contain no braces",
+        );
     }
     RedisSettings {
         url: r.url.clone(),
@@ -332,7 +345,10 @@ fn edge_settings(c: &mut Check, e: &RawEdge) -> Option<EdgeSettings> {
     let exempt = c.cidrs("edge.exempt", e.exempt.as_deref().unwrap_or(&[]));
     let ipv6_prefix = e.ipv6_prefix.unwrap_or(64);
     if !(1..=128).contains(&ipv6_prefix) {
-        c.err("edge.ipv6_prefix", format!("must be 1..=128 (got {ipv6_prefix})"));
+        c.err(
+            "edge.ipv6_prefix",
+            format!("must be 1..=128 (got {ipv6_prefix})"),
+        );
     }
     let max_clients = c.opt_positive("edge.max_clients", e.max_clients, 100_000) as usize;
     Some(EdgeSettings {
@@ -408,7 +424,12 @@ fn identity_settings(
             });
         }
         ApiKeySettings {
-            header: header(c, "identity.api_keys.header", a.header.as_ref(), "x-api-key"),
+            header: header(
+                c,
+                "identity.api_keys.header",
+                a.header.as_ref(),
+                "x-api-key",
+            ),
             keys,
         }
     });
@@ -462,11 +483,17 @@ fn jwt_settings(c: &mut Check, j: &RawJwt) -> JwtSettings {
             (None, Some(file), None) if hmac => KeySource::SecretFile(file.clone()),
             (None, None, Some(file)) if !hmac => KeySource::PublicKeyFile(file.clone()),
             _ if hmac => {
-                c.err(&path, "an HS* key needs exactly one of secret_env or secret_file");
+                c.err(
+                    &path,
+                    "an HS* key needs exactly one of secret_env or secret_file",
+                );
                 continue;
             }
             _ => {
-                c.err(&path, "an RS/PS/ES/EdDSA key needs public_key_file (and nothing else)");
+                c.err(
+                    &path,
+                    "an RS/PS/ES/EdDSA key needs public_key_file (and nothing else)",
+                );
                 continue;
             }
         };
@@ -478,7 +505,10 @@ fn jwt_settings(c: &mut Check, j: &RawJwt) -> JwtSettings {
     }
     let leeway_s = match j.leeway_s {
         Some(v) if v < 0 => {
-            c.err("identity.jwt.leeway_s", format!("must not be negative (got {v})"));
+            c.err(
+                "identity.jwt.leeway_s",
+                format!("must not be negative (got {v})"),
+            );
             0
         }
         Some(v) => v as u64,
@@ -505,7 +535,10 @@ fn upstream_settings(c: &mut Check, name: &str, u: &RawUpstream) -> Option<Upstr
         match b.to_socket_addrs().map(|mut a| a.next()) {
             Ok(Some(addr)) => {
                 if backends.contains(&addr) {
-                    c.err(format!("{path}.backends[{i}]"), format!("duplicate backend \"{b}\""));
+                    c.err(
+                        format!("{path}.backends[{i}]"),
+                        format!("duplicate backend \"{b}\""),
+                    );
                 }
                 backends.push(addr)
             }
@@ -621,7 +654,10 @@ fn route_settings(
 fn response_settings(c: &mut Check, raw: Option<&RawResponse>) -> ResponseSettings {
     let status = raw.and_then(|r| r.status).unwrap_or(429);
     if !(400..=599).contains(&status) {
-        c.err("response.status", format!("must be a 4xx or 5xx status (got {status})"));
+        c.err(
+            "response.status",
+            format!("must be a 4xx or 5xx status (got {status})"),
+        );
     }
     let headers = match raw.and_then(|r| r.headers.as_deref()) {
         None | Some("ietf") => HeaderMode::Ietf,

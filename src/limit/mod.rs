@@ -31,7 +31,9 @@ impl Rate {
 
     /// Seconds for an empty bucket to fill up to `burst` (the `w` of `RateLimit-Policy`), ≥ 1.
     pub fn window_s(&self) -> u64 {
-        ceil_div(self.burst * self.per_ms, self.limit).div_ceil(1000).max(1)
+        ceil_div(self.burst * self.per_ms, self.limit)
+            .div_ceil(1000)
+            .max(1)
     }
 
     /// This rate divided among `n` instances (limit and burst rounded down, at least 1).

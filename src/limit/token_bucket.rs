@@ -192,7 +192,9 @@ mod tests {
     fn waiting_exactly_retry_after_is_always_enough() {
         let mut seed = 7u64;
         let mut rnd = |m: u64| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (seed >> 33) % m
         };
         for _ in 0..2000 {
@@ -219,7 +221,10 @@ mod tests {
             .map(|_| b.hit(10, 1))
             .map(|d| (d.admitted, d.remaining))
             .collect();
-        assert_eq!(out, [(true, 2), (true, 1), (true, 0), (false, 0), (false, 0)]);
+        assert_eq!(
+            out,
+            [(true, 2), (true, 1), (true, 0), (false, 0), (false, 0)]
+        );
     }
 
     #[test]

@@ -25,10 +25,13 @@ impl Upstream {
             Some(p) if p.pool.same_as(settings) => p.pool.clone(),
             _ => Arc::new(Pool::new(settings)),
         };
-        let slots = settings.max_concurrency.map(|max| match previous.and_then(|p| p.slots.as_ref()) {
-            Some(s) if s.max == max => s.clone(),
-            _ => Arc::new(Slots::new(&settings.name, max)),
-        });
+        let slots =
+            settings
+                .max_concurrency
+                .map(|max| match previous.and_then(|p| p.slots.as_ref()) {
+                    Some(s) if s.max == max => s.clone(),
+                    _ => Arc::new(Slots::new(&settings.name, max)),
+                });
         Upstream {
             settings: settings.clone(),
             pool,

@@ -15,7 +15,9 @@ pub struct Router {
 fn host_rank(m: &HostMatch, host: &str) -> Option<usize> {
     match m {
         HostMatch::Exact(h) => (h == host).then_some(usize::MAX),
-        HostMatch::Suffix(s) => (host.len() > s.len() && host.ends_with(s.as_str())).then_some(1 + s.len()),
+        HostMatch::Suffix(s) => {
+            (host.len() > s.len() && host.ends_with(s.as_str())).then_some(1 + s.len())
+        }
         HostMatch::Any => Some(0),
     }
 }
@@ -44,16 +46,23 @@ impl Router {
         Router { routes }
     }
 
-    /// The best route for a normalised `host` and `path`, or `None` (404).
-    pub fn find(&self, host: &str, path: &str) -> Option<&RouteSettings> {
+    /// Index (in config order) of the best route for a normalised `host` and `path`, or `None`
+    /// (404).
+    pub fn find(&self, host: &str, path: &str) -> Option<usize> {
         self.routes
             .iter()
-            .filter_map(|r| {
+            .enumerate()
+            .filter_map(|(i, r)| {
                 let rank = host_rank(&r.host, host)?;
-                prefix_matches(&r.path_prefix, path).then_some((rank, r.path_prefix.len(), r))
+                prefix_matches(&r.path_prefix, path).then_some((rank, r.path_prefix.len(), i))
             })
             .max_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)))
-            .map(|(_, _, r)| r)
+            .map(|(_, _, i)| i)
+    }
+
+    /// The route at `index`.
+    pub fn route(&self, index: usize) -> &RouteSettings {
+        &self.routes[index]
     }
 }
 
@@ -73,6 +82,10 @@ mod tests {
         }
     }
 
+    fn find<'a>(r: &'a Router, host: &str, path: &str) -> Option<&'a RouteSettings> {
+        r.find(host, path).map(|i| r.route(i))
+    }
+
     fn router() -> Router {
         Router::new(vec![
             route(HostMatch::Any, "/", "default"),
@@ -86,18 +99,18 @@ mod tests {
     #[test]
     fn exact_beats_wildcard_beats_default() {
         let r = router();
-        assert_eq!(r.find("api.example.com", "/x").unwrap().upstream, "api");
-        assert_eq!(r.find("shop.example.com", "/x").unwrap().upstream, "wild");
-        assert_eq!(r.find("a.eu.example.com", "/x").unwrap().upstream, "eu");
-        assert_eq!(r.find("example.com", "/x").unwrap().upstream, "default");
+        assert_eq!(find(&r, "api.example.com", "/x").unwrap().upstream, "api");
+        assert_eq!(find(&r, "shop.example.com", "/x").unwrap().upstream, "wild");
+        assert_eq!(find(&r, "a.eu.example.com", "/x").unwrap().upstream, "eu");
+        assert_eq!(find(&r, "example.com", "/x").unwrap().upstream, "default");
     }
 
     #[test]
     fn longest_prefix_on_segment_boundaries() {
         let r = router();
-        assert_eq!(r.find("other", "/orders").unwrap().upstream, "orders");
-        assert_eq!(r.find("other", "/orders/7").unwrap().upstream, "orders");
-        assert_eq!(r.find("other", "/ordersx").unwrap().upstream, "default");
+        assert_eq!(find(&r, "other", "/orders").unwrap().upstream, "orders");
+        assert_eq!(find(&r, "other", "/orders/7").unwrap().upstream, "orders");
+        assert_eq!(find(&r, "other", "/ordersx").unwrap().upstream, "default");
         let only = Router::new(vec![route(HostMatch::Any, "/orders", "o")]);
         assert!(only.find("h", "/").is_none());
     }

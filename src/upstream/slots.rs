@@ -109,7 +109,8 @@ impl Slots {
             return Err(SlotRejection::QueueFull);
         }
         let started = Instant::now();
-        let result = tokio::time::timeout(queue.timeout, self.semaphore.clone().acquire_owned()).await;
+        let result =
+            tokio::time::timeout(queue.timeout, self.semaphore.clone().acquire_owned()).await;
         METRICS
             .upstream_queue_wait
             .with_label_values(&[&self.name])
@@ -144,7 +145,10 @@ mod tests {
             timeout: Duration::from_millis(50),
         };
         let held = s.acquire(Some(&q)).await.unwrap();
-        assert_eq!(s.acquire(Some(&q)).await.err(), Some(SlotRejection::QueueTimeout));
+        assert_eq!(
+            s.acquire(Some(&q)).await.err(),
+            Some(SlotRejection::QueueTimeout)
+        );
         let s2 = s.clone();
         let q2 = QueueSettings {
             max: 1,
@@ -152,7 +156,10 @@ mod tests {
         };
         let waiter = tokio::spawn(async move { s2.acquire(Some(&q2)).await.is_ok() });
         tokio::time::sleep(Duration::from_millis(20)).await;
-        assert_eq!(s.acquire(Some(&q)).await.err(), Some(SlotRejection::QueueFull));
+        assert_eq!(
+            s.acquire(Some(&q)).await.err(),
+            Some(SlotRejection::QueueFull)
+        );
         drop(held);
         assert!(waiter.await.unwrap());
         assert_eq!(s.in_flight(), 0);
