@@ -64,11 +64,117 @@ fn yaml_error(e: serde_yaml::Error) -> ConfigError {
     // serde_yaml prefixes the field path ("routes[0]: unknown field ...") and appends the location.
     let text = e.to_string();
     match text.split_once(": ") {
-        Some((path, reason))
-            if !path.contains(' ') && (path.contains('.') || path.contains('[')) =>
-        {
+        Some((path, reason)) if !path.is_empty() && !path.contains(' ') => {
             ConfigError::new(path, reason)
         }
         _ => ConfigError::new("", format!("invalid YAML: {text}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+listen: ["127.0.0.1:8080"]
+upstreams:
+  orders: { backends: ["127.0.0.1:9001"] }
+routes:
+  - { path_prefix: "/", upstream: orders }
+"#;
+
+    fn errors(yaml: &str) -> Vec<String> {
+        parse(yaml)
+            .err()
+            .unwrap_or_default()
+            .iter()
+            .map(|e| e.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn minimal_config_gets_defaults() {
+        let c = parse(BASE).unwrap();
+        assert_eq!(c.server.threads, 2);
+        assert_eq!(c.server.grace_period_s, 10);
+        assert_eq!(c.response.status, 429);
+        assert_eq!(c.routes[0].cost, 1);
+        assert_eq!(c.routes[0].auth, AuthMode::Optional);
+        assert!(c.tiers.is_empty() && c.redis.is_none() && c.edge.is_none());
+    }
+
+    #[test]
+    fn unknown_upstream_names_the_route() {
+        let e = errors(&BASE.replace("upstream: orders", "upstream: ordrs"));
+        assert_eq!(e, [r#"routes[0].upstream: no upstream named "ordrs""#]);
+    }
+
+    #[test]
+    fn unknown_key_is_an_error_with_its_path() {
+        let e = errors(&format!(
+            "{BASE}\nedge: {{ limit: 1, per: 1s, brust: 3 }}\n"
+        ));
+        assert_eq!(e.len(), 1);
+        assert!(e[0].contains("brust"), "{e:?}");
+        assert!(e[0].starts_with("edge"), "{e:?}");
+    }
+
+    #[test]
+    fn non_positive_numbers_and_bad_durations_are_each_reported() {
+        let yaml = format!(
+            "{BASE}\nredis: {{ url: \"redis://127.0.0.1:6379\", timeout_ms: 0 }}\ntiers:\n  free: {{ limit: -5, per: 5x }}\n"
+        );
+        let e = errors(&yaml);
+        assert!(
+            e.contains(&"redis.timeout_ms: must be greater than zero (got 0)".to_string()),
+            "{e:?}"
+        );
+        assert!(
+            e.contains(&"tiers.free.limit: must be greater than zero (got -5)".to_string()),
+            "{e:?}"
+        );
+        assert!(
+            e.iter().any(|m| m.starts_with("tiers.free.per: \"5x\"")),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn yaml_syntax_error_has_line_and_column() {
+        let e = errors("listen: [\n  - oops: :\n");
+        assert_eq!(e.len(), 1);
+        assert!(e[0].contains("line"), "{e:?}");
+    }
+
+    #[test]
+    fn tiers_need_redis_and_references_must_exist() {
+        let yaml = format!(
+            "{BASE}\ntiers:\n  free: {{ limit: 5, per: 1m }}\nidentity: {{ default_tier: gold }}\n"
+        );
+        let e = errors(&yaml);
+        assert!(
+            e.contains(&"redis: is required when tiers are configured".to_string()),
+            "{e:?}"
+        );
+        assert!(
+            e.contains(&r#"identity.default_tier: no tier named "gold""#.to_string()),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn duplicate_yaml_keys_are_rejected() {
+        let yaml = format!(
+            "{BASE}\ntiers:\n  free: {{ limit: 5, per: 1m }}\n  free: {{ limit: 6, per: 1m }}\n"
+        );
+        assert!(!errors(&yaml).is_empty());
+    }
+
+    #[test]
+    fn per_longer_than_a_day_is_rejected() {
+        let yaml = format!(
+            "{BASE}\nredis: {{ url: \"redis://h:1\" }}\ntiers:\n  t: {{ limit: 5, per: 2d }}\n"
+        );
+        assert_eq!(errors(&yaml), ["tiers.t.per: must be at most 1d"]);
     }
 }

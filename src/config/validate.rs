@@ -240,6 +240,16 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
         }
     }
 
+    let has_identity = identity.jwt.is_some() || identity.api_keys.is_some();
+    for r in routes.iter().filter(|r| r.auth == AuthMode::Required) {
+        if !has_identity {
+            c.err(
+                format!("{}.auth", r.id),
+                "is \"required\" but identity configures neither jwt nor api_keys",
+            );
+        }
+    }
+
     let response = response_settings(&mut c, raw.response.as_ref());
     let observability = observability_settings(&mut c, raw.observability.as_ref());
 
