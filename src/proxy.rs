@@ -32,6 +32,8 @@ pub struct Ctx {
     route: Option<usize>,
     identity: Option<Identity>,
     tenant: Option<String>,
+    /// Tier whose bucket the tenant stage used (also set for anonymous tenants).
+    tier: Option<String>,
     quota_headers: Option<QuotaHeaders>,
     slot: Option<SlotGuard>,
     /// Layer that decided the request's fate and how (for the access log).
@@ -44,9 +46,9 @@ impl Ctx {
         self.route.map(|i| &snap.config.routes[i])
     }
     fn tier_label(&self) -> &str {
-        self.identity
-            .as_ref()
-            .and_then(|i| i.tier.as_deref())
+        self.tier
+            .as_deref()
+            .or_else(|| self.identity.as_ref().and_then(|i| i.tier.as_deref()))
             .unwrap_or("-")
     }
 }
@@ -147,6 +149,7 @@ impl Proxy {
                 .await;
         };
         ctx.tenant = Some(tenant.clone());
+        ctx.tier = Some(tier.name.clone());
         let request = TenantQuota {
             tenant: &tenant,
             policy: &tier.name,
@@ -241,7 +244,25 @@ impl Proxy {
         let Some(slots) = &upstream.slots else {
             return Ok(false);
         };
-        match slots.acquire(upstream.settings.queue.as_ref()).await {
+        let queue = upstream.settings.queue.as_ref();
+        let wait = slots.acquire(queue);
+        tokio::pin!(wait);
+        // While queued, notice a client that goes away (only when no request body is pending,
+        // so no body bytes are consumed here) and give its place up at once.
+        let mut probe = queue.is_some() && session.as_downstream_mut().is_body_done();
+        let acquired = loop {
+            tokio::select! {
+                r = &mut wait => break r,
+                read = session.as_downstream_mut().read_body_or_idle(true), if probe => {
+                    if read.is_err() {
+                        return Error::e_explain(ErrorType::ConnectionClosed, "client left while queued for an upstream slot")
+                            .map_err(|e| e.into_down());
+                    }
+                    probe = false;
+                }
+            }
+        };
+        match acquired {
             Ok(guard) => {
                 ctx.slot = Some(guard);
                 Ok(false)
@@ -290,6 +311,7 @@ impl ProxyHttp for Proxy {
             route: None,
             identity: None,
             tenant: None,
+            tier: None,
             quota_headers: None,
             slot: None,
             decided: ("upstream", "admitted"),
@@ -438,6 +460,15 @@ impl ProxyHttp for Proxy {
         upstream_request.remove_header(identity.tenant_header.as_str());
         upstream_request.remove_header(identity.tier_header.as_str());
         if let Some(id) = &ctx.identity {
+            if !identity.forward_credentials {
+                match (id.method, &identity.api_keys) {
+                    ("jwt", _) => drop(upstream_request.remove_header("authorization")),
+                    ("api_key", Some(keys)) => {
+                        drop(upstream_request.remove_header(keys.header.as_str()))
+                    }
+                    _ => {}
+                }
+            }
             upstream_request.insert_header(identity.tenant_header.clone(), id.tenant.as_str())?;
             if let Some(tier) = &id.tier {
                 upstream_request.insert_header(identity.tier_header.clone(), tier.as_str())?;

@@ -53,7 +53,11 @@ pub async fn reload(app: &Arc<App>) -> Result<(), Vec<ConfigError>> {
         let mut new = config::load(&path)?;
         let restart = needs_restart(&previous.config, &new);
         if !restart.is_empty() {
-            tracing::warn!(settings = ?restart, "reload: these settings need restart; keeping the running values");
+            tracing::warn!(
+                settings = ?restart,
+                "reload: {} changed, needs restart; keeping the running values",
+                restart.join(", ")
+            );
             new.listen = previous.config.listen.clone();
             new.admin_listen = previous.config.admin_listen;
             new.server = previous.config.server.clone();

@@ -24,7 +24,11 @@ fn to_decision(reply: &[i64]) -> Decision {
     Decision {
         admitted: reply[0] == 1,
         remaining: reply[1] as u64,
-        retry_after_ms: if reply[2] < 0 { u64::MAX } else { reply[2] as u64 },
+        retry_after_ms: if reply[2] < 0 {
+            u64::MAX
+        } else {
+            reply[2] as u64
+        },
         full_ms: reply[3] as u64,
     }
 }
@@ -33,7 +37,11 @@ const PERIODS: [u64; 8] = [1, 250, 1_000, 7_000, 60_000, 600_000, 3_600_000, 86_
 
 fn random_rate(rng: &mut StdRng) -> Rate {
     let per_ms = PERIODS[rng.random_range(0..PERIODS.len())];
-    Rate::new(rng.random_range(1..=2_000), per_ms, rng.random_range(1..=500))
+    Rate::new(
+        rng.random_range(1..=2_000),
+        per_ms,
+        rng.random_range(1..=500),
+    )
 }
 
 #[test]
@@ -60,7 +68,11 @@ fn lua_script_matches_rust_reference_on_random_cases() {
                 PERIODS[rng.random_range(0..PERIODS.len())]
             };
             let capacity = rate.burst * scale;
-            let top = if rng.random_bool(0.5) { capacity / 8 } else { capacity + capacity / 4 };
+            let top = if rng.random_bool(0.5) {
+                capacity / 8
+            } else {
+                capacity + capacity / 4
+            };
             let level = rng.random_range(0..=top);
             let to_full = (rate.burst * rate.per_ms).div_ceil(rate.limit);
             let back = if rng.random_bool(0.5) {
@@ -68,8 +80,16 @@ fn lua_script_matches_rust_reference_on_random_cases() {
             } else {
                 rng.random_range(0..=to_full.saturating_mul(2).min(10_000_000))
             };
-            let last = if rng.random_bool(0.05) { now0 + 5_000 } else { now0 - back };
-            let s = TokenBucketState { level, scale, last_ms: last };
+            let last = if rng.random_bool(0.05) {
+                now0 + 5_000
+            } else {
+                now0 - back
+            };
+            let s = TokenBucketState {
+                level,
+                scale,
+                last_ms: last,
+            };
             let _: () = redis::cmd("HSET")
                 .arg(&key)
                 .arg("l")
@@ -94,22 +114,37 @@ fn lua_script_matches_rust_reference_on_random_cases() {
             .unwrap();
         let after = redis_now_ms(&mut con);
         let got = to_decision(&reply);
-        let stored: Vec<(String, String)> = redis::cmd("HGETALL").arg(&key).query(&mut con).unwrap();
+        let stored: Vec<(String, String)> =
+            redis::cmd("HGETALL").arg(&key).query(&mut con).unwrap();
         let field = |name: &str| -> Option<u64> {
-            stored.iter().find(|(k, _)| k == name).map(|(_, v)| v.parse().unwrap())
+            stored
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.parse().unwrap())
         };
 
         if got.admitted && field("t").is_some() {
             let used_now = field("t").expect("admitted decision writes t");
             let (want, next) = decide(state, used_now, &rate, cost);
-            assert_eq!(got, want, "case {case}: {rate:?} cost {cost} state {state:?} now {used_now}");
+            assert_eq!(
+                got, want,
+                "case {case}: {rate:?} cost {cost} state {state:?} now {used_now}"
+            );
             let next = next.expect("reference admits too");
             assert_eq!(field("l"), Some(next.level), "case {case}: level");
             assert_eq!(field("s"), Some(next.scale), "case {case}: scale");
             let pttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut con).unwrap();
             // PEXPIRE = ms until full (a key of a bucket that is about to be full may already be gone).
-            let ok = if want.full_ms > 100 { pttl > 0 } else { pttl > 0 || pttl == -2 || pttl == 0 };
-            assert!(ok && pttl <= want.full_ms as i64, "case {case}: pttl {pttl} vs {}", want.full_ms);
+            let ok = if want.full_ms > 100 {
+                pttl > 0
+            } else {
+                pttl > 0 || pttl == -2 || pttl == 0
+            };
+            assert!(
+                ok && pttl <= want.full_ms as i64,
+                "case {case}: pttl {pttl} vs {}",
+                want.full_ms
+            );
             exact += 1;
         } else {
             let matches = (before..=after).any(|now| decide(state, now, &rate, cost).0 == got);
@@ -120,9 +155,16 @@ fn lua_script_matches_rust_reference_on_random_cases() {
             );
             // A rejection writes nothing (an admitted bucket due full within ms may be gone).
             if got.admitted {
-                assert!(got.full_ms <= after - before + 2, "case {case}: admitted key vanished");
+                assert!(
+                    got.full_ms <= after - before + 2,
+                    "case {case}: admitted key vanished"
+                );
             } else if let Some(s) = state {
-                assert_eq!(field("l"), Some(s.level), "case {case}: rejection changed the bucket");
+                assert_eq!(
+                    field("l"),
+                    Some(s.level),
+                    "case {case}: rejection changed the bucket"
+                );
             } else {
                 assert!(stored.is_empty(), "case {case}: rejection created a key");
             }
@@ -130,5 +172,8 @@ fn lua_script_matches_rust_reference_on_random_cases() {
         }
         let _: () = redis::cmd("DEL").arg(&key).query(&mut con).unwrap();
     }
-    assert!(exact > 500 && windowed > 500, "admitted {exact}, rejected {windowed}");
+    assert!(
+        exact > 500 && windowed > 500,
+        "admitted {exact}, rejected {windowed}"
+    );
 }

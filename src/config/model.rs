@@ -116,6 +116,9 @@ pub struct IdentitySettings {
     pub tenant_header: String,
     /// Header that carries the tier name to the backend.
     pub tier_header: String,
+    /// Pass the credential that identified the request (`Authorization` / API key header) on to
+    /// the backend. Default false: the backend gets the tenant and tier headers instead.
+    pub forward_credentials: bool,
 }
 
 /// `identity.jwt`.

@@ -81,6 +81,7 @@ pub struct RawIdentity {
     pub default_tier: Option<String>,
     pub tenant_header: Option<String>,
     pub tier_header: Option<String>,
+    pub forward_credentials: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

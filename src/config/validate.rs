@@ -401,6 +401,7 @@ fn identity_settings(
             default_tier: None,
             tenant_header,
             tier_header,
+            forward_credentials: false,
         };
     };
     if let Some(t) = &raw.default_tier {
@@ -449,6 +450,7 @@ fn identity_settings(
         default_tier: raw.default_tier.clone(),
         tenant_header,
         tier_header,
+        forward_credentials: raw.forward_credentials.unwrap_or(false),
     }
 }
 

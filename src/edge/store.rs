@@ -1,9 +1,11 @@
 //! Bounded, sharded in-memory store of per-client token buckets.
 //!
-//! `SHARDS` independent LRU maps, each behind its own mutex, so worker threads rarely contend.
-//! Capacity is `max_clients` in total (split evenly); when a shard is full its least recently
-//! used entry is evicted. A client that keeps sending is always recently used, so a flood of
-//! new addresses evicts idle clients, not an active abuser.
+//! Up to `SHARDS` independent LRU maps, each behind its own mutex, so worker threads rarely
+//! contend. Capacity is exactly `max_clients` in total: it is split over the shards with the
+//! remainder spread one by one (and with fewer shards than `SHARDS` when `max_clients` is
+//! smaller), so the number of tracked clients never exceeds the configured bound. When a shard is
+//! full its least recently used entry is evicted. A client that keeps sending is always recently
+//! used, so a flood of new addresses evicts idle clients, not an active abuser.
 //!
 //! Memory per tracked client (x86_64): one `lru` node (key `IpAddr` 17 B + state 24 B + two
 //! links 16 B, padded: 64 B, allocated in a 64–80 B malloc class) plus one hash-table slot
@@ -13,7 +15,7 @@
 use crate::limit::token_bucket::{decide, Decision, TokenBucketState};
 use crate::limit::Rate;
 use lru::LruCache;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use std::hash::{BuildHasher, Hash};
 use std::net::IpAddr;
 use std::num::NonZeroUsize;
@@ -21,53 +23,105 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 const SHARDS: usize = 64;
 
+type Shard<K> = Mutex<LruCache<K, TokenBucketState>>;
+
 /// Bucket store keyed by `K` (client address for the edge, tenant id for the local fallback);
 /// survives config reloads.
 pub struct BucketStore<K = IpAddr> {
-    shards: Vec<Mutex<LruCache<K, TokenBucketState>>>,
+    /// Write-locked only by [`resize`](Self::resize) when the number of shards changes.
+    shards: RwLock<Vec<Shard<K>>>,
     hasher: std::collections::hash_map::RandomState,
     evictions: AtomicU64,
 }
 
+/// Per-shard capacities summing to exactly `max_clients` (at least 1): `min(SHARDS, max)`
+/// shards, the remainder spread over the first ones.
+fn shard_caps(max_clients: usize) -> Vec<NonZeroUsize> {
+    let max = max_clients.max(1);
+    let n = max.min(SHARDS);
+    (0..n)
+        .map(|i| NonZeroUsize::new(max / n + usize::from(i < max % n)).expect("n <= max"))
+        .collect()
+}
+
 impl<K: Hash + Eq + Clone> BucketStore<K> {
-    /// A store holding at most `max_clients` keys (rounded up to a multiple of the shard count).
+    /// A store holding at most `max_clients` keys (at least 1).
     pub fn new(max_clients: usize) -> Self {
-        let per_shard = NonZeroUsize::new(max_clients.div_ceil(SHARDS).max(1)).unwrap();
         BucketStore {
-            shards: (0..SHARDS)
-                .map(|_| Mutex::new(LruCache::new(per_shard)))
-                .collect(),
+            shards: RwLock::new(
+                shard_caps(max_clients)
+                    .into_iter()
+                    .map(|cap| Mutex::new(LruCache::new(cap)))
+                    .collect(),
+            ),
             hasher: Default::default(),
             evictions: AtomicU64::new(0),
         }
     }
 
-    /// Changes the bound (on reload). Shrinking evicts least recently used entries.
+    /// Changes the bound (on reload). Shrinking evicts least recently used entries (counted as
+    /// evictions); growing keeps every entry.
     pub fn resize(&self, max_clients: usize) {
-        let per_shard = NonZeroUsize::new(max_clients.div_ceil(SHARDS).max(1)).unwrap();
-        for s in &self.shards {
-            s.lock().resize(per_shard);
+        let caps = shard_caps(max_clients);
+        let mut shards = self.shards.write();
+        if caps.len() == shards.len() {
+            for (shard, cap) in shards.iter().zip(caps) {
+                let mut shard = shard.lock();
+                let before = shard.len();
+                shard.resize(cap);
+                self.count_evictions(before - shard.len());
+            }
+            return;
+        }
+        // The shard count changes (bounds below `SHARDS`): rehash every entry into the new
+        // shards, least recently used first, so each shard keeps its most recent entries.
+        let old = std::mem::replace(
+            &mut *shards,
+            caps.into_iter()
+                .map(|cap| Mutex::new(LruCache::new(cap)))
+                .collect(),
+        );
+        for shard in old {
+            for (key, state) in shard.into_inner() {
+                let index = self.index(&key, shards.len());
+                if let Some((old_key, _)) = shards[index].lock().push(key.clone(), state) {
+                    if old_key != key {
+                        self.count_evictions(1);
+                    }
+                }
+            }
         }
     }
 
-    /// Total keys the store can hold.
-    pub fn capacity(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().cap().get()).sum()
+    fn count_evictions(&self, n: usize) {
+        if n > 0 {
+            self.evictions.fetch_add(n as u64, Ordering::Relaxed);
+        }
     }
 
-    fn shard(&self, key: &K) -> &Mutex<LruCache<K, TokenBucketState>> {
-        &self.shards[(self.hasher.hash_one(key) as usize) % SHARDS]
+    /// Total keys the store can hold (exactly the `max_clients` it was built or resized with).
+    pub fn capacity(&self) -> usize {
+        self.shards
+            .read()
+            .iter()
+            .map(|s| s.lock().cap().get())
+            .sum()
+    }
+
+    fn index(&self, key: &K, shards: usize) -> usize {
+        (self.hasher.hash_one(key) as usize) % shards
     }
 
     /// Decides a request of `cost` tokens for `key` at `now_ms` (monotonic milliseconds).
     pub fn check(&self, key: &K, now_ms: u64, rate: &Rate, cost: u64) -> Decision {
-        let mut shard = self.shard(key).lock();
+        let shards = self.shards.read();
+        let mut shard = shards[self.index(key, shards.len())].lock();
         let state = shard.get(key).copied();
         let (decision, next) = decide(state, now_ms, rate, cost);
         if let Some(next) = next {
             if let Some((old_key, _)) = shard.push(key.clone(), next) {
                 if old_key != *key {
-                    self.evictions.fetch_add(1, Ordering::Relaxed);
+                    self.count_evictions(1);
                 }
             }
         }
@@ -76,7 +130,7 @@ impl<K: Hash + Eq + Clone> BucketStore<K> {
 
     /// Number of tracked client keys.
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().len()).sum()
+        self.shards.read().iter().map(|s| s.lock().len()).sum()
     }
 
     /// True when no client is tracked.
@@ -86,7 +140,7 @@ impl<K: Hash + Eq + Clone> BucketStore<K> {
 
     /// Forgets every entry (e.g. local fallback buckets once Redis is back).
     pub fn clear(&self) {
-        for s in &self.shards {
+        for s in self.shards.read().iter() {
             s.lock().clear();
         }
     }
@@ -119,5 +173,47 @@ mod tests {
         assert_eq!(store.capacity(), 640);
         assert!(store.evictions() > 0);
         assert_eq!(hot_admitted, 3);
+    }
+
+    #[test]
+    fn capacity_is_exactly_max_clients() {
+        for max in [1, 2, 5, 63, 64, 65, 100, 1000, 5000, 100_000] {
+            let store: BucketStore = BucketStore::new(max);
+            assert_eq!(store.capacity(), max, "max_clients {max}");
+            let rate = Rate::new(1, 3_600_000, 3);
+            for i in 0..(3 * max as u32 + 10) {
+                store.check(&IpAddr::V4(Ipv4Addr::from(i)), 0, &rate, 1);
+            }
+            assert!(store.len() <= max, "max_clients {max}: {}", store.len());
+            assert_eq!(store.len() as u64 + store.evictions(), 3 * max as u64 + 10);
+        }
+        assert_eq!(BucketStore::<IpAddr>::new(0).capacity(), 1);
+    }
+
+    #[test]
+    fn resize_keeps_the_exact_bound_and_counts_what_it_evicts() {
+        let rate = Rate::new(1, 3_600_000, 3);
+        let store: BucketStore = BucketStore::new(1000);
+        let hot: IpAddr = "203.0.113.1".parse().unwrap();
+        store.check(&hot, 0, &rate, 1);
+        store.check(&hot, 0, &rate, 1);
+        // Through shard-count changes (64 -> 30 -> 64 shards) a lone entry keeps its level.
+        for max in [30, 2000] {
+            store.resize(max);
+            assert_eq!(store.capacity(), max);
+            assert_eq!(store.len(), 1);
+        }
+        assert_eq!(store.check(&hot, 0, &rate, 1).remaining, 0);
+        // Fill, then shrink across shard counts: the bound holds and every entry is either
+        // still tracked or counted as evicted.
+        for i in 0..1500u32 {
+            store.check(&IpAddr::V4(Ipv4Addr::from(i)), 0, &rate, 1);
+        }
+        for max in [1200, 100, 10, 64, 63, 1, 500] {
+            store.resize(max);
+            assert_eq!(store.capacity(), max);
+            assert!(store.len() <= max, "{max}: {}", store.len());
+            assert_eq!(store.len() as u64 + store.evictions(), 1501, "{max}");
+        }
     }
 }

@@ -474,6 +474,7 @@ mod tests {
             default_tier: Some("free".into()),
             tenant_header: "x-tollgate-tenant".into(),
             tier_header: "x-tollgate-tier".into(),
+            forward_credentials: false,
         }
     }
 

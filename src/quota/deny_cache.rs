@@ -38,7 +38,9 @@ impl DenyCache {
     pub fn new(capacity: usize) -> Self {
         let per = NonZeroUsize::new(capacity.div_ceil(SHARDS).max(1)).unwrap();
         DenyCache {
-            shards: (0..SHARDS).map(|_| Mutex::new(LruCache::new(per))).collect(),
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(LruCache::new(per)))
+                .collect(),
             hasher: Default::default(),
         }
     }

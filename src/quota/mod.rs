@@ -11,7 +11,7 @@ use crate::limit::{Decision, Rate};
 use crate::metrics::METRICS;
 use breaker::{Breaker, BreakerState, Permit};
 use deny_cache::DenyCache;
-use redis_store::RedisStore;
+use redis_store::{RedisFault, RedisStore};
 use std::time::Instant;
 
 /// Local fallback buckets tracked at most (tenants), LRU beyond.
@@ -126,7 +126,7 @@ impl QuotaService {
             Permit::Rejected { retry_in_ms } => retry_in_ms,
             Permit::Call { probe } => {
                 let started = Instant::now();
-                let result = self.redis.token_bucket(q.tenant, &q.rate, q.cost).await;
+                let result = self.call_redis(q).await;
                 let elapsed = started.elapsed().as_secs_f64();
                 let ok = result.is_ok();
                 METRICS
@@ -137,12 +137,13 @@ impl QuotaService {
                 self.transition(t);
                 match result {
                     Ok(decision) => {
-                        self.deny.remember(q.tenant, q.rate, q.cost, sent_ms, &decision);
+                        self.deny
+                            .remember(q.tenant, q.rate, q.cost, sent_ms, &decision);
                         return QuotaOutcome::Decided {
                             decision,
                             rate: q.rate,
                             degraded: false,
-                        }
+                        };
                     }
                     Err(fault) => {
                         METRICS
@@ -155,6 +156,34 @@ impl QuotaService {
             }
         };
         self.fallback(q, retry_in_ms)
+    }
+
+    /// One decision in Redis, bounded by `redis.timeout_ms` in total.
+    ///
+    /// A connection error is retried once within what is left of that budget. After a Redis
+    /// restart or an outage, the first call fails at once without reaching Redis: the
+    /// connection is dead, or still holds the failure of the last reconnect attempt, and only
+    /// that failed call makes the connection manager start a new connection. Without the retry
+    /// every Redis restart costs one failed request, and the first half-open probe after an
+    /// outage always fails and re-opens the breaker for another `break_s`. (A connection that
+    /// drops after Redis ran the script but before the reply arrived makes the retry charge the
+    /// request twice: an over-count of one token, never an under-count.)
+    async fn call_redis(&self, q: &TenantQuota<'_>) -> Result<Decision, RedisFault> {
+        let started = Instant::now();
+        match self.redis.token_bucket(q.tenant, &q.rate, q.cost).await {
+            Err(RedisFault::Connection) => {
+                let left = self.settings.timeout.saturating_sub(started.elapsed());
+                if left.is_zero() {
+                    return Err(RedisFault::Connection);
+                }
+                let retry = self.redis.token_bucket(q.tenant, &q.rate, q.cost);
+                match tokio::time::timeout(left, retry).await {
+                    Ok(result) => result,
+                    Err(_) => Err(RedisFault::Timeout),
+                }
+            }
+            other => other,
+        }
     }
 
     fn fallback(&self, q: &TenantQuota<'_>, retry_in_ms: u64) -> QuotaOutcome {

@@ -102,12 +102,21 @@ impl Slots {
         let Some(queue) = queue else {
             return Err(SlotRejection::Full);
         };
-        let waiting = self.waiting.fetch_add(1, Ordering::Relaxed);
-        self.queue_depth.inc();
-        let _wait = WaitGuard(self);
-        if waiting >= queue.max {
+        // Take a place in the queue only when one is free, so the queue-depth gauge never
+        // counts a request that is turned away.
+        if self
+            .waiting
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                (w < queue.max).then_some(w + 1)
+            })
+            .is_err()
+        {
             return Err(SlotRejection::QueueFull);
         }
+        self.queue_depth.inc();
+        // Gives the place back however the wait ends, including when the caller drops this
+        // future (the client went away): the semaphore forgets a dropped waiter too.
+        let _wait = WaitGuard(self);
         let started = Instant::now();
         let result =
             tokio::time::timeout(queue.timeout, self.semaphore.clone().acquire_owned()).await;
@@ -162,6 +171,45 @@ mod tests {
         );
         drop(held);
         assert!(waiter.await.unwrap());
+        assert_eq!(s.in_flight(), 0);
+    }
+
+    #[tokio::test]
+    async fn dropped_waiter_gives_its_place_back() {
+        let s = Arc::new(Slots::new("t3", 1));
+        let q = QueueSettings {
+            max: 1,
+            timeout: Duration::from_secs(30),
+        };
+        let held = s.acquire(Some(&q)).await.unwrap();
+        let s2 = s.clone();
+        let q2 = q.clone();
+        let waiter = tokio::spawn(async move { s2.acquire(Some(&q2)).await.is_ok() });
+        while s.waiting.load(Ordering::Acquire) == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert_eq!(s.queue_depth.get(), 1);
+        assert_eq!(
+            s.acquire(Some(&q)).await.err(),
+            Some(SlotRejection::QueueFull)
+        );
+        assert_eq!(
+            s.queue_depth.get(),
+            1,
+            "a rejected request never counts as queued"
+        );
+        waiter.abort();
+        let _ = waiter.await;
+        assert_eq!(s.waiting.load(Ordering::Acquire), 0);
+        assert_eq!(s.queue_depth.get(), 0);
+        // The freed place is usable, and the released slot goes to the live waiter.
+        let s3 = s.clone();
+        let live = tokio::spawn(async move { s3.acquire(Some(&q)).await.is_ok() });
+        while s.waiting.load(Ordering::Acquire) == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        drop(held);
+        assert!(live.await.unwrap());
         assert_eq!(s.in_flight(), 0);
     }
 }
