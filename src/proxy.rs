@@ -4,7 +4,7 @@
 //! Order (DESIGN.md section 1): edge → route → identity → tenant quota → upstream slot →
 //! backend. A request rejected at one stage never reaches a later one.
 
-use crate::config::{AuthMode, HeaderMode, RouteSettings};
+use crate::config::{AuthMode, RouteSettings};
 use crate::edge::{self, client_ip, EdgeOutcome};
 use crate::identity::{Identity, IdentityError};
 use crate::metrics::{status_class, METRICS};
@@ -138,7 +138,10 @@ impl Proxy {
                     .map(|e| e.ipv6_prefix)
                     .unwrap_or(64);
                 let key = client_ip::key_of(ctx.client, prefix);
-                (format!("ip:{key}"), "anonymous".to_string())
+                (
+                    format!("{}{key}", crate::identity::ANONYMOUS_PREFIX),
+                    "anonymous".to_string(),
+                )
             }
             None => return Ok(false),
         };
@@ -221,12 +224,7 @@ impl Proxy {
                     detail,
                 )
                 .with("violated-policies", json!([tier.name]));
-                let mut h = headers.pairs(mode);
-                if mode == HeaderMode::None {
-                    if let Some(s) = decision.retry_after_s() {
-                        h.push(("Retry-After", s.to_string()));
-                    }
-                }
+                let h = headers.pairs(mode);
                 self.reject(session, ctx, "tenant", "limited", p, h).await
             }
         }
@@ -543,7 +541,12 @@ impl ProxyHttp for Proxy {
             // Pingora closes the downstream after an error: say so in the response.
             session.set_keepalive(None);
             let p = Problem::status(status, detail);
-            let _ = send_problem(session, &p, &ctx.request_id, &[]).await;
+            let headers = ctx
+                .quota_headers
+                .as_ref()
+                .map(|q| q.pairs(ctx.snapshot.config.response.headers))
+                .unwrap_or_default();
+            let _ = send_problem(session, &p, &ctx.request_id, &headers).await;
         }
         FailToProxy {
             error_code: status,

@@ -30,7 +30,8 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// Builds a snapshot, reusing `previous`'s state where the config is unchanged: upstream pools
-    /// and slots, and the Redis service (connection, breaker) while `redis:` is identical.
+    /// and slots, and the Redis service (connection, breaker) while `redis:` is identical; a
+    /// changed `redis:` section keeps the local fallback buckets (see [`QuotaService::succeed`]).
     ///
     /// Errors: secrets or key files that cannot be read or parsed, an invalid Redis URL; each
     /// names its field path. Does blocking file I/O: call it off the request threads.
@@ -47,16 +48,20 @@ impl Snapshot {
             }
         };
         let quota = match (&config.redis, config.tiers.is_empty()) {
-            (Some(redis), false) => match previous.and_then(|p| p.quota.as_ref()) {
-                Some(q) if q.settings == *redis => Some(q.clone()),
-                _ => match QuotaService::new(redis) {
-                    Ok(q) => Some(Arc::new(q)),
+            (Some(redis), false) => {
+                let built = match previous.and_then(|p| p.quota.as_ref()) {
+                    Some(q) if q.settings == *redis => Ok(q.clone()),
+                    Some(q) => QuotaService::succeed(redis, q).map(Arc::new),
+                    None => QuotaService::new(redis).map(Arc::new),
+                };
+                match built {
+                    Ok(q) => Some(q),
                     Err(e) => {
                         errors.push(ConfigError::new("redis.url", e));
                         None
                     }
-                },
-            },
+                }
+            }
             _ => None,
         };
         let (Some(auth), true) = (auth, errors.is_empty()) else {

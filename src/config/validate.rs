@@ -424,6 +424,11 @@ fn identity_settings(
             }
             if k.tenant.is_empty() {
                 c.err(format!("{path}.tenant"), "must not be empty");
+            } else if k.tenant.starts_with("ip:") {
+                c.err(
+                    format!("{path}.tenant"),
+                    "must not start with \"ip:\" (reserved for anonymous clients)",
+                );
             }
             if let Some(t) = &k.tier {
                 tier_ref(c, &format!("{path}.tier"), t);

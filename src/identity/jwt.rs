@@ -216,6 +216,9 @@ impl JwtVerifier {
         if tenant.len() > MAX_TENANT_BYTES || tenant.chars().any(|c| c.is_ascii_control()) {
             return Err(invalid("tenant claim invalid"));
         }
+        if tenant.starts_with(crate::identity::ANONYMOUS_PREFIX) {
+            return Err(invalid("tenant ids starting with \"ip:\" are reserved"));
+        }
         Ok(tenant.to_string())
     }
 
@@ -1010,6 +1013,12 @@ mod tests {
         );
         c["tenant"] = json!("t".repeat(MAX_TENANT_BYTES));
         assert!(v.verify(&sign(Algorithm::HS256, None, &c), NOW).is_ok());
+        // The anonymous namespace is reserved.
+        c["tenant"] = json!("ip:127.0.0.1");
+        assert_eq!(
+            reason_of(v.verify(&sign(Algorithm::HS256, None, &c), NOW)),
+            "tenant ids starting with \"ip:\" are reserved"
+        );
     }
 
     #[test]

@@ -5,6 +5,8 @@
 //! Safe by construction: it only ever denies, and only until `sent + retry_after_ms`, where
 //! `sent` is the local time the rejected call was *sent* (before Redis decided). Other instances
 //! can only take tokens, never add them, so the bucket cannot reach the cost earlier than that.
+//! The Retry-After it reports counts from `received` (after Redis decided), so a client that
+//! waits it out is never too early.
 //! Entries are keyed by tenant and only used for the same bucket size and cost, so a reload that
 //! changes the tier (faster refill) never extends a denial.
 
@@ -20,9 +22,11 @@ const SHARDS: usize = 16;
 struct Entry {
     rate: Rate,
     cost: u64,
-    /// Local ms when the cost is available at the earliest.
+    /// Local ms until which the cost is certainly unavailable (deny until then).
     until_ms: u64,
-    /// Local ms when the bucket is full at the earliest.
+    /// Local ms by which the cost is certainly available (reported Retry-After).
+    ready_ms: u64,
+    /// Local ms by which the bucket is certainly full.
     full_at_ms: u64,
     remaining: u64,
 }
@@ -49,8 +53,16 @@ impl DenyCache {
         &self.shards[(self.hasher.hash_one(tenant) as usize) % SHARDS]
     }
 
-    /// Records a Redis rejection of a call sent at `sent_ms` (local monotonic ms).
-    pub fn remember(&self, tenant: &str, rate: Rate, cost: u64, sent_ms: u64, d: &Decision) {
+    /// Records a Redis rejection of a call sent at `sent_ms` and answered at `received_ms`
+    /// (local monotonic ms).
+    pub fn remember(
+        &self,
+        tenant: &str,
+        rate: Rate,
+        cost: u64,
+        (sent_ms, received_ms): (u64, u64),
+        d: &Decision,
+    ) {
         if d.admitted || d.never_admissible() {
             return;
         }
@@ -58,7 +70,8 @@ impl DenyCache {
             rate,
             cost,
             until_ms: sent_ms + d.retry_after_ms,
-            full_at_ms: sent_ms + d.full_ms,
+            ready_ms: received_ms + d.retry_after_ms,
+            full_at_ms: received_ms + d.full_ms,
             remaining: d.remaining,
         };
         self.shard(tenant).lock().put(tenant.to_string(), entry);
@@ -78,7 +91,7 @@ impl DenyCache {
         Some(Decision {
             admitted: false,
             remaining: e.remaining,
-            retry_after_ms: e.until_ms - now_ms,
+            retry_after_ms: e.ready_ms - now_ms,
             full_ms: e.full_at_ms.saturating_sub(now_ms),
         })
     }
@@ -108,7 +121,7 @@ mod tests {
     fn denies_only_until_the_known_retry_time_and_same_shape() {
         let c = DenyCache::new(100);
         let rate = Rate::new(6, 60_000, 2);
-        c.remember("t", rate, 1, 1_000, &rejected(5_500));
+        c.remember("t", rate, 1, (1_000, 1_000), &rejected(5_500));
         let d = c.check("t", &rate, 1, 4_000).unwrap();
         assert_eq!(d.retry_after_ms, 2_500);
         assert_eq!(d.retry_after_s(), Some(3));
@@ -116,5 +129,15 @@ mod tests {
         assert!(c.check("t", &Rate::new(60, 60_000, 2), 1, 4_000).is_none());
         assert!(c.check("t", &rate, 1, 6_500).is_none());
         assert!(c.check("other", &rate, 1, 4_000).is_none());
+    }
+
+    #[test]
+    fn slow_reply_denies_from_sent_but_reports_from_received() {
+        let c = DenyCache::new(100);
+        let rate = Rate::new(6, 60_000, 2);
+        c.remember("t", rate, 1, (0, 700), &rejected(1_300));
+        let d = c.check("t", &rate, 1, 1_000).unwrap();
+        assert_eq!(d.retry_after_ms, 1_000);
+        assert!(c.check("t", &rate, 1, 1_300).is_none());
     }
 }

@@ -12,6 +12,7 @@ use crate::metrics::METRICS;
 use breaker::{Breaker, BreakerState, Permit};
 use deny_cache::DenyCache;
 use redis_store::{RedisFault, RedisStore};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Local fallback buckets tracked at most (tenants), LRU beyond.
@@ -47,13 +48,14 @@ pub enum QuotaOutcome {
 }
 
 /// The tenant stage's shared state: Redis, breaker, local fallback. Lives across reloads while
-/// the `redis:` section is unchanged.
+/// the `redis:` section is unchanged; a changed section gets a successor that keeps the state
+/// still valid for it ([`succeed`](Self::succeed)).
 pub struct QuotaService {
     pub settings: RedisSettings,
     redis: RedisStore,
-    breaker: Breaker,
-    local: BucketStore<String>,
-    deny: DenyCache,
+    breaker: Arc<Breaker>,
+    local: Arc<BucketStore<String>>,
+    deny: Arc<DenyCache>,
     epoch: Instant,
 }
 
@@ -63,11 +65,46 @@ impl QuotaService {
         Ok(QuotaService {
             settings: settings.clone(),
             redis: RedisStore::new(settings)?,
-            breaker: Breaker::new(settings.breaker.clone()),
-            local: BucketStore::new(LOCAL_FALLBACK_TENANTS),
-            deny: DenyCache::new(LOCAL_FALLBACK_TENANTS),
+            breaker: Arc::new(Breaker::new(settings.breaker.clone())),
+            local: Arc::new(BucketStore::new(LOCAL_FALLBACK_TENANTS)),
+            deny: Arc::new(DenyCache::new(LOCAL_FALLBACK_TENANTS)),
             epoch: Instant::now(),
         })
+    }
+
+    /// The service for a changed `redis:` section (a reload), with a new Redis client. It keeps
+    /// from `previous` the local fallback buckets (what this instance admitted while degraded
+    /// does not depend on these settings: a reload must not hand out a fresh local burst), the
+    /// deny cache while the buckets are the same (same URL and key prefix), and the breaker
+    /// while it guards the same Redis with the same settings. A new breaker starts closed, and
+    /// the breaker metrics say so.
+    pub fn succeed(settings: &RedisSettings, previous: &QuotaService) -> Result<Self, String> {
+        let old = &previous.settings;
+        let same_buckets = old.url == settings.url && old.key_prefix == settings.key_prefix;
+        let same_breaker = old.url == settings.url && old.breaker == settings.breaker;
+        let breaker = if same_breaker {
+            previous.breaker.clone()
+        } else {
+            Arc::new(Breaker::new(settings.breaker.clone()))
+        };
+        let service = QuotaService {
+            settings: settings.clone(),
+            redis: RedisStore::new(settings)?,
+            breaker,
+            local: previous.local.clone(),
+            deny: if same_buckets {
+                previous.deny.clone()
+            } else {
+                Arc::new(DenyCache::new(LOCAL_FALLBACK_TENANTS))
+            },
+            // The local buckets and deny entries hold times on this clock.
+            epoch: previous.epoch,
+        };
+        if !same_breaker {
+            METRICS.breaker_state.set(BreakerState::Closed.gauge());
+            METRICS.degraded.set(0);
+        }
+        Ok(service)
     }
 
     /// The Redis key of a tenant's bucket.
@@ -137,8 +174,13 @@ impl QuotaService {
                 self.transition(t);
                 match result {
                     Ok(decision) => {
-                        self.deny
-                            .remember(q.tenant, q.rate, q.cost, sent_ms, &decision);
+                        self.deny.remember(
+                            q.tenant,
+                            q.rate,
+                            q.cost,
+                            (sent_ms, self.now_ms()),
+                            &decision,
+                        );
                         return QuotaOutcome::Decided {
                             decision,
                             rate: q.rate,
