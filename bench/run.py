@@ -933,6 +933,15 @@ def throughput_report(res, args):
         if t:
             lines.append(f"  {v} tollgate counters per run (median): " +
                          ", ".join(f"{k}={v2:.0f}" for k, v2 in t.items() if v2))
+    for r in res["records"] + res["paced_records"]:
+        t = r.get("tollgate") or {}
+        local = {k: v for k, v in t.items() if v and (k in ("tenant_fallback", "redis_errors")
+                                                   or k.startswith("tenant_failed"))}
+        if local:
+            lines.append(f"  warning: {r['variant']} rep {r['rep']}: Redis not used for every decision "
+                         f"({', '.join(f'{k}={v}' for k, v in local.items())} of "
+                         f"{r.get('tenant_decisions', '?')} tenant decisions; timeouts or open breaker): "
+                         f"this run does not measure the Redis path alone")
     rd = [r["redis"]["reads_source"] for r in res["records"] if "redis" in r]
     if rd:
         lines.append(f"  Redis reads: {rd[0]}")
