@@ -1,6 +1,10 @@
 //! `tollgate`: the command line. Everything else lives in the library.
 
 use clap::{Parser, Subcommand};
+
+/// mimalloc: less time in the allocator than glibc malloc on the request path (see bench/).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
