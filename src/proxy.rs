@@ -91,14 +91,15 @@ impl Proxy {
             .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
         match &snap.config.edge {
             Some(e) if !e.trusted_proxies.is_empty() => {
+                // Lossy: a non-ASCII byte makes one entry malformed, not the whole header.
                 let values = session
                     .req_header()
                     .headers
                     .get_all("x-forwarded-for")
                     .iter()
-                    .filter_map(|v| v.to_str().ok())
+                    .map(|v| String::from_utf8_lossy(v.as_bytes()))
                     .collect::<Vec<_>>();
-                client_ip::client_ip(peer, values.into_iter(), &e.trusted_proxies)
+                client_ip::client_ip(peer, values.iter().map(|v| v.as_ref()), &e.trusted_proxies)
             }
             _ => client_ip::normalize(peer),
         }
