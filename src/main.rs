@@ -41,12 +41,15 @@ enum Command {
     HashKey,
 }
 
-/// Logs go to stderr through a background writer thread, so request threads never block on
-/// the terminal or a pipe. The returned guard flushes on drop.
+/// Logs go to stderr through a background writer thread, so request threads do not wait on the
+/// terminal or a pipe. The returned guard flushes on drop (at exit).
 fn init_tracing(json: bool) -> tracing_appender::non_blocking::WorkerGuard {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let (writer, guard) = tracing_appender::non_blocking(std::io::stderr());
+    // Lossless: under a burst of log lines request threads wait rather than lines being lost.
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .finish(std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(writer)

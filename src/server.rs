@@ -8,8 +8,10 @@ use crate::proxy::Proxy;
 use crate::reload::{mark_loaded, ReloadService};
 use crate::snapshot::{App, Snapshot};
 use async_trait::async_trait;
+use pingora::apps::ServerApp;
+use pingora::protocols::Stream;
 use pingora::server::configuration::{Opt, ServerConf};
-use pingora::server::{Server, ShutdownWatch};
+use pingora::server::{RunArgs, Server, ShutdownWatch};
 use pingora::services::background::{background_service, BackgroundService};
 use std::collections::HashMap;
 use std::path::Path;
@@ -45,10 +47,16 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
     server.bootstrap();
 
     let app = Arc::new(App::new(snapshot, path.to_path_buf()));
-    let mut proxy = pingora::proxy::http_proxy_service_with_name(
-        &server.configuration,
-        Proxy { app: app.clone() },
-        "tollgate proxy",
+    let drain = Duration::from_millis(500).min(Duration::from_secs(cfg.server.grace_period_s) / 2);
+    let mut proxy = pingora::services::listening::Service::new(
+        "tollgate proxy".to_string(),
+        DrainingProxy {
+            inner: Arc::new(pingora::proxy::http_proxy(
+                &server.configuration,
+                Proxy { app: app.clone() },
+            )),
+            drain,
+        },
     );
     for addr in &cfg.listen {
         proxy.add_tcp(&addr.to_string());
@@ -69,7 +77,33 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
     ));
     server.add_service(background_service("health checks", HealthChecks { app }));
     tracing::info!(listen = ?cfg.listen, admin = ?cfg.admin_listen, threads = cfg.server.threads, "tollgate starting");
-    server.run_forever();
+    server.run(RunArgs::default());
+    Ok(())
+}
+
+/// The proxy app with a short drain before Pingora's cleanup. Cleanup aborts every keep-alive
+/// connection parked waiting for its next request; during a binary upgrade or graceful shutdown
+/// a client may be writing a request on such a connection at that instant. The drain lets those
+/// requests be read and answered (with `Connection: close`) first.
+struct DrainingProxy {
+    inner: Arc<pingora::proxy::HttpProxy<Proxy>>,
+    drain: Duration,
+}
+
+#[async_trait]
+impl ServerApp for DrainingProxy {
+    async fn process_new(
+        self: &Arc<Self>,
+        session: Stream,
+        shutdown: &ShutdownWatch,
+    ) -> Option<Stream> {
+        self.inner.process_new(session, shutdown).await
+    }
+
+    async fn cleanup(&self) {
+        tokio::time::sleep(self.drain).await;
+        self.inner.cleanup().await;
+    }
 }
 
 /// One loop over the current snapshot's upstreams, running each health check when due.
