@@ -5,6 +5,7 @@
 //! numbers) never hands a client a fresh burst: the new `limit`/`burst` apply to the live bucket.
 
 pub mod client_ip;
+pub mod slab_lru;
 pub mod store;
 
 use crate::config::EdgeSettings;

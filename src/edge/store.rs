@@ -7,14 +7,13 @@
 //! full its least recently used entry is evicted. A client that keeps sending is always recently
 //! used, so a flood of new addresses evicts idle clients, not an active abuser.
 //!
-//! Memory per tracked client (x86_64): one `lru` node (key `IpAddr` 17 B + state 24 B + two
-//! links 16 B, padded: 64 B, allocated in a 64–80 B malloc class) plus one hash-table slot
-//! (16 B + 1 control byte, at most 8/7 overhead): about 90–100 bytes; the benchmark's memory
-//! run measures it.
+//! Memory per tracked client (x86_64): one slab slot (key `IpAddr` 17 B + state 24 B + links
+//! 8 B, padded: 56 B) plus its index entry (4 B + 1 control byte per bucket, 1.1–2.3 buckets per
+//! entry): about 62–68 bytes, all reserved up front; the benchmark's memory run measures it.
 
+use super::slab_lru::SlabLru;
 use crate::limit::token_bucket::{decide, Decision, TokenBucketState};
 use crate::limit::Rate;
-use lru::LruCache;
 use parking_lot::{Mutex, RwLock};
 use std::hash::{BuildHasher, Hash};
 use std::net::IpAddr;
@@ -23,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 const SHARDS: usize = 64;
 
-type Shard<K> = Mutex<LruCache<K, TokenBucketState>>;
+type Shard<K> = Mutex<SlabLru<K, TokenBucketState>>;
 
 /// Bucket store keyed by `K` (client address for the edge, tenant id for the local fallback);
 /// survives config reloads.
@@ -51,7 +50,7 @@ impl<K: Hash + Eq + Clone> BucketStore<K> {
             shards: RwLock::new(
                 shard_caps(max_clients)
                     .into_iter()
-                    .map(|cap| Mutex::new(LruCache::new(cap)))
+                    .map(|cap| Mutex::new(SlabLru::new(cap.get())))
                     .collect(),
             ),
             hasher: Default::default(),
@@ -59,35 +58,22 @@ impl<K: Hash + Eq + Clone> BucketStore<K> {
         }
     }
 
-    /// Changes the bound (on reload). Shrinking evicts least recently used entries (counted as
-    /// evictions); growing keeps every entry.
+    /// Changes the bound (on reload): every entry is re-inserted, least recently used first, so
+    /// shrinking evicts (and counts) the least recently used ones and growing keeps them all.
     pub fn resize(&self, max_clients: usize) {
-        let caps = shard_caps(max_clients);
         let mut shards = self.shards.write();
-        if caps.len() == shards.len() {
-            for (shard, cap) in shards.iter().zip(caps) {
-                let mut shard = shard.lock();
-                let before = shard.len();
-                shard.resize(cap);
-                self.count_evictions(before - shard.len());
-            }
-            return;
-        }
-        // The shard count changes (bounds below `SHARDS`): rehash every entry into the new
-        // shards, least recently used first, so each shard keeps its most recent entries.
         let old = std::mem::replace(
             &mut *shards,
-            caps.into_iter()
-                .map(|cap| Mutex::new(LruCache::new(cap)))
+            shard_caps(max_clients)
+                .into_iter()
+                .map(|cap| Mutex::new(SlabLru::new(cap.get())))
                 .collect(),
         );
         for shard in old {
-            for (key, state) in shard.into_inner() {
+            for (key, state) in shard.into_inner().drain_lru_first() {
                 let index = self.index(&key, shards.len());
-                if let Some((old_key, _)) = shards[index].lock().push(key.clone(), state) {
-                    if old_key != key {
-                        self.count_evictions(1);
-                    }
+                if shards[index].lock().push(key, state).is_some() {
+                    self.count_evictions(1);
                 }
             }
         }
@@ -101,11 +87,7 @@ impl<K: Hash + Eq + Clone> BucketStore<K> {
 
     /// Total keys the store can hold (exactly the `max_clients` it was built or resized with).
     pub fn capacity(&self) -> usize {
-        self.shards
-            .read()
-            .iter()
-            .map(|s| s.lock().cap().get())
-            .sum()
+        self.shards.read().iter().map(|s| s.lock().capacity()).sum()
     }
 
     fn index(&self, key: &K, shards: usize) -> usize {
@@ -116,13 +98,17 @@ impl<K: Hash + Eq + Clone> BucketStore<K> {
     pub fn check(&self, key: &K, now_ms: u64, rate: &Rate, cost: u64) -> Decision {
         let shards = self.shards.read();
         let mut shard = shards[self.index(key, shards.len())].lock();
-        let state = shard.get(key).copied();
-        let (decision, next) = decide(state, now_ms, rate, cost);
+        if let Some(state) = shard.get_mut(key) {
+            let (decision, next) = decide(Some(*state), now_ms, rate, cost);
+            if let Some(next) = next {
+                *state = next;
+            }
+            return decision;
+        }
+        let (decision, next) = decide(None, now_ms, rate, cost);
         if let Some(next) = next {
-            if let Some((old_key, _)) = shard.push(key.clone(), next) {
-                if old_key != *key {
-                    self.count_evictions(1);
-                }
+            if shard.push(key.clone(), next).is_some() {
+                self.count_evictions(1);
             }
         }
         decision

@@ -10,11 +10,10 @@
 //! Entries are keyed by tenant and only used for the same bucket size and cost, so a reload that
 //! changes the tier (faster refill) never extends a denial.
 
+use crate::edge::slab_lru::SlabLru;
 use crate::limit::{Decision, Rate};
-use lru::LruCache;
 use parking_lot::Mutex;
 use std::hash::BuildHasher;
-use std::num::NonZeroUsize;
 
 const SHARDS: usize = 16;
 
@@ -33,23 +32,21 @@ struct Entry {
 
 /// Bounded per-tenant cache of known denials.
 pub struct DenyCache {
-    shards: Vec<Mutex<LruCache<String, Entry>>>,
+    shards: Vec<Mutex<SlabLru<String, Entry>>>,
     hasher: std::collections::hash_map::RandomState,
 }
 
 impl DenyCache {
     /// A cache of at most `capacity` tenants.
     pub fn new(capacity: usize) -> Self {
-        let per = NonZeroUsize::new(capacity.div_ceil(SHARDS).max(1)).unwrap();
+        let per = capacity.div_ceil(SHARDS).max(1);
         DenyCache {
-            shards: (0..SHARDS)
-                .map(|_| Mutex::new(LruCache::new(per)))
-                .collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(SlabLru::new(per))).collect(),
             hasher: Default::default(),
         }
     }
 
-    fn shard(&self, tenant: &str) -> &Mutex<LruCache<String, Entry>> {
+    fn shard(&self, tenant: &str) -> &Mutex<SlabLru<String, Entry>> {
         &self.shards[(self.hasher.hash_one(tenant) as usize) % SHARDS]
     }
 
@@ -74,18 +71,15 @@ impl DenyCache {
             full_at_ms: received_ms + d.full_ms,
             remaining: d.remaining,
         };
-        self.shard(tenant).lock().put(tenant.to_string(), entry);
+        self.shard(tenant).lock().push(tenant.to_string(), entry);
     }
 
     /// A rejection for `tenant` at `now_ms` when one is known, computed from the remembered
     /// Redis decision; `None` means "ask Redis".
     pub fn check(&self, tenant: &str, rate: &Rate, cost: u64, now_ms: u64) -> Option<Decision> {
-        let mut shard = self.shard(tenant).lock();
-        let e = *shard.peek(tenant)?;
+        // An expired entry stays until the LRU bound evicts it; it never denies again.
+        let e = *self.shard(tenant).lock().get_mut(tenant)?;
         if e.rate != *rate || e.cost != cost || now_ms >= e.until_ms {
-            if now_ms >= e.until_ms {
-                shard.pop(tenant);
-            }
             return None;
         }
         Some(Decision {
