@@ -263,6 +263,7 @@ impl Proxy {
         };
         match acquired {
             Ok(guard) => {
+                METRICS.decision("upstream", "admitted", ctx.tier_label());
                 ctx.slot = Some(guard);
                 Ok(false)
             }

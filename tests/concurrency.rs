@@ -216,6 +216,13 @@ async fn full_upstream_rejects_with_503_problem_and_retry_after() {
     assert_eq!(rejections(&gw, "echo", "queue_full"), 0.0);
     assert_eq!(rejections(&gw, "echo", "queue_timeout"), 0.0);
     assert_eq!(queue_waits(&gw, "echo"), 0.0, "no queue, no waits");
+    // The upstream layer's decisions: 2 slots granted, 8 refused.
+    let decisions = |outcome: &str| {
+        gw.metric_or_zero(&format!(
+            "tollgate_decisions_total{{layer=\"upstream\",outcome=\"{outcome}\",tier=\"-\"}}"
+        ))
+    };
+    assert_eq!((decisions("admitted"), decisions("limited")), (2.0, 8.0));
 
     // retry_after_s is configurable per upstream.
     let holder = spawn_get(&http, gw.url("/custom?delay_ms=2000"), &[]);
