@@ -1,6 +1,6 @@
 //! tollgate: a reverse-proxy API gateway on Pingora whose job is distributed rate limiting.
 //!
-//! Request path (DESIGN.md section 1): [`edge`] (per client IP, memory) → route
+//! Request path (docs/DESIGN.md section 1): [`edge`] (per client IP, memory) → route
 //! ([`upstream::router`]) → [`identity`] (JWT / API key → tenant, tier) → [`quota`] (tenant
 //! token bucket in Redis, one Lua script per decision) → [`upstream`] concurrency slot → backend.
 //! [`proxy`] is the thin Pingora glue that runs the stages in order.

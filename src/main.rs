@@ -5,7 +5,7 @@ use clap::{Parser, Subcommand};
 /// mimalloc: less time in the allocator than glibc malloc on the request path (see bench/).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use std::io::Read;
+use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -53,7 +53,7 @@ fn init_tracing(json: bool) -> tracing_appender::non_blocking::WorkerGuard {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(writer)
-        .with_ansi(std::env::var_os("NO_COLOR").is_none());
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none());
     if json {
         builder.json().init();
     } else {

@@ -1,7 +1,7 @@
 //! The Pingora glue: runs the stages in order and writes their responses. Thin on purpose; the
 //! decisions live in `edge`, `identity`, `quota` and `upstream`.
 //!
-//! Order (DESIGN.md section 1): edge → route → identity → tenant quota → upstream slot →
+//! Order (docs/DESIGN.md section 1): edge → route → identity → tenant quota → upstream slot →
 //! backend. A request rejected at one stage never reaches a later one.
 
 use crate::config::{AuthMode, RouteSettings};

@@ -100,7 +100,8 @@ impl BackgroundService for ReloadService {
                         Err(errors) => {
                             METRICS.reloads.with_label_values(&["error"]).inc();
                             for e in &errors {
-                                tracing::error!(field = %e.path, reason = %e.reason, "config reload rejected; keeping the running config");
+                                let field = if e.path.is_empty() { "(file)" } else { e.path.as_str() };
+                                tracing::error!(field, reason = %e.reason, "config reload rejected; keeping the running config");
                             }
                         }
                     }

@@ -1,4 +1,4 @@
-//! Identity stage, black-box (DESIGN.md section 1, stage 3): JWTs (pinned algorithms, claims,
+//! Identity stage, black-box (docs/DESIGN.md section 1, stage 3): JWTs (pinned algorithms, claims,
 //! leeway) and API keys → tenant and tier.
 //!
 //! Every rejected credential is checked the same way: the status (401 with

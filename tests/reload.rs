@@ -508,7 +508,7 @@ async fn drained_tenant_stays_rejected_across_twenty_reloads() {
 }
 
 /// Changing a tier's numbers on reload applies to the live bucket, capped at the new burst
-/// (DESIGN.md section 2, "level semantics"): the stored token level is kept as it is, a full
+/// (docs/DESIGN.md section 2, "level semantics"): the stored token level is kept as it is, a full
 /// bucket (an expired or missing key) is full at the new size, and a drained bucket stays
 /// drained. Raising the burst never hands anyone fresh tokens; lowering it caps what is left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! Tenant quota stage, black-box (DESIGN.md section 2): one token bucket per tenant in Redis,
+//! Tenant quota stage, black-box (docs/DESIGN.md section 2): one token bucket per tenant in Redis,
 //! decided by one Lua script, with truthful `RateLimit` / `Retry-After` headers.
 //!
 //! Every test owns a `redis-server`, a `tollgate-echo` backend and one or more gateways. Tiers
@@ -1132,7 +1132,7 @@ async fn backend_error_answer_after_admission_carries_quota_headers() {
 }
 
 /// A gateway error answer (502: the backend refuses connections) for a request the tenant
-/// stage admitted still carries that decision's quota headers (DESIGN.md section 2: "headers on
+/// stage admitted still carries that decision's quota headers (docs/DESIGN.md section 2: "headers on
 /// every response that passed the tenant stage"); the token it spent shows in them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gateway_error_answer_after_admission_carries_quota_headers() {

@@ -44,7 +44,7 @@ pub struct ServerSettings {
     pub pid_file: String,
 }
 
-/// What the tenant stage does when Redis cannot decide (DESIGN.md section 3).
+/// What the tenant stage does when Redis cannot decide (docs/DESIGN.md section 3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailurePolicy {
     /// Admit, with no quota headers.

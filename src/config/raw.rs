@@ -2,7 +2,7 @@
 //!
 //! Unknown keys are rejected (`deny_unknown_fields`). Numbers that must be positive are read as
 //! signed integers so that validation can name the field and say why a value is wrong.
-//! Field names are the contract of `DESIGN.md` section 4.
+//! Field names are the contract of `docs/DESIGN.md` section 4.
 
 use serde::Deserialize;
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! Identity stage (DESIGN.md section 1, stage 2): `Authorization: Bearer <JWT>` or an API key
+//! Identity stage (docs/DESIGN.md section 1, stage 2): `Authorization: Bearer <JWT>` or an API key
 //! header → [`Identity`] `(tenant, tier)`.
 //!
 //! An [`Authenticator`] is built once per config snapshot: secrets are read from the environment
@@ -87,7 +87,7 @@ impl IdentityError {
     /// The `WWW-Authenticate` value for 401s (RFC 6750 §3), `None` for other statuses:
     /// - `Missing`: `Bearer` (no credentials were presented, so no error code, RFC 6750 §3.1);
     /// - `InvalidToken` and `UnknownApiKey`: `Bearer error="invalid_token"` (credentials were
-    ///   presented and rejected; DESIGN.md section 1 uses this for every identity failure).
+    ///   presented and rejected; docs/DESIGN.md section 1 uses this for every identity failure).
     pub fn www_authenticate(&self) -> Option<&'static str> {
         match self {
             IdentityError::Missing => Some("Bearer"),

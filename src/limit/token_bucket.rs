@@ -6,7 +6,7 @@
 //! The state records the scale it was written with; when a reload changes `per`, the level is
 //! converted (rounded down), and any level above the new capacity is capped.
 //!
-//! Semantics (DESIGN.md section 2): a missing state is a full bucket; admitted when
+//! Semantics (docs/DESIGN.md section 2): a missing state is a full bucket; admitted when
 //! level ≥ cost, and only then is anything deducted; a rejection reports the exact wait
 //! until the cost is available. `lua/token_bucket.lua` implements the same steps.
 

@@ -1,5 +1,5 @@
 //! Tenant stage: the tenant's tier-sized token bucket, decided in Redis by one atomic Lua script,
-//! behind a circuit breaker, with the tier's declared failure policy (DESIGN.md sections 2–3).
+//! behind a circuit breaker, with the tier's declared failure policy (docs/DESIGN.md sections 2–3).
 
 pub mod breaker;
 pub mod deny_cache;
