@@ -803,10 +803,11 @@ fn cost_routes() -> String {
 async fn route_cost_is_taken_from_the_bucket() {
     let k1 = key("cost", "T");
     let rig = Rig::start(|r, b| {
+        // `Big` keeps the /huge route (cost 6) valid for `check`; only tier T is used here.
         let mut c = Conf::new(
             r,
             b,
-            "  T: { limit: 1, per: 1d, burst: 5 }\n",
+            "  T: { limit: 1, per: 1d, burst: 5 }\n  Big: { limit: 1, per: 1d, burst: 10 }\n",
             vec![k1.clone()],
         );
         c.routes = cost_routes();
@@ -839,10 +840,11 @@ async fn route_cost_is_taken_from_the_bucket() {
 async fn cost_above_burst_is_rejected_without_retry_after_and_consumes_nothing() {
     let k1 = key("toobig", "T");
     let rig = Rig::start(|r, b| {
+        // A second, larger tier keeps the config valid (`check` refuses a cost above every burst).
         let mut c = Conf::new(
             r,
             b,
-            "  T: { limit: 1, per: 1d, burst: 5 }\n",
+            "  T: { limit: 1, per: 1d, burst: 5 }\n  Big: { limit: 1, per: 1d, burst: 10 }\n",
             vec![k1.clone()],
         );
         c.routes = cost_routes();

@@ -171,6 +171,18 @@ routes:
     }
 
     #[test]
+    fn route_cost_above_every_burst_is_rejected() {
+        let yaml = format!(
+            "{BASE}\nredis: {{ url: \"redis://h:1\" }}\ntiers:\n  a: {{ limit: 5, per: 1m, burst: 10 }}\n  b: {{ limit: 5, per: 1m, burst: 20 }}\n"
+        );
+        assert!(parse(&yaml.replace("upstream: orders }", "upstream: orders, cost: 20 }")).is_ok());
+        assert_eq!(
+            errors(&yaml.replace("upstream: orders }", "upstream: orders, cost: 21 }")),
+            ["routes[0].cost: 21 exceeds the burst of every tier (largest 20): such requests could never be admitted"]
+        );
+    }
+
+    #[test]
     fn per_longer_than_a_day_is_rejected() {
         let yaml = format!(
             "{BASE}\nredis: {{ url: \"redis://h:1\" }}\ntiers:\n  t: {{ limit: 5, per: 2d }}\n"

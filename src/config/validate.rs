@@ -240,6 +240,17 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
         }
     }
 
+    if let Some(largest) = tiers.values().map(|t| t.rate.burst).max() {
+        for r in routes.iter().filter(|r| r.cost > largest) {
+            c.err(
+                format!("{}.cost", r.id),
+                format!(
+                    "{} exceeds the burst of every tier (largest {largest}): such requests could never be admitted",
+                    r.cost
+                ),
+            );
+        }
+    }
     let has_identity = identity.jwt.is_some() || identity.api_keys.is_some();
     for r in routes.iter().filter(|r| r.auth == AuthMode::Required) {
         if !has_identity {
