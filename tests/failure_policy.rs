@@ -12,7 +12,6 @@
 mod common;
 
 use common::*;
-use reqwest::header::HeaderMap;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::task::JoinSet;
@@ -67,55 +66,11 @@ fn tenants(prefix: &str, n: usize, tier: &'static str) -> Vec<(String, &'static 
     (0..n).map(|i| (format!("{prefix}-{i}"), tier)).collect()
 }
 
-/// A client whose every request must complete within 10 s ("no hang").
-fn http() -> reqwest::Client {
-    client_builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .expect("client")
-}
-
-fn http_from(ip_text: &str) -> reqwest::Client {
-    client_builder()
-        .timeout(Duration::from_secs(10))
-        .local_address(ip(ip_text))
-        .build()
-        .expect("client")
-}
-
-/// One complete answer.
-#[derive(Debug, Clone)]
-struct Reply {
-    status: u16,
-    headers: HeaderMap,
-    body: String,
-}
-
-impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-}
-
 /// GET `url` with `tenant`'s API key; panics on any transport error (including the 10 s timeout).
 async fn get(http: &reqwest::Client, url: &str, tenant: &str) -> Reply {
-    let resp = http
-        .get(url)
-        .header("x-api-key", key(tenant))
-        .send()
+    try_get_with_key(http, url, Some(&key(tenant)))
         .await
-        .unwrap_or_else(|e| panic!("GET {url} as {tenant}: {e}"));
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    let body = resp
-        .text()
-        .await
-        .unwrap_or_else(|e| panic!("read body of GET {url} as {tenant}: {e}"));
-    Reply {
-        status,
-        headers,
-        body,
-    }
+        .unwrap_or_else(|e| panic!("GET {url} as {tenant}: {e}"))
 }
 
 const QUOTA_HEADERS: [&str; 7] = [

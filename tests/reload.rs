@@ -10,7 +10,6 @@
 mod common;
 
 use common::*;
-use reqwest::header::HeaderMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::task::JoinSet;
@@ -136,34 +135,7 @@ impl Cfg {
 // Traffic and reload helpers
 // ---------------------------------------------------------------------------------------------
 
-fn http() -> reqwest::Client {
-    client_builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .expect("client")
-}
-
-/// A client whose connections come from `ip_text` (any 127/8 address).
-fn http_from(ip_text: &str) -> reqwest::Client {
-    client_builder()
-        .timeout(Duration::from_secs(10))
-        .local_address(ip(ip_text))
-        .build()
-        .expect("client")
-}
-
-#[derive(Debug, Clone)]
-struct Reply {
-    status: u16,
-    headers: HeaderMap,
-    body: String,
-}
-
 impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-
     /// `r=` of the `RateLimit` field.
     fn remaining(&self) -> u64 {
         let field = self
@@ -199,19 +171,7 @@ async fn try_get(
     url: &str,
     tenant: Option<&str>,
 ) -> Result<Reply, reqwest::Error> {
-    let mut req = http.get(url);
-    if let Some(t) = tenant {
-        req = req.header("x-api-key", key(t));
-    }
-    let resp = req.send().await?;
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    let body = resp.text().await?;
-    Ok(Reply {
-        status,
-        headers,
-        body,
-    })
+    try_get_with_key(http, url, tenant.map(key).as_deref()).await
 }
 
 /// GET with `tenant`'s API key (anonymous when `None`); panics on any transport error.

@@ -249,20 +249,7 @@ pub fn http_request(
     path: &str,
     timeout: Duration,
 ) -> std::io::Result<HttpReply> {
-    let sock: SocketAddr = addr
-        .to_socket_addrs()?
-        .next()
-        .ok_or_else(|| std::io::Error::other(format!("cannot resolve {addr}")))?;
-    let mut stream = TcpStream::connect_timeout(&sock, timeout)?;
-    stream.set_read_timeout(Some(timeout))?;
-    stream.set_write_timeout(Some(timeout))?;
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
-    )?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw)?;
-    parse_http_reply(&raw)
+    http_request_with_headers(addr, method, path, &[], timeout)
 }
 
 /// [`http_request`] GET with a 2 s timeout.
@@ -347,6 +334,63 @@ pub fn client_from(ip: IpAddr) -> reqwest::Client {
         .local_address(ip)
         .build()
         .expect("build reqwest client")
+}
+
+/// A client for "no hang" assertions: every request must complete within 10 s.
+pub fn http() -> reqwest::Client {
+    client_builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("build reqwest client")
+}
+
+/// [`http`] whose connections come from `ip_text` (any 127/8 address).
+pub fn http_from(ip_text: &str) -> reqwest::Client {
+    client_builder()
+        .timeout(Duration::from_secs(10))
+        .local_address(ip(ip_text))
+        .build()
+        .expect("build reqwest client")
+}
+
+/// One complete answer: status, headers and body text.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: String,
+}
+
+impl Reply {
+    /// Reads the whole response.
+    pub async fn read(resp: reqwest::Response) -> Result<Reply, reqwest::Error> {
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let body = resp.text().await?;
+        Ok(Reply {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    /// A header's value as text (`None` when absent or not visible ASCII).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// GET `url`, with `X-API-Key: api_key` when given, and read the whole answer.
+pub async fn try_get_with_key(
+    http: &reqwest::Client,
+    url: &str,
+    api_key: Option<&str>,
+) -> Result<Reply, reqwest::Error> {
+    let mut req = http.get(url);
+    if let Some(k) = api_key {
+        req = req.header("x-api-key", k);
+    }
+    Reply::read(req.send().await?).await
 }
 
 /// `"127.0.0.2"` → `IpAddr`.
