@@ -131,19 +131,7 @@ fn assert_degraded(r: &Reply, tier: &str, burst: u64) -> u64 {
         "policy {policy:?}: {r:?}"
     );
     assert_eq!(r.header("tollgate-degraded"), Some("redis"), "{r:?}");
-    remaining(r)
-}
-
-/// `r=` of the `RateLimit` field.
-fn remaining(r: &Reply) -> u64 {
-    let field = r
-        .header("ratelimit")
-        .unwrap_or_else(|| panic!("no RateLimit header: {r:?}"));
-    field
-        .split(';')
-        .find_map(|p| p.strip_prefix("r="))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("RateLimit without r=: {field}"))
+    r.remaining()
 }
 
 fn decisions(tier: &str, outcome: &str) -> String {
@@ -552,7 +540,7 @@ async fn restarted_redis_takes_decisions_back_without_noscript_errors() {
 
     let r = get(&http, &url, "t").await;
     assert_redis_decided(&r, "closed_t", 1000);
-    assert_eq!(remaining(&r), 999);
+    assert_eq!(r.remaining(), 999);
 
     // 1. A restart while the breaker is closed and no traffic flows: the next request finds a
     //    dead connection and an empty Redis without the script. Not a single error.
@@ -561,7 +549,7 @@ async fn restarted_redis_takes_decisions_back_without_noscript_errors() {
         let r = get(&http, &url, "t").await;
         assert_eq!(r.status, 200, "{r:?}");
         assert_redis_decided(&r, "closed_t", 1000);
-        assert_eq!(remaining(&r), expected, "the restarted Redis starts empty");
+        assert_eq!(r.remaining(), expected, "the restarted Redis starts empty");
     }
     assert_eq!(gw.metric_or_zero(&redis_errors("script")), 0.0);
     assert_eq!(
@@ -582,7 +570,7 @@ async fn restarted_redis_takes_decisions_back_without_noscript_errors() {
     for expected in [999, 998, 997, 996, 995] {
         let r = get(&http, &url, "t").await;
         assert_redis_decided(&r, "closed_t", 1000);
-        assert_eq!(remaining(&r), expected);
+        assert_eq!(r.remaining(), expected);
     }
     let m = gw.metrics();
     let value = |s: &str| metric_value(&m, s).unwrap_or(0.0) as u64;
@@ -614,7 +602,7 @@ async fn restarted_redis_takes_decisions_back_without_noscript_errors() {
     for _ in 0..5 {
         let r = get(&http, &url, "u").await;
         assert_redis_decided(&r, "closed_t", 1000);
-        let rem = remaining(&r);
+        let rem = r.remaining();
         if let Some(prev) = last {
             assert_eq!(rem + 1, prev);
         }
@@ -693,11 +681,11 @@ async fn gateway_starts_without_redis_and_recovers_when_it_appears() {
     }
     let r = get(&http, &url, "c").await;
     assert_redis_decided(&r, "closed_t", 1000);
-    assert_eq!(remaining(&r), 999, "closed tier never reached Redis before");
+    assert_eq!(r.remaining(), 999, "closed tier never reached Redis before");
     let r = get(&http, &url, "l").await;
     assert_redis_decided(&r, "local_t", 5);
     assert_eq!(
-        remaining(&r),
+        r.remaining(),
         4,
         "Redis knows nothing of the local fallback bucket"
     );

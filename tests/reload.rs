@@ -136,18 +136,6 @@ impl Cfg {
 // ---------------------------------------------------------------------------------------------
 
 impl Reply {
-    /// `r=` of the `RateLimit` field.
-    fn remaining(&self) -> u64 {
-        let field = self
-            .header("ratelimit")
-            .unwrap_or_else(|| panic!("no RateLimit header: {self:?}"));
-        field
-            .split(';')
-            .find_map(|p| p.strip_prefix("r="))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("RateLimit without r=: {field}"))
-    }
-
     /// `q=` of the `RateLimit-Policy` field.
     fn quota(&self) -> u64 {
         let field = self

@@ -17,7 +17,6 @@ use crate::limit::Rate;
 use parking_lot::{Mutex, RwLock};
 use std::hash::{BuildHasher, Hash};
 use std::net::IpAddr;
-use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const SHARDS: usize = 64;
@@ -27,19 +26,19 @@ type Shard<K> = Mutex<SlabLru<K, TokenBucketState>>;
 /// Bucket store keyed by `K` (client address for the edge, tenant id for the local fallback);
 /// survives config reloads.
 pub struct BucketStore<K = IpAddr> {
-    /// Write-locked only by [`resize`](Self::resize) when the number of shards changes.
+    /// Write-locked only by [`resize`](Self::resize).
     shards: RwLock<Vec<Shard<K>>>,
     hasher: std::collections::hash_map::RandomState,
     evictions: AtomicU64,
 }
 
-/// Per-shard capacities summing to exactly `max_clients` (at least 1): `min(SHARDS, max)`
+/// Empty shards whose capacities sum to exactly `max_clients` (at least 1): `min(SHARDS, max)`
 /// shards, the remainder spread over the first ones.
-fn shard_caps(max_clients: usize) -> Vec<NonZeroUsize> {
+fn empty_shards<K: Hash + Eq>(max_clients: usize) -> Vec<Shard<K>> {
     let max = max_clients.max(1);
     let n = max.min(SHARDS);
     (0..n)
-        .map(|i| NonZeroUsize::new(max / n + usize::from(i < max % n)).expect("n <= max"))
+        .map(|i| Mutex::new(SlabLru::new(max / n + usize::from(i < max % n))))
         .collect()
 }
 
@@ -47,12 +46,7 @@ impl<K: Hash + Eq + Clone> BucketStore<K> {
     /// A store holding at most `max_clients` keys (at least 1).
     pub fn new(max_clients: usize) -> Self {
         BucketStore {
-            shards: RwLock::new(
-                shard_caps(max_clients)
-                    .into_iter()
-                    .map(|cap| Mutex::new(SlabLru::new(cap.get())))
-                    .collect(),
-            ),
+            shards: RwLock::new(empty_shards(max_clients)),
             hasher: Default::default(),
             evictions: AtomicU64::new(0),
         }
@@ -62,13 +56,7 @@ impl<K: Hash + Eq + Clone> BucketStore<K> {
     /// shrinking evicts (and counts) the least recently used ones and growing keeps them all.
     pub fn resize(&self, max_clients: usize) {
         let mut shards = self.shards.write();
-        let old = std::mem::replace(
-            &mut *shards,
-            shard_caps(max_clients)
-                .into_iter()
-                .map(|cap| Mutex::new(SlabLru::new(cap.get())))
-                .collect(),
-        );
+        let old = std::mem::replace(&mut *shards, empty_shards(max_clients));
         for shard in old {
             for (key, state) in shard.into_inner().drain_lru_first() {
                 let index = self.index(&key, shards.len());

@@ -299,36 +299,13 @@ fn peek_header(token: &str) -> Result<(Algorithm, Option<String>), IdentityError
     Ok((alg, kid))
 }
 
-/// Strict unpadded base64url (RFC 4648 §5) as used by JWS; `None` on any invalid input.
+/// Strict unpadded base64url (RFC 4648 §5) as used by JWS; `None` on any invalid input
+/// (padding, other alphabets, impossible lengths, non-canonical trailing bits).
 fn b64url_decode(s: &str) -> Option<Vec<u8>> {
-    fn val(c: u8) -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'-' => 62,
-            b'_' => 63,
-            _ => return None,
-        } as u32)
-    }
-    let bytes = s.as_bytes();
-    if bytes.len() % 4 == 1 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
-    for chunk in bytes.chunks(4) {
-        let mut acc = 0u32;
-        for &c in chunk {
-            acc = (acc << 6) | val(c)?;
-        }
-        match chunk.len() {
-            4 => out.extend_from_slice(&[(acc >> 16) as u8, (acc >> 8) as u8, acc as u8]),
-            3 => out.extend_from_slice(&[(acc >> 10) as u8, (acc >> 2) as u8]),
-            2 => out.push((acc >> 4) as u8),
-            _ => return None,
-        }
-    }
-    Some(out)
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(s)
+        .ok()
 }
 
 /// Client-safe reason for a jsonwebtoken error (no token content, no key material).

@@ -365,20 +365,8 @@ pub(crate) mod test_support {
 
     /// Unpadded base64url, for hand-crafted tokens.
     pub fn b64url(data: &[u8]) -> String {
-        const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-        let mut out = String::new();
-        for chunk in data.chunks(3) {
-            let b = [
-                chunk[0],
-                *chunk.get(1).unwrap_or(&0),
-                *chunk.get(2).unwrap_or(&0),
-            ];
-            let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
-            for i in 0..=chunk.len() {
-                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
-            }
-        }
-        out
+        use base64::Engine;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(data)
     }
 }
 

@@ -378,6 +378,18 @@ impl Reply {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
+
+    /// `r=` of the `RateLimit` field; panics when absent.
+    pub fn remaining(&self) -> u64 {
+        let field = self
+            .header("ratelimit")
+            .unwrap_or_else(|| panic!("no RateLimit header: {self:?}"));
+        field
+            .split(';')
+            .find_map(|p| p.strip_prefix("r="))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("RateLimit without r=: {field}"))
+    }
 }
 
 /// GET `url`, with `X-API-Key: api_key` when given, and read the whole answer.
