@@ -107,11 +107,6 @@ impl QuotaService {
         Ok(service)
     }
 
-    /// The Redis key of a tenant's bucket.
-    pub fn bucket_key(&self, tenant: &str) -> String {
-        self.redis.bucket_key(tenant)
-    }
-
     /// Current breaker state.
     pub fn breaker_state(&self) -> BreakerState {
         self.breaker.state()
@@ -163,7 +158,7 @@ impl QuotaService {
             Permit::Rejected { retry_in_ms } => retry_in_ms,
             Permit::Call { probe } => {
                 let started = Instant::now();
-                let result = self.call_redis(q).await;
+                let result = self.call_redis(q, started).await;
                 let elapsed = started.elapsed().as_secs_f64();
                 let ok = result.is_ok();
                 METRICS
@@ -200,7 +195,7 @@ impl QuotaService {
         self.fallback(q, retry_in_ms)
     }
 
-    /// One decision in Redis, bounded by `redis.timeout_ms` in total.
+    /// One decision in Redis, bounded by `redis.timeout_ms` in total from `started`.
     ///
     /// A connection error is retried once within what is left of that budget. After a Redis
     /// restart or an outage, the first call fails at once without reaching Redis: the
@@ -210,8 +205,11 @@ impl QuotaService {
     /// outage always fails and re-opens the breaker for another `break_s`. (A connection that
     /// drops after Redis ran the script but before the reply arrived makes the retry charge the
     /// request twice: an over-count of one token, never an under-count.)
-    async fn call_redis(&self, q: &TenantQuota<'_>) -> Result<Decision, RedisFault> {
-        let started = Instant::now();
+    async fn call_redis(
+        &self,
+        q: &TenantQuota<'_>,
+        started: Instant,
+    ) -> Result<Decision, RedisFault> {
         match self.redis.token_bucket(q.tenant, &q.rate, q.cost).await {
             Err(RedisFault::Connection) => {
                 let left = self.settings.timeout.saturating_sub(started.elapsed());
