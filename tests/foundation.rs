@@ -450,3 +450,47 @@ async fn metrics_count_requests_by_route_and_status_class() {
         gw.metrics()
     );
 }
+
+/// SIGTERM: `/readyz` turns 503 while the in-flight request still completes within
+/// `server.grace_period_s`, then the process exits cleanly. `server.threads` sets the number of
+/// proxy worker threads (Pingora names them after the service).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_in_flight_requests_and_readyz_turns_503() {
+    let a = Backend::start("a");
+    let yaml = single(&a.addr()).replace(
+        "server: { threads: 2, grace_period_s: 1 }",
+        "server: { threads: 3, grace_period_s: 5 }",
+    );
+    let mut gw = Gateway::start(&yaml);
+    let workers = std::fs::read_dir(format!("/proc/{}/task", gw.pid()))
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.trim() == "tollgate proxy")
+        .count();
+    assert_eq!(workers, 3, "server.threads: 3");
+    assert_eq!(gw.admin_get("/readyz").status, 200);
+
+    let slow = tokio::spawn({
+        let url = gw.url("/slow?delay_ms=1500");
+        async move { client().get(url).send().await.map(|r| r.status().as_u16()) }
+    });
+    assert!(
+        eventually(Duration::from_secs(5), || a.stats().in_flight == 1).await,
+        "the slow request reached the backend"
+    );
+    gw.signal("TERM");
+    assert!(
+        eventually(Duration::from_secs(5), || gw.admin_get("/readyz").status
+            == 503)
+        .await,
+        "/readyz answers 503 once graceful shutdown starts"
+    );
+    assert_eq!(
+        slow.await.unwrap().expect("in-flight request answered"),
+        200
+    );
+    let status = gw
+        .wait_exit(Duration::from_secs(20))
+        .expect("exits after the grace period");
+    assert!(status.success(), "{status:?}");
+}
