@@ -55,6 +55,7 @@ VARIANTS = {
     "A": "direct to the backend (nginx return 200)",
     "B": "nginx proxy_pass, upstream keepalive",
     "C": "nginx + limit_req/limit_conn per IP (reject nothing)",
+    "P": "Pingora floor: bare pingora-proxy, none of tollgate's code (examples/pingora_floor.rs)",
     "D": "tollgate, no limiting",
     "E": "tollgate, edge + concurrency (memory, reject nothing)",
     "F": "tollgate, edge + API key + Redis tenant bucket + concurrency",
@@ -750,6 +751,13 @@ def start_variant(ctx, v, backend, redis, g_limit=None):
     if v in ("B", "C"):
         p = start_nginx_proxy(ctx, f"nginx-{v}", backend.port, limited=(v == "C"))
         return Sut(v, p.port, [p], "nginx")
+    if v == "P":
+        port = free_port()
+        p = ctx.env.start("pingora-floor", [ctx.floor, f"127.0.0.1:{port}",
+                                            f"127.0.0.1:{backend.port}", str(a.threads)],
+                          stop_signal=signal.SIGINT)
+        wait_port(port, p)
+        return Sut(v, port, [p], "pingora")
     port, admin = free_port(), free_port()
     name = f"tollgate-{v}"
     extra = {}
@@ -918,11 +926,29 @@ def throughput_report(res, args):
         "E/D rps": ratio(g("E", "rps"), g("D", "rps")),
         "C/B rps": ratio(g("C", "rps"), g("B", "rps")),
         "D/B rps": ratio(g("D", "rps"), g("B", "rps")),
+        "P/B rps": ratio(g("P", "rps"), g("B", "rps")),
+        "D/P rps": ratio(g("D", "rps"), g("P", "rps")),
         "G 429/s ÷ F 200/s": ratio(g("G", "non2xx_rps"), g("F", "ok_rps")),
     }
     lines.append("")
     lines.append("  ratios (medians): " + ", ".join(
         f"{k} = {v:.3f}" if v is not None else f"{k} = n/a" for k, v in ratios.items()))
+    if g("P", "proxy_cpu_us_per_req") is not None and g("D", "proxy_cpu_us_per_req") is not None:
+        lines.append(f"  proxy CPU µs/req: nginx B {fmt(g('B', 'proxy_cpu_us_per_req'), '.1f', 0)}, "
+                     f"Pingora floor P {g('P', 'proxy_cpu_us_per_req'):.1f}, tollgate D "
+                     f"{g('D', 'proxy_cpu_us_per_req'):.1f} (tollgate's own request path on top of "
+                     f"Pingora: {g('D', 'proxy_cpu_us_per_req') - g('P', 'proxy_cpu_us_per_req'):+.1f})")
+    if g("B", "rps") and g("F", "redis_cpu_us_per_req") is not None:
+        # With every core busy during B, cores / B req/s is the whole machine's CPU per request
+        # (wrk, backend, proxy, kernel). F needs at least that plus Redis's CPU per decision
+        # even if its proxy path cost exactly nginx's: the best F/B this machine can show.
+        t_b = os.cpu_count() / g("B", "rps") * 1e6
+        r_f = g("F", "redis_cpu_us_per_req")
+        res["f_over_b_ceiling"] = t_b / (t_b + r_f)
+        lines.append(f"  info  F/B ceiling on this machine: B uses {t_b:.1f} CPU-µs per request "
+                     f"({os.cpu_count()} cores / B req/s), Redis adds {r_f:.1f} per F request on the same "
+                     f"cores, so even a proxy path as cheap as nginx's gives F/B <= "
+                     f"{res['f_over_b_ceiling']:.3f}")
     if "G" in s:
         gl = g("G", "g_tier_limit_per_s")
         lines.append(f"  G: tier limit {gl:.0f}/s (burst = 1 s), offered {g('G', 'rps'):.0f} req/s "
@@ -1297,15 +1323,18 @@ def build(args):
     if not target_dir.is_absolute():
         target_dir = REPO / target_dir
     if not args.skip_build:
-        log(f"cargo build --release --bins (target dir {target_dir})")
-        r = subprocess.run(["cargo", "build", "--release", "--bins"], cwd=REPO)
+        log(f"cargo build --release --bins --example pingora_floor (target dir {target_dir})")
+        r = subprocess.run(["cargo", "build", "--release", "--bins", "--example", "pingora_floor"],
+                           cwd=REPO)
         if r.returncode != 0:
-            raise BenchError("cargo build --release --bins failed (use --skip-build to bench the "
+            raise BenchError("cargo build --release failed (use --skip-build to bench the "
                              "last built binaries)")
     binary = target_dir / "release" / "tollgate"
-    if not binary.exists():
-        raise BenchError(f"{binary} not found (build first, or set CARGO_TARGET_DIR)")
-    return binary
+    floor = target_dir / "release" / "examples" / "pingora_floor"
+    for b in (binary, floor):
+        if not b.exists():
+            raise BenchError(f"{b} not found (build first, or set CARGO_TARGET_DIR)")
+    return binary, floor
 
 
 def environment(args, binary):
@@ -1423,7 +1452,7 @@ def main():
     g.add_argument("--reps", type=int, default=3, help="repetitions, interleaved (default 3)")
     g.add_argument("--duration", type=int, default=10, help="seconds per measured run (default 10)")
     g.add_argument("--warmup", type=int, default=2, help="warm-up seconds before each run (default 2)")
-    g.add_argument("--variants", default="ABCDEFG", help="subset of ABCDEFG (default all)")
+    g.add_argument("--variants", default="ABCPDEFG", help="subset of ABCPDEFG (default all)")
     g.add_argument("--no-paced", action="store_true", help="skip the constant-rate latency phase")
     g.add_argument("--paced-fraction", type=float, default=0.5,
                    help="constant rate as a fraction of B's median max rate (default 0.5)")
@@ -1447,7 +1476,7 @@ def main():
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("throughput", parents=[common, tp], help="variants A-G and the paced latency runs")
+    sub.add_parser("throughput", parents=[common, tp], help="variants A-G (and P) and the paced latency runs")
     sub.add_parser("memory", parents=[common, mp], help="edge limiter RSS with 1M client addresses")
     sub.add_parser("accuracy", parents=[common, ap], help="admitted vs allowance, 1/2/4 instances")
     sub.add_parser("all", parents=[common, tp, mp, ap], help="throughput, memory and accuracy")
@@ -1466,12 +1495,13 @@ def main():
     signal.signal(signal.SIGHUP, on_term)
 
     check_tools()
-    binary = build(args)
+    binary, floor = build(args)
     data = {"environment": environment(args, binary), "params": vars(args)}
     reports = []
     with Env(args.keep_tmp) as env:
         ctx = Ctx(args, env)
         ctx.tollgate = str(binary)
+        ctx.floor = str(floor)
         if args.cmd in ("throughput", "all"):
             data["throughput"] = throughput(ctx)
             reports.append(("throughput (medians of %d reps, %ds each, wrk -t%d -c%d)"
