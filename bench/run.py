@@ -1314,6 +1314,106 @@ def accuracy_report(res):
 
 
 # --------------------------------------------------------------------------------------------
+# Profile (perf + inferno flame graphs)
+# --------------------------------------------------------------------------------------------
+
+def frame_group(frame):
+    """Coarse owner of a leaf frame, for the where-does-the-time-go table."""
+    f = frame.lstrip("<")
+    if f.endswith("_[k]") or f.startswith(("entry_SYSCALL", "__x64_sys", "do_syscall")):
+        return "kernel"
+    if f.startswith(("mi_", "_mi_", "__mi")):
+        return "allocator (mimalloc)"
+    if f.startswith(("__memmove", "__memcpy", "__memset", "__memcmp")):
+        return "libc mem*"
+    head = re.split(r"::| |\(", f, maxsplit=1)[0]
+    if head in ("core", "alloc", "std"):
+        return "rust core/alloc/std"
+    if head.startswith("pingora"):
+        return "pingora"
+    if head in ("tollgate",):
+        return "tollgate"
+    if head in ("tokio", "mio", "http", "httparse", "bytes", "redis", "combine", "prometheus"):
+        return head
+    return "other"
+
+
+def profile(ctx):
+    """perf record with DWARF call graphs under full wrk load; one flame graph SVG per variant."""
+    a = ctx.args
+    for tool in ("perf", "inferno-collapse-perf", "inferno-flamegraph"):
+        if not shutil.which(tool):
+            raise BenchError(f"profile needs {tool} (perf: apt-get install linux-perf; "
+                             f"inferno: cargo install inferno)")
+    variants = [v for v in a.variants.upper() if v in VARIANTS and v not in "ABC"]
+    backend = start_backend(ctx)
+    redis = start_redis(ctx) if any(v in "FG" for v in variants) else None
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out_dir = Path(a.results_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    runs = {}
+    for v in variants:
+        g_limit = max(1, int(a.g_fallback_rps / 10)) if v == "G" else None
+        sut = start_variant(ctx, v, backend, redis, g_limit)
+        try:
+            probe(sut, (200, 429) if v == "G" else (200,))
+            run_wrk(ctx, sut.port, 1, headers=sut.headers)
+            data = ctx.tmp / f"perf-{v}.data"
+            wrk = subprocess.Popen(wrk_argv(ctx, sut.port, a.duration + 2, headers=sut.headers),
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1)
+            rec = subprocess.run(["perf", "record", "-q", "-F", str(a.frequency), "-g",
+                                  "--call-graph", "dwarf,16384", "-o", data,
+                                  "-p", ",".join(str(p) for p in sut.pids()),
+                                  "--", "sleep", str(a.duration)], capture_output=True, text=True)
+            wrk.wait(timeout=a.duration + 60)
+        finally:
+            stop_variant(ctx, sut)
+        if rec.returncode != 0:
+            raise BenchError(f"perf record failed: {rec.stderr}")
+        script = subprocess.run(["perf", "script", "-i", data], capture_output=True, text=True)
+        folded = subprocess.run(["inferno-collapse-perf", "--all"], input=script.stdout,
+                                capture_output=True, text=True).stdout
+        svg = out_dir / f"{stamp}-{v}.svg"
+        title = f"tollgate bench variant {v}: {VARIANTS[v]}"
+        with open(svg, "w") as fh:
+            subprocess.run(["inferno-flamegraph", "--title", title, "--width", "1600"],
+                           input=folded, stdout=fh, text=True, check=True)
+        groups, total, ours = {}, 0, 0
+        for line in folded.splitlines():
+            stack, _, n = line.rpartition(" ")
+            if not n.isdigit():
+                continue
+            leaf = stack.rsplit(";", 1)[-1]
+            groups[frame_group(leaf)] = groups.get(frame_group(leaf), 0) + int(n)
+            total += int(n)
+            if "tollgate::" in stack:
+                ours += int(n)
+        runs[v] = {"svg": svg.name, "cycles": total, "under_tollgate_frames": ours / total,
+                   "leaf_share": {k: n / total for k, n in sorted(groups.items(), key=lambda x: -x[1])}}
+        log(f"  {v}: {total} cycles sampled -> {svg}")
+    for p in (redis, backend):
+        if p is not None:
+            ctx.env.stop(p)
+    return runs
+
+
+def profile_report(res):
+    lines = ["  share of sampled cycles by the frame on top of the stack (self time):"]
+    groups = sorted({g for r in res.values() for g in r["leaf_share"]},
+                    key=lambda g: -max(r["leaf_share"].get(g, 0) for r in res.values()))
+    lines.append(f"  {'':<24}" + "".join(v.rjust(8) for v in res))
+    for g in groups:
+        lines.append(f"  {g:<24}" + "".join(f"{r['leaf_share'].get(g, 0):8.1%}" for r in res.values()))
+    lines.append(f"  {'under a tollgate:: frame':<24}" +
+                 "".join(f"{r['under_tollgate_frames']:8.1%}" for r in res.values()) +
+                 "   (inclusive: our code and the libraries it calls)")
+    for v, r in res.items():
+        lines.append(f"  {v}: flame graph {r['svg']}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
 # Build, environment, output
 # --------------------------------------------------------------------------------------------
 
@@ -1480,6 +1580,11 @@ def main():
     sub.add_parser("memory", parents=[common, mp], help="edge limiter RSS with 1M client addresses")
     sub.add_parser("accuracy", parents=[common, ap], help="admitted vs allowance, 1/2/4 instances")
     sub.add_parser("all", parents=[common, tp, mp, ap], help="throughput, memory and accuracy")
+    pp = argparse.ArgumentParser(add_help=False)
+    g = pp.add_argument_group("profile")
+    g.add_argument("--frequency", type=int, default=499, help="perf sampling Hz (default 499)")
+    sub.add_parser("profile", parents=[common, tp, pp],
+                   help="perf + inferno flame graphs of P/D/E/F/G under full load")
     c = sub.add_parser("compare", help="compare two result files")
     c.add_argument("old")
     c.add_argument("new")
@@ -1507,6 +1612,10 @@ def main():
             reports.append(("throughput (medians of %d reps, %ds each, wrk -t%d -c%d)"
                             % (args.reps, args.duration, args.wrk_threads, args.connections),
                             throughput_report(data["throughput"], args)))
+        if args.cmd == "profile":
+            data["profile"] = profile(ctx)
+            reports.append(("profile (perf, DWARF call graphs, flame graphs in the results dir)",
+                            profile_report(data["profile"])))
         if args.cmd in ("memory", "all"):
             data["memory"] = memory(ctx)
             reports.append(("memory (edge limiter, distinct X-Forwarded-For clients)",
