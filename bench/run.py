@@ -863,6 +863,23 @@ def throughput(ctx):
                 paced.append(rec)
                 log(f"  rep {rep} {v}@{rate}: {rec['rps']:.0f} req/s, p50 {rec['p50_ms']:.3f} ms, "
                     f"p99 {rec['p99_ms']:.3f} ms")
+    # Information, not a target: the same A-vs-F comparison at half of F's own max rate, i.e. the
+    # latency tollgate adds when it is not saturated on this machine.
+    if not a.no_paced and "A" in variants and "F" in variants and "F" in summary:
+        rate = int(summary["F"]["rps"] * 0.5)
+        log(f"paced latency (info): A and F at {rate} req/s (50% of F's median max)")
+        for rep in range(1, a.reps + 1):
+            for v in ("A", "F"):
+                sut = start_variant(ctx, v, backend, redis)
+                try:
+                    rec = measure(ctx, sut, backend, redis, a.duration, paced_rate=rate,
+                                  label=f"{v}@{rate}/halfF")
+                finally:
+                    stop_variant(ctx, sut)
+                rec["rep"] = rep
+                paced.append(rec)
+                log(f"  rep {rep} {v}@{rate}: {rec['rps']:.0f} req/s, p50 {rec['p50_ms']:.3f} ms, "
+                    f"p99 {rec['p99_ms']:.3f} ms")
     paced_summary = summarize(paced)
     for p in (redis, backend):
         if p is not None:
@@ -905,7 +922,8 @@ def throughput_report(res, args):
         if v in s:
             lines.append(f"  {v}: {desc}")
     if ps:
-        lines.append("  X@N: variant X paced at a constant N req/s (see README: pace.lua)")
+        lines.append("  X@N: variant X paced at a constant N req/s (see README: pace.lua); "
+                     "X@N/halfF: paced at 50% of F's max (information)")
     lines.append("")
     lines.append(f"  {'variant':<10}" + "".join(h.rjust(w) for h, _, _, w in TABLE))
     for v in list(s) + list(ps):
@@ -972,8 +990,17 @@ def throughput_report(res, args):
     if rd:
         lines.append(f"  Redis reads: {rd[0]}")
     added = None
-    pa = [k for k in ps if k.startswith("A@")]
-    pf = [k for k in ps if k.startswith("F@")]
+    half_f = [k for k in ps if k.endswith("/halfF")]
+    pa = [k for k in ps if k.startswith("A@") and k not in half_f]
+    pf = [k for k in ps if k.startswith("F@") and k not in half_f]
+    lo = sorted(half_f)  # ["A@N/halfF", "F@N/halfF"]
+    if len(lo) == 2:
+        lo_a, lo_f = lo
+        lines.append(f"  info  paced at {ps[lo_a]['target_rps']:.0f} req/s (50% of F's max): A p99 "
+                     f"{ps[lo_a]['p99_ms']:.3f} ms, F p99 {ps[lo_f]['p99_ms']:.3f} ms (achieved "
+                     f"{ps[lo_f]['rps']:.0f}/s); added p99 {ps[lo_f]['p99_ms'] - ps[lo_a]['p99_ms']:.3f} ms, "
+                     f"added p50 {ps[lo_f]['p50_ms'] - ps[lo_a]['p50_ms']:.3f} ms")
+        res["added_p99_ms_at_half_f"] = ps[lo_f]["p99_ms"] - ps[lo_a]["p99_ms"]
     if pa and pf:
         added = ps[pf[0]]["p99_ms"] - ps[pa[0]]["p99_ms"]
         lines.append(f"  paced at {ps[pa[0]]['target_rps']:.0f} req/s: A p99 {ps[pa[0]]['p99_ms']:.3f} ms "
@@ -1484,7 +1511,7 @@ def compare(args):
         t = d.get("throughput", {})
         out = dict(t.get("summary", {}))
         for k, v in t.get("paced_summary", {}).items():  # "A@17693" -> "A@paced"
-            out[k.split("@")[0] + "@paced"] = v
+            out[k.split("@")[0] + ("@halfF" if k.endswith("/halfF") else "@paced")] = v
         return out
     sa, sb = merged(a), merged(b)
     keys = [("rps", "req/s"), ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms"),

@@ -71,6 +71,7 @@ identity:
     keys:
       - {{ kid: hs, algorithm: HS256, secret_file: "{hs}" }}
       - {{ kid: rs, algorithm: RS256, public_key_file: "{rs}" }}
+      - {{ kid: ps, algorithm: PS256, public_key_file: "{rs}" }}
       - {{ kid: es, algorithm: ES256, public_key_file: "{es}" }}
       - {{ kid: ed, algorithm: EdDSA, public_key_file: "{ed}" }}
   api_keys:
@@ -106,7 +107,9 @@ fn token(alg: Algorithm, kid: &str) -> String {
             let secret = String::from_utf8(read_fixture("hs.secret")).unwrap();
             EncodingKey::from_secret(secret.trim_end_matches('\n').as_bytes()).expect("secret")
         }
-        Algorithm::RS256 => EncodingKey::from_rsa_pem(&read_fixture("rsa2048.key.pem")).unwrap(),
+        Algorithm::RS256 | Algorithm::PS256 => {
+            EncodingKey::from_rsa_pem(&read_fixture("rsa2048.key.pem")).unwrap()
+        }
         Algorithm::ES256 => EncodingKey::from_ec_pem(&read_fixture("ec-p256.key.pem")).unwrap(),
         Algorithm::EdDSA => EncodingKey::from_ed_pem(&read_fixture("ed25519.key.pem")).unwrap(),
         other => panic!("no fixture for {other:?}"),
@@ -226,6 +229,7 @@ fn bench_jwt(c: &mut Criterion) {
     for (alg, kid) in [
         (Algorithm::HS256, "hs"),
         (Algorithm::RS256, "rs"),
+        (Algorithm::PS256, "ps"),
         (Algorithm::ES256, "es"),
         (Algorithm::EdDSA, "ed"),
     ] {
