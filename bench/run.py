@@ -9,7 +9,8 @@
 
 Everything (a fast nginx backend, Redis, nginx and tollgate under test) is started on free
 loopback ports in a private temp directory and torn down at exit. The only thing built is
-`cargo build --release --bins` (honouring CARGO_TARGET_DIR); binaries are taken from there.
+`cargo build --release --bins --example pingora_floor` (honouring CARGO_TARGET_DIR); the
+binaries are taken from there (tollgate from release/, the Pingora floor from release/examples/).
 Results: a table on the terminal, PASS/FAIL lines for the targets, and
 bench/results/<timestamp>.json.
 """
