@@ -817,6 +817,24 @@ def summarize(records):
     return out
 
 
+def paced_runs(ctx, backend, redis, rate, suffix):
+    """A and F at a constant `rate`, interleaved, `--reps` times; labels `A@<rate><suffix>`."""
+    out = []
+    for rep in range(1, ctx.args.reps + 1):
+        for v in ("A", "F"):
+            sut = start_variant(ctx, v, backend, redis)
+            try:
+                rec = measure(ctx, sut, backend, redis, ctx.args.duration, paced_rate=rate,
+                              label=f"{v}@{rate}{suffix}")
+            finally:
+                stop_variant(ctx, sut)
+            rec["rep"] = rep
+            out.append(rec)
+            log(f"  rep {rep} {v}@{rate}: {rec['rps']:.0f} req/s, p50 {rec['p50_ms']:.3f} ms, "
+                f"p99 {rec['p99_ms']:.3f} ms")
+    return out
+
+
 def throughput(ctx):
     a = ctx.args
     variants = [v for v in a.variants.upper() if v in VARIANTS]
@@ -852,35 +870,12 @@ def throughput(ctx):
     if not a.no_paced and "A" in variants and "F" in variants and "B" in summary:
         rate = int(summary["B"]["rps"] * a.paced_fraction)
         log(f"paced latency: A and F at {rate} req/s ({a.paced_fraction:.0%} of B's median max)")
-        for rep in range(1, a.reps + 1):
-            for v in ("A", "F"):
-                sut = start_variant(ctx, v, backend, redis)
-                try:
-                    rec = measure(ctx, sut, backend, redis, a.duration, paced_rate=rate,
-                                  label=f"{v}@{rate}")
-                finally:
-                    stop_variant(ctx, sut)
-                rec["rep"] = rep
-                paced.append(rec)
-                log(f"  rep {rep} {v}@{rate}: {rec['rps']:.0f} req/s, p50 {rec['p50_ms']:.3f} ms, "
-                    f"p99 {rec['p99_ms']:.3f} ms")
-    # Information, not a target: the same A-vs-F comparison at half of F's own max rate, i.e. the
-    # latency tollgate adds when it is not saturated on this machine.
-    if not a.no_paced and "A" in variants and "F" in variants and "F" in summary:
+        paced += paced_runs(ctx, backend, redis, rate, "")
+        # Information, not a target: the same A-vs-F comparison at half of F's own max rate,
+        # i.e. the latency tollgate adds when it is not saturated on this machine.
         rate = int(summary["F"]["rps"] * 0.5)
         log(f"paced latency (info): A and F at {rate} req/s (50% of F's median max)")
-        for rep in range(1, a.reps + 1):
-            for v in ("A", "F"):
-                sut = start_variant(ctx, v, backend, redis)
-                try:
-                    rec = measure(ctx, sut, backend, redis, a.duration, paced_rate=rate,
-                                  label=f"{v}@{rate}/halfF")
-                finally:
-                    stop_variant(ctx, sut)
-                rec["rep"] = rep
-                paced.append(rec)
-                log(f"  rep {rep} {v}@{rate}: {rec['rps']:.0f} req/s, p50 {rec['p50_ms']:.3f} ms, "
-                    f"p99 {rec['p99_ms']:.3f} ms")
+        paced += paced_runs(ctx, backend, redis, rate, "/halfF")
     paced_summary = summarize(paced)
     for p in (redis, backend):
         if p is not None:
