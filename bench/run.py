@@ -911,6 +911,19 @@ TABLE = [  # (header, key, format, width)
 ]
 
 
+def target_recorder(targets, lines):
+    """Starts the "targets:" block of a report; the returned `target(name, value, ok, shown)`
+    records one target in `targets` (for the JSON) and prints its PASS / FAIL / n/a line."""
+    lines.append("")
+    lines.append("  targets:")
+
+    def target(name, value, ok, shown):
+        targets.append({"target": name, "value": value, "pass": ok})
+        verdict = "n/a " if ok is None else ("PASS" if ok else "FAIL")
+        lines.append(f"  {verdict}  {name:<58} {shown}")
+    return target
+
+
 def throughput_report(res, args):
     s, ps = res["summary"], res["paced_summary"]
     lines = []
@@ -1007,14 +1020,7 @@ def throughput_report(res, args):
                 lines.append(f"  warning: {k} reached only {ps[k]['rps']:.0f} of {ps[k]['target_rps']:.0f} "
                              f"req/s: it was saturated, so its latency is queueing, not added latency")
     targets = []
-
-    def target(name, value, ok, shown):
-        targets.append({"target": name, "value": value, "pass": ok})
-        verdict = "n/a " if ok is None else ("PASS" if ok else "FAIL")
-        lines.append(f"  {verdict}  {name:<58} {shown}")
-
-    lines.append("")
-    lines.append("  targets:")
+    target = target_recorder(targets, lines)
     fb = ratios["F/B rps"]
     target("F rps >= 0.90 x B rps", fb, None if fb is None else fb >= 0.90,
            f"F/B = {fb:.3f}" if fb is not None else "needs B and F")
@@ -1182,13 +1188,7 @@ def memory_report(res):
     if mg is not None:
         lines.append(f"  marginal RSS per added client while filling (checkpoint 1 -> bound reached): {mg:.0f} bytes")
     targets = []
-
-    def target(name, value, ok, shown):
-        targets.append({"target": name, "value": value, "pass": ok})
-        verdict = "n/a " if ok is None else ("PASS" if ok else "FAIL")
-        lines.append(f"  {verdict}  {name:<58} {shown}")
-    lines.append("")
-    lines.append("  targets:")
+    target = target_recorder(targets, lines)
     tr = res["checkpoints"][-1]["tracked"]
     target("tracked clients plateau at edge.max_clients", tr, res["plateau_at_bound"],
            f"{tr} tracked, edge.max_clients {res['max_clients']} ({tr - res['max_clients']:+d})")
@@ -1354,9 +1354,7 @@ def frame_group(frame):
         return "rust core/alloc/std"
     if head.startswith("pingora"):
         return "pingora"
-    if head in ("tollgate",):
-        return "tollgate"
-    if head in ("tokio", "mio", "http", "httparse", "bytes", "redis", "combine", "prometheus"):
+    if head in ("tollgate", "tokio", "mio", "http", "httparse", "bytes", "redis", "combine", "prometheus"):
         return head
     return "other"
 

@@ -195,19 +195,10 @@ fn healthz(gw: &Gateway) -> serde_json::Value {
 /// Waits until redis' `evalsha` call count stops moving (queued calls of a frozen connection
 /// run right after SIGCONT) and returns it.
 async fn settled_evalsha(redis: &RedisServer) -> u64 {
-    let mut last = redis.command_calls("evalsha");
-    let mut stable = 0;
-    while stable < 3 {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        let now = redis.command_calls("evalsha");
-        if now == last {
-            stable += 1;
-        } else {
-            stable = 0;
-            last = now;
-        }
-    }
-    last
+    settled(Duration::from_millis(250), || {
+        redis.command_calls("evalsha")
+    })
+    .await
 }
 
 /// Sends requests as `tenant` until Redis decides `want` of them (a call slower than a tight
@@ -241,6 +232,11 @@ async fn warm_up(
 // Redis killed under load
 // ---------------------------------------------------------------------------------------------
 
+/// Redis settings of the kill/freeze tests: 50 ms timeout and a breaker that opens after 5 calls
+/// at 50 % failures and then stays open for 30 s.
+const BREAKER_30S: &str = "timeout_ms: 50, fleet_size: 1, circuit_breaker: { min_calls: 5, \
+                           failure_ratio: 0.5, window_s: 10, break_s: 30 }";
+
 const POLICY_TIERS: &str = "  open_t: { limit: 1, per: 1d, burst: 1000, on_failure: open }\n  \
      closed_t: { limit: 1, per: 1d, burst: 1000, on_failure: closed }\n  \
      local_t: { limit: 1, per: 1d, burst: 5, on_failure: local }\n";
@@ -261,8 +257,7 @@ async fn redis_killed_under_load_each_policy_holds() {
     keys.extend(local.iter().cloned());
     let yaml = gateway_yaml(
         &redis.url(),
-        "timeout_ms: 50, fleet_size: 1, circuit_breaker: { min_calls: 5, failure_ratio: 0.5, \
-         window_s: 10, break_s: 30 }",
+        BREAKER_30S,
         "",
         POLICY_TIERS,
         &keys,
@@ -393,8 +388,7 @@ async fn frozen_redis_opens_the_breaker_and_is_not_called_while_open() {
     keys.extend(tenants("local", 1, "local_t"));
     let yaml = gateway_yaml(
         &redis.url(),
-        "timeout_ms: 50, fleet_size: 1, circuit_breaker: { min_calls: 5, failure_ratio: 0.5, \
-         window_s: 10, break_s: 30 }",
+        BREAKER_30S,
         "",
         POLICY_TIERS,
         &keys,

@@ -63,46 +63,32 @@ async fn routes_by_exact_host_wildcard_host_and_longest_prefix() {
     let gw = Gateway::start(&yaml);
     let http = client();
 
-    // Exact host + prefix.
-    assert_eq!(
-        served_by(&http, &gw, "api.example.com", "/orders/1").await,
-        "a"
-    );
-    assert_eq!(
-        served_by(&http, &gw, "api.example.com", "/orders").await,
-        "a"
-    );
-    // Same host, a path only the catch-all matches.
-    assert_eq!(
-        served_by(&http, &gw, "api.example.com", "/users/1").await,
-        "d"
-    );
-    // Host with a port still matches its route.
-    assert_eq!(
-        served_by(&http, &gw, "api.example.com:8080", "/orders/2").await,
-        "a"
-    );
-    // Wildcard host: any subdomain, at any depth; not the bare domain.
-    assert_eq!(
-        served_by(&http, &gw, "eu.example.org", "/shop/cart").await,
-        "b"
-    );
-    assert_eq!(
-        served_by(&http, &gw, "x.eu.example.org", "/shop").await,
-        "b"
-    );
-    assert_eq!(
-        served_by(&http, &gw, "example.org", "/shop/cart").await,
-        "d"
-    );
-    assert_eq!(served_by(&http, &gw, "eu.example.org", "/other").await, "d");
-    // Hostless routes: the longest prefix wins.
-    assert_eq!(
-        served_by(&http, &gw, "other.test", "/orders/special/9").await,
-        "c"
-    );
-    assert_eq!(served_by(&http, &gw, "other.test", "/orders/1").await, "d");
-    assert_eq!(served_by(&http, &gw, "other.test", "/").await, "d");
+    // (Host, path, backend that must serve it.)
+    let cases = [
+        // Exact host + prefix.
+        ("api.example.com", "/orders/1", "a"),
+        ("api.example.com", "/orders", "a"),
+        // Same host, a path only the catch-all matches.
+        ("api.example.com", "/users/1", "d"),
+        // Host with a port still matches its route.
+        ("api.example.com:8080", "/orders/2", "a"),
+        // Wildcard host: any subdomain, at any depth; not the bare domain.
+        ("eu.example.org", "/shop/cart", "b"),
+        ("x.eu.example.org", "/shop", "b"),
+        ("example.org", "/shop/cart", "d"),
+        ("eu.example.org", "/other", "d"),
+        // Hostless routes: the longest prefix wins.
+        ("other.test", "/orders/special/9", "c"),
+        ("other.test", "/orders/1", "d"),
+        ("other.test", "/", "d"),
+    ];
+    for (host, path, backend) in cases {
+        assert_eq!(
+            served_by(&http, &gw, host, path).await,
+            backend,
+            "{host}{path}"
+        );
+    }
 
     assert_eq!(a.stats().requests, 3);
     assert_eq!(b.stats().requests, 2);

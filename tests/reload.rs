@@ -209,19 +209,7 @@ async fn reload_rejected(gw: &Gateway, yaml: &str) {
 /// Waits until `tollgate_config_reloads_total{result="ok"}` stops moving (SIGHUPs sent in a
 /// burst coalesce, so how many reloads ran is not known in advance).
 async fn reloads_settled(gw: &Gateway) -> f64 {
-    let mut last = gw.metric_or_zero(RELOADS_OK);
-    let mut stable = 0;
-    while stable < 3 {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let now = gw.metric_or_zero(RELOADS_OK);
-        if now == last {
-            stable += 1;
-        } else {
-            stable = 0;
-            last = now;
-        }
-    }
-    last
+    settled(Duration::from_millis(200), || gw.metric_or_zero(RELOADS_OK)).await
 }
 
 /// Waits (up to 10 s) for a log line containing every one of `needles` and returns it. Log

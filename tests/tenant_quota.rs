@@ -150,6 +150,11 @@ impl Rig {
         }
     }
 
+    /// `start` with the default `Conf`: these tiers and API keys, nothing else.
+    fn with_tiers(tiers: &str, keys: Vec<Key>) -> Self {
+        Rig::start(|r, b| Conf::new(r, b, tiers, keys))
+    }
+
     async fn get(&self, path: &str, key: Option<&Key>) -> Reply {
         send(&self.http, &self.gw.url(path), key.map(|k| k.key.as_str())).await
     }
@@ -365,14 +370,7 @@ const DAY_S: u64 = 86_400;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn case_c01_concurrent_burst_admits_exactly_the_burst() {
     let k1 = key("c01", "T");
-    let rig = Rig::start(|r, b| {
-        Conf::new(
-            r,
-            b,
-            "  T: { limit: 1, per: 1d, burst: 5 }\n",
-            vec![k1.clone()],
-        )
-    });
+    let rig = Rig::with_tiers("  T: { limit: 1, per: 1d, burst: 5 }\n", vec![k1.clone()]);
     let replies = burst(&rig.http, &[rig.gw.url("/")], &k1.key, 50).await;
     assert_eq!(count_status(&replies, 200), 5, "{:?}", statuses(&replies));
     assert_eq!(count_status(&replies, 429), 45, "{:?}", statuses(&replies));
@@ -406,14 +404,7 @@ async fn case_c01_concurrent_burst_admits_exactly_the_burst() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn case_c01_twenty_fresh_tenants_never_admit_six() {
     let tenants = keys("fresh", 20, "T");
-    let rig = Rig::start(|r, b| {
-        Conf::new(
-            r,
-            b,
-            "  T: { limit: 1, per: 1d, burst: 5 }\n",
-            tenants.clone(),
-        )
-    });
+    let rig = Rig::with_tiers("  T: { limit: 1, per: 1d, burst: 5 }\n", tenants.clone());
     let url = [rig.gw.url("/")];
     for k in &tenants {
         let replies = burst(&rig.http, &url, &k.key, 50).await;
@@ -434,14 +425,7 @@ async fn case_c01_twenty_fresh_tenants_never_admit_six() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn case_c02_retry_after_is_computed_not_the_window() {
     let k1 = key("c02", "T");
-    let rig = Rig::start(|r, b| {
-        Conf::new(
-            r,
-            b,
-            "  T: { limit: 6, per: 1m, burst: 2 }\n",
-            vec![k1.clone()],
-        )
-    });
+    let rig = Rig::with_tiers("  T: { limit: 6, per: 1m, burst: 2 }\n", vec![k1.clone()]);
     // t = 0 is taken just before the first request, so Redis decided it (the refill's start)
     // no earlier than t0. Each later request is sent at t0 + x and decided a little later; the
     // expected Retry-After values hold while that decision lands within ±0.5 s of t0 + x.
@@ -477,14 +461,7 @@ async fn case_c02_retry_after_is_computed_not_the_window() {
 async fn case_c03_retry_after_rounds_up_and_waiting_it_out_works() {
     const ROUNDS: usize = 6;
     let k1 = key("c03", "T");
-    let rig = Rig::start(|r, b| {
-        Conf::new(
-            r,
-            b,
-            "  T: { limit: 24, per: 1m, burst: 1 }\n",
-            vec![k1.clone()],
-        )
-    });
+    let rig = Rig::with_tiers("  T: { limit: 24, per: 1m, burst: 1 }\n", vec![k1.clone()]);
     // t0 before the first request: Redis empties the bucket no earlier than t0, so the request
     // sent at t0 + 0.2 s sees at most the 0.2 s refill plus its own latency (< 0.5 s keeps
     // the needed wait above 2 s).
@@ -541,14 +518,7 @@ async fn case_c03_retry_after_rounds_up_and_waiting_it_out_works() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn case_c04_remaining_never_goes_negative() {
     let k1 = key("c04", "T");
-    let rig = Rig::start(|r, b| {
-        Conf::new(
-            r,
-            b,
-            "  T: { limit: 1, per: 1d, burst: 3 }\n",
-            vec![k1.clone()],
-        )
-    });
+    let rig = Rig::with_tiers("  T: { limit: 1, per: 1d, burst: 3 }\n", vec![k1.clone()]);
     let replies = rig.sequence(5, &k1).await;
     assert_eq!(statuses(&replies), [200, 200, 200, 429, 429]);
     let remaining: Vec<u64> = replies.iter().map(Reply::remaining).collect();
@@ -581,14 +551,7 @@ async fn case_c04_remaining_never_goes_negative() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn script_flush_mid_run_causes_no_error_responses() {
     let k1 = key("flush", "T");
-    let rig = Rig::start(|r, b| {
-        Conf::new(
-            r,
-            b,
-            "  T: { limit: 1, per: 1d, burst: 100 }\n",
-            vec![k1.clone()],
-        )
-    });
+    let rig = Rig::with_tiers("  T: { limit: 1, per: 1d, burst: 100 }\n", vec![k1.clone()]);
     let warm = rig.sequence(5, &k1).await;
     assert_eq!(
         warm.iter().map(Reply::remaining).collect::<Vec<_>>(),
@@ -918,14 +881,7 @@ async fn tenant_overrides_change_the_bucket() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ietf_headers_on_admitted_and_rejected_responses() {
     let k1 = key("ietf", "T");
-    let rig = Rig::start(|r, b| {
-        Conf::new(
-            r,
-            b,
-            "  T: { limit: 1, per: 1d, burst: 3 }\n",
-            vec![k1.clone()],
-        )
-    });
+    let rig = Rig::with_tiers("  T: { limit: 1, per: 1d, burst: 3 }\n", vec![k1.clone()]);
     let replies = rig.sequence(4, &k1).await;
     assert_eq!(statuses(&replies), [200, 200, 200, 429]);
     for (i, r) in replies.iter().enumerate() {
@@ -1119,14 +1075,7 @@ async fn response_status_override_is_used_for_quota_rejections() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backend_error_answer_after_admission_carries_quota_headers() {
     let k1 = key("b500", "T");
-    let rig = Rig::start(|r, b| {
-        Conf::new(
-            r,
-            b,
-            "  T: { limit: 1, per: 1d, burst: 3 }\n",
-            vec![k1.clone()],
-        )
-    });
+    let rig = Rig::with_tiers("  T: { limit: 1, per: 1d, burst: 3 }\n", vec![k1.clone()]);
     let r = rig.get("/x?status=500", Some(&k1)).await;
     assert_eq!(r.status, 500, "{r:?}");
     assert_eq!(r.remaining(), 2);
@@ -1215,14 +1164,10 @@ async fn three_gateways_sharing_redis_admit_exactly_the_burst() {
 async fn flooding_tenant_does_not_cause_429_for_a_calm_tenant() {
     let flood = key("flood", "S");
     let calm = key("calm", "T");
-    let rig = Rig::start(|r, b| {
-        Conf::new(
-            r,
-            b,
-            "  S: { limit: 10, per: 1s, burst: 5 }\n  T: { limit: 20, per: 1s, burst: 5 }\n",
-            vec![flood.clone(), calm.clone()],
-        )
-    });
+    let rig = Rig::with_tiers(
+        "  S: { limit: 10, per: 1s, burst: 5 }\n  T: { limit: 20, per: 1s, burst: 5 }\n",
+        vec![flood.clone(), calm.clone()],
+    );
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // 10 workers × one request per ≥100 ms: up to 100 requests/s, 10× tier S's 10/s.
     let mut flooders = JoinSet::new();

@@ -121,6 +121,21 @@ pub struct Authenticator {
     strip: Vec<String>,
 }
 
+/// An optional part of the authenticator: the built value when configured and valid; its
+/// errors go to `errors`, to be reported with all the others.
+fn optional_part<T>(
+    built: Option<Result<T, Vec<ConfigError>>>,
+    errors: &mut Vec<ConfigError>,
+) -> Option<T> {
+    match built? {
+        Ok(v) => Some(v),
+        Err(e) => {
+            errors.extend(e);
+            None
+        }
+    }
+}
+
 impl Authenticator {
     /// Builds the stage from validated settings. Errors name the field path, e.g.
     /// `identity.jwt.keys[1].public_key_file: cannot read ...`; all problems are reported, not
@@ -131,22 +146,14 @@ impl Authenticator {
         tenants: &BTreeMap<String, TenantOverride>,
     ) -> Result<Authenticator, Vec<ConfigError>> {
         let mut errors = Vec::new();
-        let jwt = match settings.jwt.as_ref().map(jwt::JwtVerifier::build) {
-            Some(Ok(v)) => Some(v),
-            Some(Err(e)) => {
-                errors.extend(e);
-                None
-            }
-            None => None,
-        };
-        let api_keys = match settings.api_keys.as_ref().map(api_key::ApiKeyStore::build) {
-            Some(Ok(v)) => Some(v),
-            Some(Err(e)) => {
-                errors.extend(e);
-                None
-            }
-            None => None,
-        };
+        let jwt = optional_part(
+            settings.jwt.as_ref().map(jwt::JwtVerifier::build),
+            &mut errors,
+        );
+        let api_keys = optional_part(
+            settings.api_keys.as_ref().map(api_key::ApiKeyStore::build),
+            &mut errors,
+        );
         if !errors.is_empty() {
             return Err(errors);
         }

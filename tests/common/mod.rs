@@ -124,6 +124,24 @@ pub async fn eventually(timeout: Duration, mut cond: impl FnMut() -> bool) -> bo
     }
 }
 
+/// Reads `value` every `period` until it returns the same thing 3 times in a row, and returns
+/// that (for counters still moving after an event, e.g. queued calls draining).
+pub async fn settled<T: PartialEq>(period: Duration, mut value: impl FnMut() -> T) -> T {
+    let mut last = value();
+    let mut stable = 0;
+    while stable < 3 {
+        tokio::time::sleep(period).await;
+        let now = value();
+        if now == last {
+            stable += 1;
+        } else {
+            stable = 0;
+            last = now;
+        }
+    }
+    last
+}
+
 /// The last `lines` lines of a text file (lossy UTF-8), or a note that it cannot be read.
 pub fn tail_file(path: &Path, lines: usize) -> String {
     match std::fs::read(path) {
@@ -176,6 +194,25 @@ fn test_dir(prefix: &str) -> TempDir {
 }
 
 /// Opens `path` for a child's stdout and stderr (one shared file offset, so lines interleave).
+/// `tollgate run -c <config>` in `dir`, stdout and stderr to `log`, `RUST_LOG=info` unless set,
+/// and plain log lines (tracing-subscriber honours NO_COLOR) so tests can search them.
+fn gateway_command(config: &Path, dir: &Path, log: &Path) -> Command {
+    let (out, err) = log_stdio(log);
+    let mut cmd = Command::new(GATEWAY_BIN);
+    cmd.arg("run")
+        .arg("-c")
+        .arg(config)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .env("NO_COLOR", "1");
+    if std::env::var_os("RUST_LOG").is_none() {
+        cmd.env("RUST_LOG", "info");
+    }
+    cmd
+}
+
 fn log_stdio(path: &Path) -> (Stdio, Stdio) {
     let file = File::create(path).unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
     let clone = file.try_clone().expect("dup log file");
@@ -932,20 +969,7 @@ impl Gateway {
             };
             std::fs::write(&gw.config, render(yaml, &gw.listen, &gw.admin))
                 .expect("write gateway.yaml");
-            let (out, err) = log_stdio(&gw.log);
-            let mut cmd = Command::new(GATEWAY_BIN);
-            cmd.arg("run")
-                .arg("-c")
-                .arg(&gw.config)
-                .current_dir(gw.dir.path())
-                .stdin(Stdio::null())
-                .stdout(out)
-                .stderr(err);
-            if std::env::var_os("RUST_LOG").is_none() {
-                cmd.env("RUST_LOG", "info");
-            }
-            // Plain log lines (tracing-subscriber honours NO_COLOR), so tests can search them.
-            cmd.env("NO_COLOR", "1");
+            let mut cmd = gateway_command(&gw.config, gw.dir.path(), &gw.log);
             for (k, v) in env {
                 cmd.env(k, v);
             }
@@ -1119,21 +1143,8 @@ impl Gateway {
     pub fn start_upgrade(&self) -> Gateway {
         let dir = test_dir("tollgate-gw-upgrade-");
         let log = dir.path().join("gateway.log");
-        let (out, err) = log_stdio(&log);
-        let mut cmd = Command::new(GATEWAY_BIN);
-        cmd.arg("run")
-            .arg("-c")
-            .arg(&self.config)
+        let child = gateway_command(&self.config, self.dir.path(), &log)
             .arg("--upgrade")
-            .current_dir(self.dir.path())
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err);
-        if std::env::var_os("RUST_LOG").is_none() {
-            cmd.env("RUST_LOG", "info");
-        }
-        cmd.env("NO_COLOR", "1");
-        let child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("cannot spawn {GATEWAY_BIN} --upgrade: {e}"));
         Gateway {
