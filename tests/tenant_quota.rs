@@ -127,6 +127,9 @@ impl Conf {
     }
 }
 
+/// One catch-all route on which identity is optional (anonymous requests allowed).
+const OPTIONAL_AUTH_ROUTE: &str = "  - { path_prefix: \"/\", upstream: echo, auth: optional }\n";
+
 /// The processes of one test.
 struct Rig {
     redis: RedisServer,
@@ -1354,7 +1357,7 @@ async fn every_key_has_a_ttl_and_all_are_gone_once_buckets_are_full() {
              \x20 anonymous: { limit: 10, per: 1s, burst: 10 }\n",
             all.clone(),
         );
-        c.routes = "  - { path_prefix: \"/\", upstream: echo, auth: optional }\n".into();
+        c.routes = OPTIONAL_AUTH_ROUTE.into();
         c
     });
     let check_ttl = |redis_key: &str, max_ms: i64| {
@@ -1420,7 +1423,7 @@ async fn anonymous_tier_limits_each_client_ip_as_its_own_tenant() {
             "  T: { limit: 1, per: 1d, burst: 5 }\n  anonymous: { limit: 1, per: 1d, burst: 2 }\n",
             vec![k1.clone()],
         );
-        c.routes = "  - { path_prefix: \"/\", upstream: echo, auth: optional }\n".into();
+        c.routes = OPTIONAL_AUTH_ROUTE.into();
         c
     });
     let mut local = Vec::new();
@@ -1467,7 +1470,7 @@ async fn without_anonymous_tier_anonymous_traffic_has_no_tenant_limit() {
             "  T: { limit: 1, per: 1d, burst: 2 }\n",
             vec![k1.clone()],
         );
-        c.routes = "  - { path_prefix: \"/\", upstream: echo, auth: optional }\n".into();
+        c.routes = OPTIONAL_AUTH_ROUTE.into();
         c
     });
     for _ in 0..10 {
@@ -1498,7 +1501,7 @@ async fn backend_receives_tenant_and_tier_and_client_copies_are_stripped() {
             "  T: { limit: 1, per: 1d, burst: 10 }\n  gold: { limit: 1, per: 1d, burst: 99 }\n",
             vec![k1.clone()],
         );
-        c.routes = "  - { path_prefix: \"/\", upstream: echo, auth: optional }\n".into();
+        c.routes = OPTIONAL_AUTH_ROUTE.into();
         c
     });
     let forged = |rb: reqwest::RequestBuilder| {
