@@ -7,6 +7,7 @@
 -- ARGV[4]  cost    tokens this request takes (integer > 0)
 --
 -- Returns integers {admitted (0|1), remaining tokens (floor), retry-after ms (-1 = never), ms until full}.
+-- Writes the bucket when admitted, or when a refusal rebased a stamp that was in the future.
 -- The clock is Redis TIME, so gateway clock skew cannot mint or starve tokens. All arithmetic is on
 -- integers below 2^53 (checked by config validation), exact in Lua doubles.
 if redis.replicate_commands then redis.replicate_commands() end
@@ -25,13 +26,12 @@ local need = cost * scale
 local function ceil_div(a, b) return math.floor((a + b - 1) / b) end
 
 local stored = redis.call('HMGET', KEYS[1], 'l', 's', 't')
-local level, last
-if stored[1] == false then
-  level, last = capacity, now
-else
+local level = capacity
+local rebased = false
+if stored[1] ~= false then
   level = tonumber(stored[1])
   local old_scale = tonumber(stored[2])
-  last = tonumber(stored[3])
+  local last = tonumber(stored[3])
   if old_scale ~= scale and old_scale > 0 then
     local whole = math.floor(level / old_scale)
     local rest = level - whole * old_scale
@@ -43,22 +43,30 @@ else
     local to_full = ceil_div(capacity - level, limit)
     if elapsed > to_full then elapsed = to_full end
     level = level + elapsed * limit
-    if level > capacity then level = capacity end
-  else
-    now = last
+  elseif now < last then
+    -- Stamp in the future (written under another clock): it counts as now. Keep the level,
+    -- refill nothing, and store the rebased stamp even on a rejection, so Retry-After holds.
+    rebased = true
   end
+end
+if level > capacity then level = capacity end
+
+local function store(new_level)
+  local full_ms = ceil_div(capacity - new_level, limit)
+  redis.call('HSET', KEYS[1], 'l', string.format('%.0f', new_level), 's', string.format('%.0f', scale),
+    't', string.format('%.0f', now))
+  redis.call('PEXPIRE', KEYS[1], full_ms)
+  return full_ms
 end
 
 if need > capacity then
   return {0, math.floor(level / scale), -1, ceil_div(capacity - level, limit)}
 end
 if level < need then
+  if rebased then store(level) end
   return {0, math.floor(level / scale), ceil_div(need - level, limit), ceil_div(capacity - level, limit)}
 end
 
 level = level - need
-local full_ms = ceil_div(capacity - level, limit)
-redis.call('HSET', KEYS[1], 'l', string.format('%.0f', level), 's', string.format('%.0f', scale),
-  't', string.format('%.0f', now))
-redis.call('PEXPIRE', KEYS[1], full_ms)
+local full_ms = store(level)
 return {1, math.floor(level / scale), 0, full_ms}

@@ -6,7 +6,7 @@
 
 use crate::config::{AuthMode, RouteSettings};
 use crate::edge::{self, client_ip, EdgeOutcome};
-use crate::identity::{Identity, IdentityError};
+use crate::identity::{tenant_id, Identity, IdentityError};
 use crate::metrics::{status_class, METRICS};
 use crate::quota::{QuotaOutcome, TenantQuota};
 use crate::response::{self, send_problem, Problem, QuotaHeaders};
@@ -140,7 +140,7 @@ impl Proxy {
                     .unwrap_or(64);
                 let key = client_ip::key_of(ctx.client, prefix);
                 (
-                    format!("{}{key}", crate::identity::ANONYMOUS_PREFIX),
+                    tenant_id::anonymous(&key.to_string()),
                     "anonymous".to_string(),
                 )
             }
@@ -469,7 +469,9 @@ impl ProxyHttp for Proxy {
                     _ => {}
                 }
             }
-            upstream_request.insert_header(identity.tenant_header.clone(), id.tenant.as_str())?;
+            // Percent-encoded UTF-8 (README "Clocks, tenant ids and config bounds").
+            let tenant = tenant_id::encode(&id.tenant);
+            upstream_request.insert_header(identity.tenant_header.clone(), tenant.as_ref())?;
             if let Some(tier) = &id.tier {
                 upstream_request.insert_header(identity.tier_header.clone(), tier.as_str())?;
             }

@@ -88,12 +88,10 @@ impl Snapshot {
     /// (`tenants:`) applied field by field. `None` when the tier does not exist.
     pub fn tenant_rate(&self, tenant: &str, tier: &str) -> Option<(&Tier, Rate)> {
         let t = self.config.tiers.get(tier)?;
-        let mut rate = t.rate;
-        if let Some(o) = self.config.tenants.get(tenant) {
-            rate.limit = o.limit.unwrap_or(rate.limit);
-            rate.per_ms = o.per_ms.unwrap_or(rate.per_ms);
-            rate.burst = o.burst.unwrap_or(rate.burst);
-        }
+        let rate = match self.config.tenants.get(tenant) {
+            Some(o) => o.merged(t.rate),
+            None => t.rate,
+        };
         Some((t, rate))
     }
 }

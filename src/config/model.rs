@@ -186,6 +186,18 @@ pub struct TenantOverride {
     pub burst: Option<u64>,
 }
 
+impl TenantOverride {
+    /// `base` (a tier's rate) with this override's fields applied field by field: the tenant's
+    /// effective rate. Validation checks it for every tier; the snapshot uses it per request.
+    pub fn merged(&self, base: Rate) -> Rate {
+        Rate {
+            limit: self.limit.unwrap_or(base.limit),
+            per_ms: self.per_ms.unwrap_or(base.per_ms),
+            burst: self.burst.unwrap_or(base.burst),
+        }
+    }
+}
+
 /// `upstreams.<name>`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UpstreamSettings {

@@ -4,15 +4,13 @@ use super::duration::parse_duration;
 use super::model::*;
 use super::raw::*;
 use super::ConfigError;
+use crate::identity::tenant_id;
+use crate::limit::bounds::{self, RateBoundError};
 use crate::limit::Rate;
 use ipnet::IpNet;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
-
-/// Largest bucket capacity in rate units (`burst × per_ms`); the Lua script computes in doubles,
-/// which are exact below 2^53.
-const MAX_SCALED: u128 = 1 << 52;
 
 /// Collects errors while validating.
 #[derive(Default)]
@@ -92,7 +90,7 @@ impl Check {
         }
     }
 
-    /// `limit` per `per` with `burst` (default = limit), checked for exact arithmetic.
+    /// `limit` per `per` with `burst` (default = limit), checked by [`bounds::check`].
     fn rate(&mut self, path: &str, limit: i64, per: &str, burst: Option<i64>) -> Option<Rate> {
         let limit = self.positive(&format!("{path}.limit"), limit);
         let per = self.duration(&format!("{path}.per"), per);
@@ -101,25 +99,71 @@ impl Check {
             Some(b) => self.positive(&format!("{path}.burst"), b),
         };
         let (limit, per, burst) = (limit?, per?, burst?);
-        if per > Duration::from_secs(86_400) {
-            self.err(format!("{path}.per"), "must be at most 1d");
-            return None;
+        let rate = Rate::new(
+            limit,
+            u64::try_from(per.as_millis()).unwrap_or(u64::MAX),
+            burst,
+        );
+        match bounds::check(&rate) {
+            Ok(()) => Some(rate),
+            Err(e) => {
+                let field = match e {
+                    RateBoundError::Zero | RateBoundError::PerTooLong => "per",
+                    RateBoundError::BurstTooLarge => "burst",
+                    RateBoundError::LimitTooLarge => "limit",
+                };
+                self.err(format!("{path}.{field}"), e.to_string());
+                None
+            }
         }
-        let rate = Rate::new(limit, per.as_millis() as u64, burst);
-        self.rate_in_range(path, &rate).then_some(rate)
     }
 
-    fn rate_in_range(&mut self, path: &str, rate: &Rate) -> bool {
-        if (rate.burst as u128) * (rate.per_ms as u128) > MAX_SCALED
-            || (rate.limit as u128) * (rate.per_ms as u128) > MAX_SCALED
-        {
-            self.err(
-                path,
-                "burst × per (or limit × per) is too large (max 2^52 token·ms)",
-            );
-            return false;
+    /// A tenant id (`tenant_id::validate`) found at `path`.
+    fn tenant_id(&mut self, path: &str, id: &str) {
+        if let Err(e) = tenant_id::validate(id) {
+            self.err(path, format!("tenant id {e}"));
         }
-        true
+    }
+
+    /// The effective rate of tenant `id` (its override merged into every tier, since a tier
+    /// claim or an API key's tier can put a tenant in any tier) passes [`bounds::check`]; a
+    /// failure is reported once, at the override's field that takes the blame.
+    fn merged_rates(&mut self, path: &str, o: &TenantOverride, tiers: &BTreeMap<String, Tier>) {
+        for tier in tiers.values() {
+            let merged = o.merged(tier.rate);
+            let Err(e) = bounds::check(&merged) else {
+                continue;
+            };
+            let field = match e {
+                RateBoundError::BurstTooLarge if o.burst.is_some() => "burst",
+                RateBoundError::LimitTooLarge if o.limit.is_some() => "limit",
+                _ if o.per_ms.is_some() => "per",
+                _ if o.burst.is_some() => "burst",
+                _ => "limit",
+            };
+            self.err(
+                format!("{path}.{field}"),
+                format!(
+                    "{e}: the effective rate in tier \"{}\" is limit {} per {} ms, burst {}",
+                    tier.name, merged.limit, merged.per_ms, merged.burst
+                ),
+            );
+            return;
+        }
+    }
+}
+
+/// The field path of map entry `key` under `map`: `map.key` for plain keys, else
+/// `map["<escaped key>"]` so blanks and control characters stay visible.
+fn key_path(map: &str, key: &str) -> String {
+    let plain = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:@".contains(c));
+    if plain {
+        format!("{map}.{key}")
+    } else {
+        format!("{map}[{key:?}]")
     }
 }
 
@@ -182,7 +226,8 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
 
     let mut tenants = BTreeMap::new();
     for (id, t) in raw.tenants.iter().flatten() {
-        let path = format!("tenants.{id}");
+        let path = key_path("tenants", id);
+        c.tenant_id(&path, id);
         if let Some(tier) = &t.tier {
             tier_ref(&mut c, &format!("{path}.tier"), tier);
         }
@@ -196,19 +241,22 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
             .per
             .as_deref()
             .and_then(|p| c.duration(&format!("{path}.per"), p))
-            .map(|d| d.as_millis() as u64);
-        if per_ms.is_some_and(|p| p > 86_400_000) {
-            c.err(format!("{path}.per"), "must be at most 1d");
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let o = TenantOverride {
+            tier: t.tier.clone(),
+            limit,
+            per_ms,
+            burst,
+        };
+        if per_ms.is_some_and(|p| p > bounds::MAX_PER_MS) {
+            c.err(
+                format!("{path}.per"),
+                RateBoundError::PerTooLong.to_string(),
+            );
+        } else {
+            c.merged_rates(&path, &o, &tiers);
         }
-        tenants.insert(
-            id.clone(),
-            TenantOverride {
-                tier: t.tier.clone(),
-                limit,
-                per_ms,
-                burst,
-            },
-        );
+        tenants.insert(id.clone(), o);
     }
 
     if raw.upstreams.is_empty() {
@@ -433,14 +481,7 @@ fn identity_settings(
             } else if !seen.insert(digest.clone()) {
                 c.err(format!("{path}.sha256"), "duplicate key digest");
             }
-            if k.tenant.is_empty() {
-                c.err(format!("{path}.tenant"), "must not be empty");
-            } else if k.tenant.starts_with("ip:") {
-                c.err(
-                    format!("{path}.tenant"),
-                    "must not start with \"ip:\" (reserved for anonymous clients)",
-                );
-            }
+            c.tenant_id(&format!("{path}.tenant"), &k.tenant);
             if let Some(t) = &k.tier {
                 tier_ref(c, &format!("{path}.tier"), t);
             }

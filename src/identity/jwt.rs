@@ -16,6 +16,7 @@
 //! Failures are [`IdentityError::InvalidToken`] with a short reason that never contains the
 //! token or any part of it.
 
+use super::tenant_id::TenantIdError;
 use super::IdentityError;
 use crate::config::{ConfigError, JwtKeySettings, JwtSettings, KeySource};
 use jsonwebtoken::crypto::CryptoProvider;
@@ -27,8 +28,7 @@ use std::fmt;
 /// Longest accepted bearer token, in bytes; longer ones are rejected before any parsing.
 pub const MAX_TOKEN_BYTES: usize = 8192;
 
-/// Longest accepted tenant id taken from a token, in bytes.
-pub const MAX_TENANT_BYTES: usize = 256;
+pub use super::tenant_id::MAX_TENANT_BYTES;
 
 /// Minimum RSA modulus size, bits (RFC 7518 §3.3 and §3.5).
 const MIN_RSA_BITS: usize = 2048;
@@ -213,12 +213,11 @@ impl JwtVerifier {
         let tenant = tenant
             .filter(|t| !t.is_empty())
             .ok_or_else(|| invalid(NO_TENANT))?;
-        if tenant.len() > MAX_TENANT_BYTES || tenant.chars().any(|c| c.is_ascii_control()) {
-            return Err(invalid("tenant claim invalid"));
-        }
-        if tenant.starts_with(crate::identity::ANONYMOUS_PREFIX) {
-            return Err(invalid("tenant ids starting with \"ip:\" are reserved"));
-        }
+        // The one validation of every tenant id (blank, padding, controls, length, reserved).
+        super::tenant_id::validate(tenant).map_err(|e| match e {
+            TenantIdError::Reserved => invalid("tenant ids starting with \"ip:\" are reserved"),
+            _ => invalid("tenant claim invalid"),
+        })?;
         Ok(tenant.to_string())
     }
 

@@ -13,6 +13,7 @@
 
 pub mod api_key;
 pub mod jwt;
+pub mod tenant_id;
 
 pub use api_key::hash_key;
 
@@ -20,9 +21,7 @@ use crate::config::{ConfigError, IdentitySettings, TenantOverride, Tier};
 use http::header::{HeaderMap, AUTHORIZATION};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-/// Tenant ids of anonymous clients are `ip:<address>`; identities may not use this prefix, so an
-/// authenticated tenant never shares a bucket with an anonymous address.
-pub const ANONYMOUS_PREFIX: &str = "ip:";
+pub use tenant_id::ANONYMOUS_PREFIX;
 /// The tier name carried by [`IdentityError::UnknownTier`] when tiers are configured but no tier
 /// could be resolved for an authenticated tenant (no tier claim/key tier, no `tenants:` entry
 /// with a tier, no `identity.default_tier`).

@@ -4,6 +4,7 @@
 //! fallback) use these directly; `lua/token_bucket.lua` mirrors [`token_bucket`] exactly and an
 //! integration test checks both agree on thousands of random cases.
 
+pub mod bounds;
 pub mod token_bucket;
 
 pub use token_bucket::{Decision, TokenBucketState};
@@ -30,10 +31,13 @@ impl Rate {
     }
 
     /// Seconds for an empty bucket to fill up to `burst` (the `w` of `RateLimit-Policy`), ≥ 1.
+    ///
+    /// Computed in u128 and saturated to `u64::MAX`, so no rate can wrap it; for every rate that
+    /// passes [`bounds::check`] the result is exact.
     pub fn window_s(&self) -> u64 {
-        ceil_div(self.burst * self.per_ms, self.limit)
-            .div_ceil(1000)
-            .max(1)
+        let units = self.burst as u128 * self.per_ms as u128;
+        let ms = units.div_ceil(self.limit.max(1) as u128);
+        u64::try_from(ms.div_ceil(1000).max(1)).unwrap_or(u64::MAX)
     }
 
     /// This rate divided among `n` instances (limit and burst rounded down, at least 1).

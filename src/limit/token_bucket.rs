@@ -61,8 +61,16 @@ impl Decision {
 
 /// Decides one request of `cost` tokens at `now_ms` against `state` (None = full bucket).
 ///
-/// Returns the decision and the state to store: `Some` only when the request was admitted
-/// (a rejection changes nothing, so nothing needs writing).
+/// Returns the decision and the state to store: `Some` when the request was admitted, or when a
+/// refused request found the stored stamp in the future and rebased it (see below); otherwise
+/// `None` (a plain rejection changes nothing, so nothing needs writing).
+///
+/// Clock steps: a stored `last_ms` ahead of `now_ms` (state written under another clock, e.g. a
+/// Redis restored from a snapshot of a host whose clock ran ahead) counts as `now_ms`: the level is
+/// kept as it is, nothing is refilled, and the stamp is rebased to `now_ms` and stored even on a
+/// rejection, so that waiting the reported `retry_after_ms` is enough. A stamp in the past refills
+/// as usual; a step backwards therefore never mints tokens, and a step forwards refills at most
+/// up to the burst.
 pub fn decide(
     state: Option<TokenBucketState>,
     now_ms: u64,
@@ -72,24 +80,31 @@ pub fn decide(
     let scale = rate.per_ms;
     let capacity = rate.burst * scale;
     let refill = rate.limit; // units per millisecond
-    let need = cost * scale;
+    let need = cost.saturating_mul(scale);
 
-    let (mut level, last_ms) = match state {
-        None => (capacity, now_ms),
+    let (mut level, rebased) = match state {
+        None => (capacity, false),
         Some(s) => {
-            let mut level = if s.scale == scale || s.scale == 0 {
-                s.level
+            let level = if s.scale == scale || s.scale == 0 {
+                s.level.min(capacity)
             } else {
-                ((s.level as u128 * scale as u128) / s.scale as u128) as u64
+                // Exact in u128, capped before narrowing (the converted level may exceed u64).
+                (s.level as u128 * scale as u128 / s.scale as u128).min(capacity as u128) as u64
             };
-            level = level.min(capacity);
             if now_ms > s.last_ms {
                 let to_full = ceil_div(capacity - level, refill);
                 let elapsed = (now_ms - s.last_ms).min(to_full);
-                level = (level + elapsed * refill).min(capacity);
+                (level + elapsed * refill, false)
+            } else {
+                (level, now_ms < s.last_ms)
             }
-            (level, now_ms.max(s.last_ms))
         }
+    };
+    level = level.min(capacity);
+    let stored = |level: u64| TokenBucketState {
+        level,
+        scale,
+        last_ms: now_ms,
     };
 
     let full_ms = |level: u64| ceil_div(capacity - level, refill);
@@ -110,12 +125,7 @@ pub fn decide(
             retry_after_ms: 0,
             full_ms: full_ms(level),
         };
-        let next = TokenBucketState {
-            level,
-            scale,
-            last_ms,
-        };
-        (d, Some(next))
+        (d, Some(stored(level)))
     } else {
         let d = Decision {
             admitted: false,
@@ -123,7 +133,7 @@ pub fn decide(
             retry_after_ms: ceil_div(need - level, refill),
             full_ms: full_ms(level),
         };
-        (d, None)
+        (d, rebased.then(|| stored(level)))
     }
 }
 

@@ -7,6 +7,7 @@
 //! the call retried once, so no request fails because of it.
 
 use crate::config::RedisSettings;
+use crate::identity::tenant_id;
 use crate::limit::{Decision, Rate};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::sync::OnceLock;
@@ -74,9 +75,11 @@ impl RedisStore {
         })
     }
 
-    /// Bucket key of a tenant: `<prefix>:{<tenant>}:tb` (braces: Redis Cluster hash tag).
+    /// Bucket key of a tenant: `<prefix>:{<encoded tenant>}:tb`. The braces are the Redis Cluster
+    /// hash tag; the tenant is percent-encoded ([`tenant_id::encode`]: no `{`/`}` inside), so the
+    /// tag is exactly the tenant.
     pub fn bucket_key(&self, tenant: &str) -> String {
-        format!("{}:{{{}}}:tb", self.key_prefix, tenant)
+        format!("{}:{{{}}}:tb", self.key_prefix, tenant_id::encode(tenant))
     }
 
     fn connection(&self) -> Result<ConnectionManager, RedisFault> {

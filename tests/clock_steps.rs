@@ -1,0 +1,116 @@
+//! State written under one clock and read under another (issue 11, fault 2), black-box: a
+//! tenant bucket in Redis whose stored refill stamp is ahead of Redis `TIME` (Redis restored from
+//! a snapshot of a machine with a faster clock, a promoted replica, an operator's clock step).
+//!
+//! The rule (README "Clocks, tenant ids and config bounds"): a stamp in the future counts as now;
+//! the bucket keeps its level and refills from now on, so `Retry-After` stays truthful. Real
+//! `redis-server`, real backend, real gateway; the stamp is set relative to Redis `TIME`.
+
+mod common;
+
+use common::*;
+use std::time::Duration;
+
+const KEY_A: &str = "clock-steps-key-a-0123456789";
+const KEY_B: &str = "clock-steps-key-b-0123456789";
+
+fn yaml(redis: &RedisServer, backend: &Backend) -> String {
+    format!(
+        "listen: [\"{{listen}}\"]\n\
+         admin: {{ listen: \"{{admin}}\" }}\n\
+         server: {{ threads: 2, grace_period_s: 1 }}\n\
+         redis: {{ url: \"{}\", timeout_ms: 2000, circuit_breaker: {{ min_calls: 1000 }}, on_failure: closed }}\n\
+         upstreams:\n  echo: {{ backends: [\"{}\"] }}\n\
+         tiers:\n  T: {{ limit: 1, per: 1s, burst: 2 }}\n\
+         identity:\n  api_keys:\n    keys:\n\
+         \x20     - {{ sha256: \"{}\", tenant: ta, tier: T }}\n\
+         \x20     - {{ sha256: \"{}\", tenant: tb, tier: T }}\n\
+         routes:\n  - {{ path_prefix: \"/\", upstream: echo, auth: required }}\n",
+        redis.url(),
+        backend.addr(),
+        sha256_hex(KEY_A),
+        sha256_hex(KEY_B),
+    )
+}
+
+fn redis_time_ms(con: &mut redis::Connection) -> u64 {
+    let (s, us): (u64, u64) = redis::cmd("TIME").query(con).expect("TIME");
+    s * 1000 + us / 1000
+}
+
+/// Writes `tollgate:{tenant}:tb` as the script would have: `tokens` whole tokens at scale 1000
+/// (per 1s), stamped `ahead_ms` after the current Redis `TIME`.
+fn write_future_bucket(redis: &RedisServer, tenant: &str, tokens: u64, ahead_ms: u64) {
+    let mut con = redis.conn();
+    let stamp = redis_time_ms(&mut con) + ahead_ms;
+    let _: () = redis::cmd("HSET")
+        .arg(format!("tollgate:{{{tenant}}}:tb"))
+        .arg("l")
+        .arg(tokens * 1000)
+        .arg("s")
+        .arg(1000)
+        .arg("t")
+        .arg(stamp)
+        .query(&mut con)
+        .expect("HSET");
+}
+
+fn retry_after_s(r: &Reply) -> u64 {
+    r.header("retry-after")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("429 without a numeric Retry-After: {r:?}"))
+}
+
+/// Issue 11 fault 2 reproduction: stamp = TIME + 30 s, one token, burst 2, 1 token/s. The tenant
+/// spends its token, is told `Retry-After: 1`, waits exactly that, and must be admitted (before
+/// the fix it stayed refused until Redis `TIME` passed the stamp, 30 s later). A second tenant
+/// starts with an empty bucket stamped in the future: its first answer is already a refusal, and
+/// waiting it out must admit too (the rebase must be stored even on a rejection).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn future_stamped_bucket_admits_after_retry_after() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("clock");
+    let gw = Gateway::start(&yaml(&redis, &backend));
+    let http = client();
+    let url = gw.url("/x");
+    write_future_bucket(&redis, "ta", 1, 30_000);
+    write_future_bucket(&redis, "tb", 0, 30_000);
+
+    let first = try_get_with_key(&http, &url, Some(KEY_A)).await.unwrap();
+    assert_eq!(first.status, 200, "{first:?}");
+    assert_eq!(first.remaining(), 0);
+    let refused = try_get_with_key(&http, &url, Some(KEY_A)).await.unwrap();
+    assert_eq!(refused.status, 429, "{refused:?}");
+    let wait_a = retry_after_s(&refused);
+    assert_eq!(wait_a, 1, "1 token/s, at most 1 s to wait: {refused:?}");
+
+    let refused_b = try_get_with_key(&http, &url, Some(KEY_B)).await.unwrap();
+    assert_eq!(refused_b.status, 429, "{refused_b:?}");
+    let wait_b = retry_after_s(&refused_b);
+    assert_eq!(wait_b, 1, "{refused_b:?}");
+
+    // Both waits started after Redis computed them; sleeping the advertised seconds is enough.
+    tokio::time::sleep(Duration::from_secs(wait_a.max(wait_b))).await;
+    let after_a = try_get_with_key(&http, &url, Some(KEY_A)).await.unwrap();
+    assert_eq!(
+        after_a.status, 200,
+        "tenant ta told Retry-After {wait_a}: {after_a:?}"
+    );
+    let after_b = try_get_with_key(&http, &url, Some(KEY_B)).await.unwrap();
+    assert_eq!(
+        after_b.status, 200,
+        "tenant tb told Retry-After {wait_b}: {after_b:?}"
+    );
+
+    // The stored stamps are no longer in the future: the buckets were rebased to Redis TIME.
+    let mut con = redis.conn();
+    let now = redis_time_ms(&mut con);
+    for tenant in ["ta", "tb"] {
+        let t: u64 = redis::cmd("HGET")
+            .arg(format!("tollgate:{{{tenant}}}:tb"))
+            .arg("t")
+            .query(&mut con)
+            .expect("HGET t");
+        assert!(t <= now, "{tenant}: stamp {t} still ahead of TIME {now}");
+    }
+}
