@@ -5,7 +5,13 @@
 //! The script reads the clock from Redis `TIME`. An admitted decision writes the `now` it used
 //! (field `t`), so those cases are compared exactly at that instant; a rejection writes nothing,
 //! so it must equal the reference at some instant between a `TIME` read before and after the call
-//! (usually the same millisecond).
+//! (usually the same millisecond). A refusal that found the stored stamp in the future writes the
+//! rebased state (`t` = its `now`), and is compared exactly like an admission.
+//!
+//! A second test drives random call sequences per bucket with clock steps between calls: the
+//! stored stamp is moved forwards or backwards against Redis `TIME` (what a step of the store's
+//! clock looks like to the bucket), and the Rust model, moved by the same amount, must agree with
+//! the script on every decision and every stored field.
 
 mod common;
 
@@ -58,7 +64,7 @@ fn lua_script_matches_rust_reference_on_random_cases() {
         let cost = rng.random_range(1..=rate.burst + 2);
         let now0 = redis_now_ms(&mut con);
         // A random prior state: missing, or any level written with this or another period,
-        // last refilled up to ~2× the time-to-full ago (or slightly in the future).
+        // last refilled up to ~2× the time-to-full ago (or up to a day in the future).
         let state = if rng.random_bool(0.15) {
             None
         } else {
@@ -80,8 +86,9 @@ fn lua_script_matches_rust_reference_on_random_cases() {
             } else {
                 rng.random_range(0..=to_full.saturating_mul(2).min(10_000_000))
             };
-            let last = if rng.random_bool(0.05) {
-                now0 + 5_000
+            // Stamps in the future (state written under a clock ahead of this one): 1 ms to 1 day.
+            let last = if rng.random_bool(0.2) {
+                now0 + rng.random_range(1..=86_400_000)
             } else {
                 now0 - back
             };
@@ -123,14 +130,17 @@ fn lua_script_matches_rust_reference_on_random_cases() {
                 .map(|(_, v)| v.parse().unwrap())
         };
 
-        if got.admitted && field("t").is_some() {
-            let used_now = field("t").expect("admitted decision writes t");
+        // The script writes when it admits, and when a refusal rebases a stamp in the future.
+        let wrote =
+            field("t").is_some() && (got.admitted || field("t") != state.map(|s| s.last_ms));
+        if wrote {
+            let used_now = field("t").expect("a write stores t");
             let (want, next) = decide(state, used_now, &rate, cost);
             assert_eq!(
                 got, want,
                 "case {case}: {rate:?} cost {cost} state {state:?} now {used_now}"
             );
-            let next = next.expect("reference admits too");
+            let next = next.expect("reference writes too");
             assert_eq!(field("l"), Some(next.level), "case {case}: level");
             assert_eq!(field("s"), Some(next.scale), "case {case}: scale");
             let pttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut con).unwrap();
@@ -175,5 +185,135 @@ fn lua_script_matches_rust_reference_on_random_cases() {
     assert!(
         exact > 500 && windowed > 500,
         "admitted {exact}, rejected {windowed}"
+    );
+}
+
+/// Reads the bucket hash as a state (`None` when the key is absent).
+fn stored_state(con: &mut redis::Connection, key: &str) -> Option<TokenBucketState> {
+    let (l, sc, t): (Option<u64>, Option<u64>, Option<u64>) = redis::cmd("HMGET")
+        .arg(key)
+        .arg("l")
+        .arg("s")
+        .arg("t")
+        .query(con)
+        .unwrap();
+    Some(TokenBucketState {
+        level: l?,
+        scale: sc?,
+        last_ms: t?,
+    })
+}
+
+#[test]
+fn lua_script_matches_rust_reference_across_clock_steps() {
+    let redis = RedisServer::start();
+    let mut con = redis.conn();
+    let script = redis::Script::new(TOKEN_BUCKET_LUA);
+    // A clock step as the bucket sees it, atomically: the stamp moves by ARGV[2] ms and so does
+    // the key's remaining TTL (Redis keeps expiry as an absolute time); a TTL that would end
+    // within 5 ms deletes the key. Returns 1 when the key is kept.
+    let shift = redis::Script::new(
+        "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end \
+         local ttl = redis.call('PTTL', KEYS[1]) + tonumber(ARGV[2]) \
+         if ttl <= 5 then redis.call('DEL', KEYS[1]) return 0 end \
+         redis.call('HSET', KEYS[1], 't', ARGV[1]) redis.call('PEXPIRE', KEYS[1], ttl) return 1",
+    );
+    let mut rng = StdRng::seed_from_u64(0xc10c_57e9);
+    let (mut rebased_writes, mut calls) = (0, 0);
+
+    for seq in 0..300 {
+        let rate = random_rate(&mut rng);
+        let key = format!("steps:{{s{seq}}}:tb");
+        // The model: the state the script should have stored, on Redis' clock.
+        let mut model: Option<TokenBucketState> = None;
+        for step in 0..12 {
+            let cost = if rng.random_bool(0.3) {
+                rng.random_range(1..=rate.burst)
+            } else {
+                rng.random_range(1..=rate.burst.min(3))
+            };
+            // A clock step between calls: the store's clock jumps back (stamp ahead of TIME) or
+            // forwards (stamp further behind), by up to a minute, or up to a whole refill.
+            if let (Some(mut s), true) = (model, step > 0) {
+                let span = if rng.random_bool(0.5) {
+                    60_000
+                } else {
+                    (rate.burst * rate.per_ms)
+                        .div_ceil(rate.limit)
+                        .clamp(1, 86_400_000)
+                };
+                let delta = rng.random_range(0..=span);
+                let back = rng.random_bool(0.5);
+                let shifted = if back {
+                    s.last_ms as i64 + delta as i64
+                } else {
+                    s.last_ms as i64 - delta as i64
+                };
+                let shift_delta = if back { delta as i64 } else { -(delta as i64) };
+                let kept: i64 = shift
+                    .key(&key)
+                    .arg(shifted)
+                    .arg(shift_delta)
+                    .invoke(&mut con)
+                    .unwrap();
+                model = if kept == 1 {
+                    s.last_ms = shifted as u64;
+                    Some(s)
+                } else {
+                    // Expired by the step (or already): both sides start from a full bucket.
+                    None
+                };
+            }
+            let before = redis_now_ms(&mut con);
+            let reply: Vec<i64> = script
+                .key(&key)
+                .arg(rate.limit)
+                .arg(rate.per_ms)
+                .arg(rate.burst)
+                .arg(cost)
+                .invoke(&mut con)
+                .unwrap();
+            let after = redis_now_ms(&mut con);
+            let got = to_decision(&reply);
+            let stored = stored_state(&mut con, &key);
+            let read_at = redis_now_ms(&mut con);
+            // The instant the script used: the stamp it wrote, else any instant in the window.
+            let candidates: Vec<u64> = match stored {
+                Some(s) if Some(s) != model => vec![s.last_ms],
+                _ => (before..=after).collect(),
+            };
+            let found = candidates.iter().find_map(|&now| {
+                let (want, next) = decide(model, now, &rate, cost);
+                (want == got).then_some((now, next))
+            });
+            let Some((now, next)) = found else {
+                panic!(
+                    "seq {seq} step {step}: {rate:?} cost {cost} model {model:?} lua {got:?} \
+                     stored {stored:?} reference@{before} {:?}",
+                    decide(model, before, &rate, cost).0
+                );
+            };
+            if let Some(n) = next {
+                if model.is_some_and(|m| m.last_ms > now) && !got.admitted {
+                    rebased_writes += 1;
+                }
+                model = Some(n);
+            }
+            match stored {
+                // A bucket written full-in-a-ms may have expired already: the model is full too.
+                None => assert!(
+                    model.is_none() || decide(model, read_at, &rate, 0).0.full_ms == 0,
+                    "seq {seq} step {step}: key vanished, model {model:?}"
+                ),
+                Some(s) => assert_eq!(Some(s), model, "seq {seq} step {step}: stored state"),
+            }
+            calls += 1;
+        }
+        let _: () = redis::cmd("DEL").arg(&key).query(&mut con).unwrap();
+    }
+    eprintln!("{calls} calls, {rebased_writes} refusals that rebased a future stamp");
+    assert!(
+        calls == 3_600 && rebased_writes > 50,
+        "rebased refusals {rebased_writes}"
     );
 }
