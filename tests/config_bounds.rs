@@ -78,17 +78,17 @@ async fn large_override_headers_are_exact_and_bad_reload_keeps_config() {
     );
     assert_eq!(first.header("ratelimit"), Some("\"T\";r=51999999;t=86400"));
 
-    gw.reload(&yaml(
-        &redis.url(),
-        &backend.addr(),
-        "burst: 5000000000000",
-    ));
+    gw.reload(&yaml(&redis.url(), &backend.addr(), "burst: 5000000000000"));
     assert!(
         gw.wait_for_log("tenants.t1.burst", Duration::from_secs(10)),
         "{}",
         gw.log_tail(20)
     );
-    assert!(gw.log().contains("config reload rejected"), "{}", gw.log_tail(20));
+    assert!(
+        gw.log().contains("config reload rejected"),
+        "{}",
+        gw.log_tail(20)
+    );
     let after = try_get_with_key(&http, &gw.url("/x"), Some(KEY))
         .await
         .unwrap();
