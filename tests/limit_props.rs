@@ -42,7 +42,7 @@ fn calls() -> impl Strategy<Value = (Rate, Vec<(i64, u64)>)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
 
     /// Issue 11 fault 2: "a client that waits exactly Retry-After is admitted" under clock steps.
     #[test]
@@ -299,7 +299,7 @@ fn states(rate: &Rate, now: u64) -> Vec<Option<TokenBucketState>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 1000, failure_persistence: None, ..ProptestConfig::default() })]
 
     /// Issue 11 fault 3 as a property: validation accepts a tenant override exactly when the
     /// merged rate is in range (blaming a `tenants.t1.*` field otherwise), and then every header

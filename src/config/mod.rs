@@ -63,11 +63,42 @@ pub fn load(path: &Path) -> Result<Config, Vec<ConfigError>> {
 fn yaml_error(e: serde_yaml::Error) -> ConfigError {
     // serde_yaml prefixes the field path ("routes[0]: unknown field ...") and appends the location.
     let text = e.to_string();
-    match text.split_once(": ") {
-        Some((path, reason)) if !path.is_empty() && !path.contains(' ') => {
-            ConfigError::new(path, reason)
+    let (path, reason) = match text.split_once(": ") {
+        Some((path, reason)) if !path.is_empty() && !path.contains(' ') => (path, reason),
+        _ => ("", text.as_str()),
+    };
+    let join = |field: &str| match path {
+        "" => field.to_string(),
+        p => format!("{p}.{field}"),
+    };
+    // A missing or unknown field is reported at its own path: `routes[0].upstream: is required`,
+    // `edge.brust: unknown field ...`.
+    if let Some((field, rest)) = reason
+        .strip_prefix("missing field `")
+        .and_then(|r| r.split_once('`'))
+    {
+        return ConfigError::new(join(field), format!("is required{rest}"));
+    }
+    if let Some((field, _)) = reason
+        .strip_prefix("unknown field `")
+        .and_then(|r| r.split_once('`'))
+    {
+        return ConfigError::new(join(field), reason);
+    }
+    match path {
+        "" if reason.contains("expected struct RawConfig") => ConfigError::new(
+            "",
+            format!("invalid YAML: the document must be a mapping of sections (listen, upstreams, routes, ...): {reason}"),
+        ),
+        "" => {
+            let at = match e.location() {
+                _ if text.contains(" line ") => String::new(),
+                Some(l) => format!(" at line {} column {}", l.line(), l.column()),
+                None => " (in the document as a whole)".to_string(),
+            };
+            ConfigError::new("", format!("invalid YAML: {text}{at}"))
         }
-        _ => ConfigError::new("", format!("invalid YAML: {text}")),
+        p => ConfigError::new(p, reason),
     }
 }
 
@@ -137,6 +168,17 @@ routes:
             e.iter().any(|m| m.starts_with("tiers.free.per: \"5x\"")),
             "{e:?}"
         );
+    }
+
+    #[test]
+    fn missing_fields_are_reported_at_their_path() {
+        assert_eq!(
+            errors("upstreams: {}\nroutes: []\n"),
+            ["listen: is required"]
+        );
+        let e = errors(&BASE.replace("upstream: orders }", "}"));
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(e[0].starts_with("routes[0].upstream: is required"), "{e:?}");
     }
 
     #[test]
