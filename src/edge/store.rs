@@ -150,6 +150,18 @@ mod tests {
     }
 
     #[test]
+    fn a_clock_step_backwards_never_locks_a_client_out() {
+        // The bucket was last written at 10 s; the clock now reads 5 s (a stamp in the future).
+        let store: BucketStore = BucketStore::new(10);
+        let rate = Rate::new(1, 1_000, 2);
+        let client: IpAddr = "203.0.113.9".parse().unwrap();
+        assert!(store.check(&client, 10_000, &rate, 2).admitted);
+        let refused = store.check(&client, 5_000, &rate, 1);
+        assert_eq!(refused.retry_after_s(), Some(1));
+        assert!(store.check(&client, 6_000, &rate, 1).admitted);
+    }
+
+    #[test]
     fn capacity_is_exactly_max_clients() {
         for max in [1, 2, 5, 63, 64, 65, 100, 1000, 5000, 100_000] {
             let store: BucketStore = BucketStore::new(max);

@@ -31,7 +31,8 @@ pub const NO_TIER: &str = "<none>";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
     /// Tenant id: the JWT claim `tenant_claim` (else `sub`, RFC 7519 §4.1.2), or the API key's
-    /// configured tenant.
+    /// configured tenant; always valid by [`tenant_id::validate`]. Raw text: it leaves the
+    /// process only through [`tenant_id::encode`] (backend header, Redis key).
     pub tenant: String,
     /// resolved tier name; None when no tier applies
     pub tier: Option<String>,
