@@ -151,21 +151,53 @@ fn json_value() -> impl Strategy<Value = Value> {
     })
 }
 
-/// Claims where each registered claim is absent, plausible or arbitrary.
-fn claims() -> impl Strategy<Value = Map<String, Value>> {
-    let names = ["sub", "tenant", "tier", "exp", "nbf", "iss", "aud", "iat"];
-    let plausible = prop_oneof![
-        json_value(),
-        Just(Value::from(NOW + 600)),
+/// Tenant-id candidates: plain, padded, blank, control characters, reserved, long, non-ASCII,
+/// braces, and arbitrary JSON.
+fn tenant_like() -> impl Strategy<Value = Value> {
+    prop_oneof![
         "[ -~]{0,12}".prop_map(Value::String),
+        "[ \t\u{a0}\u{3000}]{0,3}[a-z]{0,4}[ \u{a0}]{0,2}".prop_map(Value::String),
+        "[a-z]{0,3}[\u{0}-\u{1f}\u{7f}-\u{9f}][a-z]{0,3}".prop_map(Value::String),
+        "ip:[0-9.]{1,7}".prop_map(Value::String),
+        "[a-z{}%é日]{250,260}".prop_map(Value::String),
+        "[a-z{}%é日 ]{1,8}".prop_map(Value::String),
+        any::<String>().prop_map(Value::String),
+        json_value(),
+    ]
+}
+
+/// Claims where each registered claim is absent, plausible or arbitrary; `exp` is mostly valid,
+/// so that the tenant rules are reached.
+fn claims() -> impl Strategy<Value = Map<String, Value>> {
+    let exp = prop_oneof![
+        6 => Just(Some(Value::from(NOW + 600))),
+        1 => Just(None),
+        1 => json_value().prop_map(Some),
     ];
-    prop::collection::vec(prop::option::of(plausible), names.len()).prop_map(move |vals| {
-        names
-            .iter()
-            .zip(vals)
-            .filter_map(|(n, v)| v.map(|v| (n.to_string(), v)))
-            .collect()
-    })
+    let other = || prop::option::of(json_value());
+    (
+        prop::option::of(tenant_like()),
+        prop::option::of(tenant_like()),
+        prop::option::of(tenant_like()),
+        exp,
+        (other(), other(), other(), other()),
+    )
+        .prop_map(|(sub, tenant, tier, exp, (nbf, iss, aud, iat))| {
+            let named = [
+                ("sub", sub),
+                ("tenant", tenant),
+                ("tier", tier),
+                ("exp", exp),
+                ("nbf", nbf),
+                ("iss", iss),
+                ("aud", aud),
+                ("iat", iat),
+            ];
+            named
+                .into_iter()
+                .filter_map(|(n, v)| v.map(|v| (n.to_string(), v)))
+                .collect()
+        })
 }
 
 /// Something token-shaped: three (or another number of) dot-separated parts whose header may
