@@ -171,6 +171,34 @@ routes:
     }
 
     #[test]
+    fn tenant_override_is_checked_merged_into_every_tier() {
+        let yaml = format!(
+            "{BASE}\nredis: {{ url: \"redis://h:1\" }}\ntiers:\n  fast: {{ limit: 10, per: 1s }}\n  slow: {{ limit: 1, per: 1d }}\ntenants:\n  t1: {{ tier: fast, burst: 100000000 }}\n"
+        );
+        // 1e8 tokens × 1 s is in range, but a tier claim can put t1 in `slow`: 1e8 × 1 d is not.
+        let e = errors(&yaml);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].starts_with("tenants.t1.burst: burst × per is too large")
+                && e[0].contains("tier \"slow\""),
+            "{e:?}"
+        );
+        assert!(parse(&yaml.replace("100000000", "50000000")).is_ok());
+        // A `per` override that makes a tier's own burst too large blames `per`.
+        let per = yaml
+            .replace("tier: fast, burst: 100000000", "per: 1d")
+            .replace(
+                "fast: { limit: 10, per: 1s }",
+                "fast: { limit: 10, per: 1s, burst: 100000000 }",
+            );
+        let e = errors(&per);
+        assert!(
+            e.len() == 1 && e[0].starts_with("tenants.t1.per: "),
+            "{e:?}"
+        );
+    }
+
+    #[test]
     fn missing_fields_are_reported_at_their_path() {
         assert_eq!(
             errors("upstreams: {}\nroutes: []\n"),

@@ -62,8 +62,9 @@ impl Decision {
 /// Decides one request of `cost` tokens at `now_ms` against `state` (None = full bucket).
 ///
 /// Returns the decision and the state to store: `Some` when the request was admitted, or when a
-/// refused request found the stored stamp in the future and rebased it (see below); otherwise
-/// `None` (a plain rejection changes nothing, so nothing needs writing).
+/// refused request (of a cost the burst can hold) found the stored stamp in the future and
+/// rebased it (see below); otherwise `None` (a plain rejection changes nothing, so nothing needs
+/// writing; neither does a cost above the burst, which no wait can admit).
 ///
 /// Clock steps: a stored `last_ms` ahead of `now_ms` (state written under another clock, e.g. a
 /// Redis restored from a snapshot of a host whose clock ran ahead) counts as `now_ms`: the level is
