@@ -9,6 +9,8 @@
 //! waits it out is never too early.
 //! Entries are keyed by tenant and only used for the same bucket size and cost, so a reload that
 //! changes the tier (faster refill) never extends a denial.
+//! Every time here is on the quota service's one monotonic clock (kept across reloads), never a
+//! stamp read from Redis, so no entry is ever read under another clock than it was written with.
 
 use crate::edge::slab_lru::SlabLru;
 use crate::limit::{Decision, Rate};
@@ -85,7 +87,7 @@ impl DenyCache {
         Some(Decision {
             admitted: false,
             remaining: e.remaining,
-            retry_after_ms: e.ready_ms - now_ms,
+            retry_after_ms: e.ready_ms.saturating_sub(now_ms),
             full_ms: e.full_at_ms.saturating_sub(now_ms),
         })
     }
