@@ -9,7 +9,8 @@
 -- Returns integers {admitted (0|1), remaining tokens (floor), retry-after ms (-1 = never), ms until full}.
 -- Writes the bucket when admitted, or when a refusal rebased a stamp that was in the future.
 -- The clock is Redis TIME, so gateway clock skew cannot mint or starve tokens. All arithmetic is on
--- integers below 2^53 (checked by config validation), exact in Lua doubles.
+-- integers at most 2^53 (src/limit/bounds.rs, applied by config validation to every effective rate),
+-- exact in Lua doubles.
 if redis.replicate_commands then redis.replicate_commands() end
 
 local limit = tonumber(ARGV[1])
