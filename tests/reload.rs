@@ -10,6 +10,7 @@
 mod common;
 
 use common::*;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::task::JoinSet;
@@ -241,6 +242,8 @@ struct Load {
     stop: tokio::sync::watch::Sender<bool>,
     tasks: JoinSet<u64>,
     failures: Arc<Mutex<Vec<Failure>>>,
+    /// Requests answered so far by all tasks together.
+    answered: Arc<AtomicU64>,
 }
 
 /// One unexpected outcome of the load.
@@ -255,6 +258,7 @@ impl Load {
             stop: tokio::sync::watch::channel(false).0,
             tasks: JoinSet::new(),
             failures: Arc::default(),
+            answered: Arc::default(),
         }
     }
 
@@ -269,6 +273,7 @@ impl Load {
     ) {
         let stop = self.stop.subscribe();
         let failures = self.failures.clone();
+        let answered = self.answered.clone();
         self.tasks.spawn(async move {
             let mut sent = 0;
             while !*stop.borrow() {
@@ -280,10 +285,25 @@ impl Load {
                 if let Some(what) = failure {
                     failures.lock().unwrap().push(Failure { what });
                 }
+                answered.fetch_add(1, Ordering::Relaxed);
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }
             sent
         });
+    }
+
+    /// Waits until the tasks together have had `n` more requests answered than now, so that a
+    /// step of the test overlaps real traffic however slow the machine is. Panics after 60 s.
+    async fn overlap(&self, n: u64) {
+        let target = self.answered.load(Ordering::Relaxed) + n;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while self.answered.load(Ordering::Relaxed) < target {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the load made no progress"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     /// Stops every task; returns how many requests were sent and every failure.
@@ -370,6 +390,8 @@ async fn fifty_reloads_under_load_fail_no_request() {
     for i in 0..50 {
         let next = if i % 2 == 0 { &config_b } else { &config_a };
         reload_ok(&gw, &next.yaml()).await;
+        // Every reload overlaps some requests, however loaded the machine is.
+        load.overlap(3).await;
     }
     let (sent, failures) = load.finish().await;
     assert!(
@@ -1081,7 +1103,7 @@ async fn binary_upgrade_hands_over_without_failing_a_request() {
         };
         load.spawn(http, old.url("/up"), Some(format!("up-{i}")), admitted);
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    load.overlap(4).await;
 
     let mut new = old.start_upgrade();
     let sock = old.dir().join("upgrade.sock");
@@ -1111,7 +1133,7 @@ async fn binary_upgrade_hands_over_without_failing_a_request() {
     assert!(new.is_running(), "{}", new.log_tail(20));
     // Keep the load going on the new process alone for a moment.
     let served_before = new.log().matches("tollgate::access").count();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    load.overlap(4).await;
     let (sent, failures) = load.finish().await;
 
     assert!(
