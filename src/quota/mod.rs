@@ -3,6 +3,7 @@
 
 pub mod breaker;
 pub mod deny_cache;
+pub mod redis_conn;
 pub mod redis_store;
 
 use crate::config::{FailurePolicy, RedisSettings};
@@ -61,7 +62,8 @@ pub struct QuotaService {
 
 impl QuotaService {
     /// Prepares the service (no connection is made until the first decision).
-    pub fn new(settings: &RedisSettings) -> Result<Self, String> {
+    /// Errors: (field path, reason), e.g. an unset `redis.password_env` variable.
+    pub fn new(settings: &RedisSettings) -> Result<Self, (String, String)> {
         Ok(QuotaService {
             settings: settings.clone(),
             redis: RedisStore::new(settings)?,
@@ -78,10 +80,14 @@ impl QuotaService {
     /// deny cache while the buckets are the same (same URL and key prefix), and the breaker
     /// while it guards the same Redis with the same settings. A new breaker starts closed, and
     /// the breaker metrics say so.
-    pub fn succeed(settings: &RedisSettings, previous: &QuotaService) -> Result<Self, String> {
+    pub fn succeed(
+        settings: &RedisSettings,
+        previous: &QuotaService,
+    ) -> Result<Self, (String, String)> {
         let old = &previous.settings;
-        let same_buckets = old.url == settings.url && old.key_prefix == settings.key_prefix;
-        let same_breaker = old.url == settings.url && old.breaker == settings.breaker;
+        let same_redis = old.mode == settings.mode && old.urls == settings.urls;
+        let same_buckets = same_redis && old.key_prefix == settings.key_prefix;
+        let same_breaker = same_redis && old.breaker == settings.breaker;
         let breaker = if same_breaker {
             previous.breaker.clone()
         } else {
@@ -204,17 +210,19 @@ impl QuotaService {
     /// every Redis restart costs one failed request, and the first half-open probe after an
     /// outage always fails and re-opens the breaker for another `break_s`. (A connection that
     /// drops after Redis ran the script but before the reply arrived makes the retry charge the
-    /// request twice: an over-count of one token, never an under-count.)
+    /// request twice: an over-count of one token, never an under-count.) A `NotMaster` reply
+    /// (READONLY / MASTERDOWN / LOADING) is retried the same way: the store has dropped that
+    /// connection, so the retry reconnects and reaches whatever now serves the address.
     async fn call_redis(
         &self,
         q: &TenantQuota<'_>,
         started: Instant,
     ) -> Result<Decision, RedisFault> {
         match self.redis.token_bucket(q.tenant, &q.rate, q.cost).await {
-            Err(RedisFault::Connection) => {
+            Err(fault @ (RedisFault::Connection | RedisFault::NotMaster)) => {
                 let left = self.settings.timeout.saturating_sub(started.elapsed());
                 if left.is_zero() {
-                    return Err(RedisFault::Connection);
+                    return Err(fault);
                 }
                 let retry = self.redis.token_bucket(q.tenant, &q.rate, q.cost);
                 match tokio::time::timeout(left, retry).await {
