@@ -390,7 +390,7 @@ impl RedisCluster {
         assert!(
             cluster.wait_healthy(Duration::from_secs(30)),
             "cluster never became ok with {n} nodes: {}",
-            cluster.nodes[0].info("cluster")
+            cluster.nodes[0].cluster_info()
         );
         cluster
     }
@@ -405,7 +405,7 @@ impl RedisCluster {
     pub fn wait_healthy(&self, timeout: Duration) -> bool {
         wait_until(timeout, || {
             self.nodes.iter().filter(|n| n.child.is_some()).all(|n| {
-                let info = n.info("cluster");
+                let info = n.cluster_info();
                 info.contains("cluster_state:ok") && info.contains("cluster_slots_ok:16384")
             })
         })
@@ -496,6 +496,14 @@ impl RedisCluster {
 }
 
 impl RedisNode {
+    /// `CLUSTER INFO` text (empty when the node does not answer).
+    pub fn cluster_info(&self) -> String {
+        self.try_cmd(&["CLUSTER", "INFO"])
+            .ok()
+            .and_then(|v| redis::from_redis_value(v).ok())
+            .unwrap_or_default()
+    }
+
     /// A command whose reply is a string.
     pub fn cmd_text(&self, args: &[&str]) -> String {
         redis::from_redis_value(self.cmd(args)).unwrap_or_default()
@@ -687,4 +695,113 @@ pub async fn ask(
             },
         ),
     }
+}
+
+/// One answer seen by the load generator.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    pub at: Instant,
+    pub tenant: usize,
+    pub verdict: Verdict,
+    pub status: u16,
+    pub body: String,
+}
+
+/// Steady load: `clients` tasks, each looping over every tenant and alternating between the
+/// gateway URLs, one request at a time with `pause` between requests, until stopped.
+pub struct Load {
+    stop: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<Vec<Sample>>>,
+}
+
+impl Load {
+    pub fn start(urls: Vec<String>, tenants: Vec<String>, clients: usize, pause: Duration) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let tasks = (0..clients)
+            .map(|c| {
+                let (urls, tenants, stop) = (urls.clone(), tenants.clone(), stop.clone());
+                tokio::spawn(async move {
+                    let http = crate::common::http();
+                    let mut out = Vec::new();
+                    let mut i = c;
+                    while !stop.load(Ordering::Acquire) {
+                        let tenant = i % tenants.len();
+                        let url = &urls[(i / tenants.len() + c) % urls.len()];
+                        let (verdict, r) = ask(&http, url, &tenants[tenant]).await;
+                        out.push(Sample {
+                            at: Instant::now(),
+                            tenant,
+                            verdict,
+                            status: r.status,
+                            body: if verdict == Verdict::Broken {
+                                r.body
+                            } else {
+                                String::new()
+                            },
+                        });
+                        i += 1;
+                        tokio::time::sleep(pause).await;
+                    }
+                    out
+                })
+            })
+            .collect();
+        Load { stop, tasks }
+    }
+
+    /// Stops the clients and returns every sample, in time order.
+    pub async fn stop(self) -> Vec<Sample> {
+        self.stop.store(true, Ordering::Release);
+        let mut all = Vec::new();
+        for t in self.tasks {
+            all.extend(t.await.expect("load task"));
+        }
+        all.sort_by_key(|s| s.at);
+        all
+    }
+}
+
+/// What a fault did to the traffic, from the samples of a [`Load`].
+#[derive(Debug, Default)]
+pub struct Impact {
+    pub requests: usize,
+    /// Answers not decided by Redis (the tier's failure policy), after the fault.
+    pub failed: usize,
+    /// Answers that were neither a decision nor a declared policy (500s, transport errors).
+    pub broken: usize,
+    /// From the fault to the last answer not decided by Redis (zero when there was none).
+    pub back_in_redis: Duration,
+    /// Tenants (indexes) that saw at least one answer not decided by Redis.
+    pub tenants_hit: Vec<usize>,
+}
+
+impl Impact {
+    pub fn of(samples: &[Sample], fault_at: Instant) -> Impact {
+        let mut impact = Impact {
+            requests: samples.len(),
+            ..Impact::default()
+        };
+        for s in samples {
+            match s.verdict {
+                Verdict::Broken => impact.broken += 1,
+                v if v.by_redis() => {}
+                _ => {
+                    impact.failed += 1;
+                    if !impact.tenants_hit.contains(&s.tenant) {
+                        impact.tenants_hit.push(s.tenant);
+                    }
+                    if s.at > fault_at {
+                        impact.back_in_redis = impact.back_in_redis.max(s.at - fault_at);
+                    }
+                }
+            }
+        }
+        impact.tenants_hit.sort();
+        impact
+    }
+}
+
+/// `CLUSTER KEYSLOT <key>` asked of `node`.
+pub fn keyslot(node: &RedisNode, key: &str) -> u16 {
+    redis::from_redis_value::<i64>(node.cmd(&["CLUSTER", "KEYSLOT", key])).expect("slot") as u16
 }
