@@ -154,16 +154,7 @@ async fn scenario(
     fault: impl FnOnce(&mut RedisCluster),
 ) -> Figures {
     let urls = vec![gws[0].url("/x"), gws[1].url("/x")];
-    // Warm-up: every tenant decided once by Redis through each gateway.
-    let http = http();
-    let mut warm = vec![0u64; tenants.len()];
-    for (t, tenant) in tenants.iter().enumerate() {
-        for url in &urls {
-            let (v, r) = ask(&http, url, tenant).await;
-            assert_eq!(v, Verdict::RedisAdmitted, "warm-up {r:?}");
-            warm[t] += 1;
-        }
-    }
+    let warm = warm_up(&urls, tenants).await;
     let load = Load::start(urls.clone(), tenants.to_vec(), 4, Duration::from_millis(5));
     tokio::time::sleep(Duration::from_secs(1)).await;
     let fault_at = Instant::now();
@@ -177,29 +168,7 @@ async fn scenario(
     let samples = load.stop().await;
     let impact = Impact::of(&samples, fault_at);
 
-    // Accounting: one more request per tenant reads the surviving bucket.
-    let (mut over, mut double) = (0u64, 0u64);
-    for (t, tenant) in tenants.iter().enumerate() {
-        let admitted = warm[t]
-            + samples
-                .iter()
-                .filter(|s| s.tenant == t && s.verdict == Verdict::RedisAdmitted)
-                .count() as u64;
-        let mut remaining = None;
-        for _ in 0..100 {
-            let (v, r) = ask(&http, &urls[0], tenant).await;
-            if v == Verdict::RedisAdmitted {
-                remaining = Some(r.remaining());
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let remaining =
-            remaining.unwrap_or_else(|| panic!("{name}: {tenant} never decided by Redis again"));
-        let taken = BIG - remaining - 1;
-        over += admitted.saturating_sub(taken);
-        double += taken.saturating_sub(admitted);
-    }
+    let (over, double) = lost_and_double(&urls[0], tenants, &warm, &samples, BIG).await;
     println!(
         "[{name}] requests {} | failed (policy answers) {} | broken {} | tenants hit {:?} of 8 | \
          decisions back in Redis {} ms after the fault | cluster healthy after {} ms | \

@@ -805,3 +805,66 @@ impl Impact {
 pub fn keyslot(node: &RedisNode, key: &str) -> u16 {
     redis::from_redis_value::<i64>(node.cmd(&["CLUSTER", "KEYSLOT", key])).expect("slot") as u16
 }
+
+/// Every tenant decided once by Redis through each URL; returns the admitted count per tenant.
+pub async fn warm_up(urls: &[String], tenants: &[String]) -> Vec<u64> {
+    let http = crate::common::http();
+    let mut warm = vec![0u64; tenants.len()];
+    for (t, tenant) in tenants.iter().enumerate() {
+        for url in urls {
+            let mut decided = false;
+            for _ in 0..50 {
+                let (v, r) = ask(&http, url, tenant).await;
+                assert!(!matches!(v, Verdict::Broken), "warm-up {r:?}");
+                if v == Verdict::RedisAdmitted {
+                    decided = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            assert!(
+                decided,
+                "warm-up: {tenant} never decided by Redis via {url}"
+            );
+            warm[t] += 1;
+        }
+    }
+    warm
+}
+
+/// Tokens admitted by Redis that the surviving buckets do not show (over-admission: writes
+/// lost with a master), and tokens they show beyond what was admitted (double charges of a
+/// retried call), summed over tenants. Buckets have `burst` tokens and no refill; one more
+/// request per tenant (through `url`) reads each bucket.
+pub async fn lost_and_double(
+    url: &str,
+    tenants: &[String],
+    warm: &[u64],
+    samples: &[Sample],
+    burst: u64,
+) -> (u64, u64) {
+    let http = crate::common::http();
+    let (mut over, mut double) = (0u64, 0u64);
+    for (t, tenant) in tenants.iter().enumerate() {
+        let admitted = warm[t]
+            + samples
+                .iter()
+                .filter(|s| s.tenant == t && s.verdict == Verdict::RedisAdmitted)
+                .count() as u64;
+        let mut remaining = None;
+        for _ in 0..100 {
+            let (v, r) = ask(&http, url, tenant).await;
+            if v == Verdict::RedisAdmitted {
+                remaining = Some(r.remaining());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let remaining =
+            remaining.unwrap_or_else(|| panic!("{tenant} never decided by Redis again"));
+        let taken = burst - remaining - 1;
+        over += admitted.saturating_sub(taken);
+        double += taken.saturating_sub(admitted);
+    }
+    (over, double)
+}
