@@ -33,6 +33,8 @@ pub enum RedisFault {
     NotMaster,
     /// A script's keys span several Cluster slots (a key layout bug; never sent).
     CrossSlot,
+    /// Wrong ACL credentials or missing permissions (`redis.username_env` / `password_env`).
+    Auth,
     /// Anything else (unexpected reply shape, protocol error).
     Other,
 }
@@ -46,6 +48,7 @@ impl RedisFault {
             RedisFault::Script => "script",
             RedisFault::NotMaster => "not_master",
             RedisFault::CrossSlot => "cross_slot",
+            RedisFault::Auth => "auth",
             RedisFault::Other => "other",
         }
     }
@@ -55,6 +58,12 @@ impl RedisFault {
             RedisFault::Timeout
         } else if e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() {
             RedisFault::Connection
+        } else if matches!(
+            e.kind(),
+            redis::ErrorKind::AuthenticationFailed
+                | redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm)
+        ) {
+            RedisFault::Auth
         } else if is_wrong_role(e) {
             RedisFault::NotMaster
         } else if matches!(e.kind(), redis::ErrorKind::Server(_)) {
