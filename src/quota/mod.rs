@@ -3,6 +3,7 @@
 
 pub mod breaker;
 pub mod deny_cache;
+pub mod fleet;
 pub mod redis_conn;
 pub mod redis_store;
 
@@ -12,6 +13,7 @@ use crate::limit::{Decision, Rate};
 use crate::metrics::METRICS;
 use breaker::{Breaker, BreakerState, Permit};
 use deny_cache::DenyCache;
+use fleet::Fleet;
 use redis_store::{RedisFault, RedisStore};
 use std::sync::Arc;
 use std::time::Instant;
@@ -57,6 +59,7 @@ pub struct QuotaService {
     breaker: Arc<Breaker>,
     local: Arc<BucketStore<String>>,
     deny: Arc<DenyCache>,
+    fleet: Arc<Fleet>,
     epoch: Instant,
 }
 
@@ -70,6 +73,7 @@ impl QuotaService {
             breaker: Arc::new(Breaker::new(settings.breaker.clone())),
             local: Arc::new(BucketStore::new(LOCAL_FALLBACK_TENANTS)),
             deny: Arc::new(DenyCache::new(LOCAL_FALLBACK_TENANTS)),
+            fleet: Arc::new(Fleet::new(settings.fleet_size)),
             epoch: Instant::now(),
         })
     }
@@ -103,6 +107,12 @@ impl QuotaService {
             } else {
                 Arc::new(DenyCache::new(LOCAL_FALLBACK_TENANTS))
             },
+            // The live fleet stays what was last seen while the store is the same.
+            fleet: if same_redis && settings.fleet_auto && old.fleet_auto {
+                previous.fleet.clone()
+            } else {
+                Arc::new(Fleet::new(settings.fleet_size))
+            },
             // The local buckets and deny entries hold times on this clock.
             epoch: previous.epoch,
         };
@@ -111,6 +121,23 @@ impl QuotaService {
             METRICS.degraded.set(0);
         }
         Ok(service)
+    }
+
+    /// One fleet membership heartbeat when `redis.fleet_size` is `auto` (else nothing).
+    pub async fn heartbeat(&self) {
+        if self.settings.fleet_auto {
+            self.fleet.heartbeat(&self.redis).await;
+        }
+    }
+
+    /// Instances the `local` fallback divides each limit by: the live fleet last seen
+    /// (`fleet_size: auto`) or the configured `fleet_size`.
+    pub fn fleet_size(&self) -> u64 {
+        if self.settings.fleet_auto {
+            self.fleet.size()
+        } else {
+            self.settings.fleet_size
+        }
     }
 
     /// Current breaker state.
@@ -241,7 +268,7 @@ impl QuotaService {
                 retry_after_s: retry_in_ms.div_ceil(1000).max(1),
             },
             FailurePolicy::Local => {
-                let rate = q.rate.divided(self.settings.fleet_size);
+                let rate = q.rate.divided(self.fleet_size());
                 let decision =
                     self.local
                         .check(&q.tenant.to_string(), self.now_ms(), &rate, q.cost);
