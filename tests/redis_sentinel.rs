@@ -89,3 +89,54 @@ async fn sentinel_master_killed_gateways_follow_the_promoted_replica() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_failover_command_demotes_the_master_and_gateways_follow() {
+    let set = SentinelSet::start("tollgate", 1000);
+    let tenants: Vec<String> = (0..8).map(|i| format!("tenant-{i}")).collect();
+    let backend = Backend::start("echo");
+    let yaml = sentinel_yaml(&set, &tenants, &backend);
+    let gws = [Gateway::start(&yaml), Gateway::start(&yaml)];
+    let urls = vec![gws[0].url("/x"), gws[1].url("/x")];
+
+    let warm = warm_up(&urls, &tenants).await;
+    let load = Load::start(urls.clone(), tenants.clone(), 4, Duration::from_millis(5));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let fault_at = Instant::now();
+    set.sentinels[0].cmd(&["SENTINEL", "FAILOVER", "tollgate"]);
+    let switched = time_until(Duration::from_secs(60), || {
+        set.master_port() == Some(set.data[1].port)
+            && set.data[0].info_field("replication", "role").as_deref() == Some("slave")
+            && set.data[0]
+                .info_field("replication", "master_link_status")
+                .as_deref()
+                == Some("up")
+    })
+    .expect("the sentinels switched the master");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let samples = load.stop().await;
+    let impact = Impact::of(&samples, fault_at);
+    let (over, double) = lost_and_double(&urls[0], &tenants, &warm, &samples, BIG).await;
+    println!(
+        "[sentinel: SENTINEL FAILOVER] requests {} | failed (policy answers) {} | broken {} \
+         | decisions back in Redis {} ms after the command | old master demoted and synced \
+         after {} ms | over-admitted {over} tokens | double-charged {double} tokens",
+        impact.requests,
+        impact.failed,
+        impact.broken,
+        impact.back_in_redis.as_millis(),
+        switched.as_millis()
+    );
+    assert_eq!(impact.broken, 0);
+    let last = samples.last().expect("samples");
+    assert!(last.verdict.by_redis(), "{last:?}");
+    for gw in &gws {
+        assert!(
+            gw.log()
+                .contains(&format!("using master 127.0.0.1:{}", set.data[1].port)),
+            "{}",
+            gw.log_tail(20)
+        );
+    }
+}

@@ -10,9 +10,13 @@
 //!   and topology refresh are its job. Connected on first use.
 //! - **sentinel**: the master's address is asked from the sentinels (redis-rs `SentinelClient`,
 //!   which checks that the node it names answers `ROLE` as master); the connection to it is a
-//!   standalone one. A fault that suggests a failover (wrong role, connection refused or dropped,
-//!   timeout) starts one re-discovery in the background, at most one at a time and one per
-//!   [`REDISCOVER_EVERY`]; the request itself is not delayed by it.
+//!   standalone one. A wrong-role reply (the master was demoted: the sentinels already know its
+//!   successor) re-discovers at once, so the caller's retry reaches the new master; a dead link
+//!   or a timeout (the sentinels still need their detection time) starts the re-discovery in the
+//!   background and does not hold the request. While traffic flows, the sentinels are also asked
+//!   every [`SENTINEL_RECHECK_EVERY`] (in the background), because a replaced master that is
+//!   still alive keeps answering as master. At most one discovery at a time, one per
+//!   [`REDISCOVER_EVERY`].
 //!
 //! Every attempt is bounded by the caller (`redis.timeout_ms`); nothing here waits longer.
 
@@ -30,6 +34,12 @@ use std::time::{Duration, Instant};
 
 /// Minimum time between two sentinel re-discoveries.
 pub const REDISCOVER_EVERY: Duration = Duration::from_millis(100);
+
+/// While traffic flows in sentinel mode, the sentinels are asked who the master is at least this
+/// often. A forced failover (`SENTINEL FAILOVER`, or a partition) promotes the replica while the
+/// old master still answers as master until the sentinels demote it, which takes them up to
+/// ~10 s; every write it takes meanwhile is lost when it resyncs. This bounds that window.
+pub const SENTINEL_RECHECK_EVERY: Duration = Duration::from_millis(250);
 
 /// Number of Redis Cluster hash slots.
 const CLUSTER_SLOTS: u16 = 16384;
@@ -373,26 +383,55 @@ impl Sentinel {
             return cmd.query_async(&mut manager.clone()).await;
         };
         let result = cmd.query_async(&mut manager.clone()).await;
+        if self
+            .last_discovery
+            .lock()
+            .is_some_and(|t| t.elapsed() >= SENTINEL_RECHECK_EVERY)
+        {
+            // A master the sentinels replaced keeps answering as master until they demote it
+            // (seconds later): re-check who the sentinels name, so writes move over promptly.
+            self.rediscover_in_background();
+        }
         if let Err(e) = &result {
-            if is_wrong_role(e) || is_dead_link(e) || e.is_timeout() {
+            if is_wrong_role(e) {
+                // A demoted master: the sentinels already name its successor. Ask them now
+                // (within the caller's budget), so the caller's retry reaches the new master.
+                self.rediscover_now().await;
+            } else if is_dead_link(e) || e.is_timeout() {
+                // A dead master: the sentinels need their detection time; do not hold requests.
                 self.rediscover_in_background();
             }
         }
         result
     }
 
+    /// One re-discovery awaited by the caller, unless another runs or ran less than
+    /// [`REDISCOVER_EVERY`] ago.
+    async fn rediscover_now(&self) {
+        if !self.claim_discovery() {
+            return;
+        }
+        let _ = self.discover().await;
+        self.discovering.store(false, Ordering::Release);
+    }
+
+    fn claim_discovery(&self) -> bool {
+        let mut last = self.last_discovery.lock();
+        if last.is_some_and(|t| t.elapsed() < REDISCOVER_EVERY) {
+            return false;
+        }
+        if self.discovering.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        *last = Some(Instant::now());
+        true
+    }
+
     /// Starts one background re-discovery unless one runs or ran less than
     /// [`REDISCOVER_EVERY`] ago.
     fn rediscover_in_background(self: &Arc<Self>) {
-        {
-            let mut last = self.last_discovery.lock();
-            if last.is_some_and(|t| t.elapsed() < REDISCOVER_EVERY) {
-                return;
-            }
-            if self.discovering.swap(true, Ordering::AcqRel) {
-                return;
-            }
-            *last = Some(Instant::now());
+        if !self.claim_discovery() {
+            return;
         }
         let this = self.clone();
         tokio::spawn(async move {
@@ -403,6 +442,7 @@ impl Sentinel {
 
     /// Asks the sentinels for the master; installs a new connection when its address changed.
     async fn discover(&self) -> Result<(), RedisError> {
+        *self.last_discovery.lock() = Some(Instant::now());
         let client = {
             let mut sentinel = self.client.lock().await;
             sentinel.async_get_client().await?
