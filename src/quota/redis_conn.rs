@@ -485,6 +485,26 @@ mod tests {
     }
 
     #[test]
+    fn wrong_role_replies_replace_the_connection() {
+        use redis::{ErrorKind, ServerErrorKind};
+        let err = |k| RedisError::from((ErrorKind::Server(k), "reply"));
+        for kind in [
+            ServerErrorKind::ReadOnly,
+            ServerErrorKind::MasterDown,
+            ServerErrorKind::BusyLoading,
+        ] {
+            assert!(is_wrong_role(&err(kind)), "{kind:?}");
+        }
+        for kind in [
+            ServerErrorKind::NoScript,
+            ServerErrorKind::ResponseError,
+            ServerErrorKind::Moved,
+        ] {
+            assert!(!is_wrong_role(&err(kind)), "{kind:?}");
+        }
+    }
+
+    #[test]
     fn credentials_debug_hides_the_password() {
         let c = Credentials {
             username: Some("gw".into()),

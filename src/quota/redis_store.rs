@@ -141,8 +141,10 @@ impl RedisStore {
     }
 
     /// Runs `script` with `keys` and `args` on the master holding the keys: EVALSHA, and on
-    /// NOSCRIPT (restart, failover, a cluster node that never saw it) SCRIPT LOAD on that same
-    /// node and EVALSHA again. The one entry point for every script, whatever `redis.mode`.
+    /// NOSCRIPT (restart, failover, a cluster node that never saw it) SCRIPT LOAD on the node
+    /// serving the keys' slot and EVALSHA again (and, should that still meet NOSCRIPT, e.g. on
+    /// the target of an ASK redirect mid-migration, EVAL with the source). The one entry point
+    /// for every script, whatever `redis.mode`.
     ///
     /// All keys must hash to one Cluster slot (same `{tag}`); otherwise the call is refused
     /// here ([`RedisFault::CrossSlot`]) in every mode, so a key layout that would break on a
@@ -163,18 +165,24 @@ impl RedisStore {
         }
         let mut call = redis::cmd("EVALSHA");
         call.arg(script.sha1()).arg(keys.len()).arg(keys).arg(args);
+        let no_script = |r: &Result<redis::Value, redis::RedisError>| matches!(r, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript));
         let attempt = async {
-            match self.conn.query(&call).await {
-                Err(e)
-                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
-                {
-                    let mut load = redis::cmd("SCRIPT");
-                    load.arg("LOAD").arg(script.source);
-                    self.conn.query_at(&load, first).await?;
-                    self.conn.query(&call).await
-                }
-                other => other,
+            let first_try = self.conn.query(&call).await;
+            if !no_script(&first_try) {
+                return first_try;
             }
+            let mut load = redis::cmd("SCRIPT");
+            load.arg("LOAD").arg(script.source);
+            self.conn.query_at(&load, first).await?;
+            let second_try = self.conn.query(&call).await;
+            if !no_script(&second_try) {
+                return second_try;
+            }
+            // Still unknown where the call landed: during a slot migration an ASK redirect
+            // reaches a node the load (routed by the slot map) did not. EVAL carries the source.
+            let mut eval = redis::cmd("EVAL");
+            eval.arg(script.source).arg(keys.len()).arg(keys).arg(args);
+            self.conn.query(&eval).await
         };
         let value = match tokio::time::timeout(self.timeout, attempt).await {
             Err(_) => return Err(self.failed(RedisFault::Timeout, &"no reply within timeout_ms")),
