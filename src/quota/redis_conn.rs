@@ -41,6 +41,9 @@ pub const REDISCOVER_EVERY: Duration = Duration::from_millis(100);
 /// ~10 s; every write it takes meanwhile is lost when it resyncs. This bounds that window.
 pub const SENTINEL_RECHECK_EVERY: Duration = Duration::from_millis(250);
 
+/// Longest a background sentinel lookup may take before it is abandoned.
+pub const DISCOVERY_BOUND: Duration = Duration::from_secs(2);
+
 /// Number of Redis Cluster hash slots.
 const CLUSTER_SLOTS: u16 = 16384;
 
@@ -411,8 +414,15 @@ impl Sentinel {
         if !self.claim_discovery() {
             return;
         }
+        // Released even when the caller's timeout drops this future mid-discovery.
+        struct Release<'a>(&'a AtomicBool);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Release);
+            }
+        }
+        let _release = Release(&self.discovering);
         let _ = self.discover().await;
-        self.discovering.store(false, Ordering::Release);
     }
 
     fn claim_discovery(&self) -> bool {
@@ -435,7 +445,8 @@ impl Sentinel {
         }
         let this = self.clone();
         tokio::spawn(async move {
-            let _ = this.discover().await;
+            // Bounded, so one stuck lookup cannot stop every later re-discovery.
+            let _ = tokio::time::timeout(DISCOVERY_BOUND, this.discover()).await;
             this.discovering.store(false, Ordering::Release);
         });
     }
