@@ -265,7 +265,7 @@ impl RedisConn {
         })
     }
 
-    /// Sends `cmd`, whose keys all live in the slot of `slot_key`, to the master serving it.
+    /// Sends `cmd` to the master serving its keys (cluster: routed by the first key's slot).
     pub async fn query(&self, cmd: &Cmd) -> Result<Value, RedisError> {
         match self {
             RedisConn::Standalone(s) => s.query(cmd).await,
