@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tollgate demo: THE one command to see the gateway work.
 #
-#   ./scripts/demo.sh
+#   ./scripts/demo.sh             (./scripts/demo.sh --cluster: against a Redis Cluster)
 #
 # 1. installs what is missing (cmake, redis-server, curl, python3, a C toolchain) with apt-get
 #    when run as root, otherwise prints what to install and exits 1;
@@ -17,6 +17,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
+# `--cluster`: the same gateway against a local Redis Cluster, with a failover and a master kill.
+if [[ ${1:-} == --cluster ]]; then exec "$ROOT/scripts/demo-cluster.sh"; fi
 PROFILE=${TOLLGATE_DEMO_PROFILE:-release}
 
 # ------------------------------------------------------------------------------------------------

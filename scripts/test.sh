@@ -25,6 +25,7 @@ missing=()
 have cmake || missing+=(cmake)
 have redis-server || missing+=(redis-server)
 have python3 || missing+=(python3)
+have openssl || missing+=(openssl) # TLS test certificates (tests/redis_config.rs)
 { have cc && have make; } || missing+=(build-essential)
 have pkg-config || missing+=(pkg-config)
 if ((${#missing[@]})); then

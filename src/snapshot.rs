@@ -56,8 +56,8 @@ impl Snapshot {
                 };
                 match built {
                     Ok(q) => Some(q),
-                    Err(e) => {
-                        errors.push(ConfigError::new("redis.url", e));
+                    Err((field, reason)) => {
+                        errors.push(ConfigError::new(field, reason));
                         None
                     }
                 }

@@ -43,12 +43,40 @@ pub struct RawServer {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawRedis {
-    pub url: String,
+    pub mode: Option<String>,
+    pub url: Option<String>,
+    pub urls: Option<Vec<String>>,
+    pub sentinel: Option<RawSentinel>,
+    pub username_env: Option<String>,
+    pub password_env: Option<String>,
+    pub tls: Option<RawRedisTls>,
     pub key_prefix: Option<String>,
     pub timeout_ms: Option<i64>,
     pub circuit_breaker: Option<RawBreaker>,
     pub on_failure: Option<String>,
-    pub fleet_size: Option<i64>,
+    pub fleet_size: Option<RawFleetSize>,
+}
+
+/// `redis.fleet_size`: a number, or `auto`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum RawFleetSize {
+    Number(i64),
+    Word(String),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSentinel {
+    pub master: String,
+    pub username_env: Option<String>,
+    pub password_env: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRedisTls {
+    pub ca_file: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -3,6 +3,8 @@
 
 pub mod breaker;
 pub mod deny_cache;
+pub mod fleet;
+pub mod redis_conn;
 pub mod redis_store;
 
 use crate::config::{FailurePolicy, RedisSettings};
@@ -11,6 +13,7 @@ use crate::limit::{Decision, Rate};
 use crate::metrics::METRICS;
 use breaker::{Breaker, BreakerState, Permit};
 use deny_cache::DenyCache;
+use fleet::Fleet;
 use redis_store::{RedisFault, RedisStore};
 use std::sync::Arc;
 use std::time::Instant;
@@ -56,18 +59,21 @@ pub struct QuotaService {
     breaker: Arc<Breaker>,
     local: Arc<BucketStore<String>>,
     deny: Arc<DenyCache>,
+    fleet: Arc<Fleet>,
     epoch: Instant,
 }
 
 impl QuotaService {
     /// Prepares the service (no connection is made until the first decision).
-    pub fn new(settings: &RedisSettings) -> Result<Self, String> {
+    /// Errors: (field path, reason), e.g. an unset `redis.password_env` variable.
+    pub fn new(settings: &RedisSettings) -> Result<Self, (String, String)> {
         Ok(QuotaService {
             settings: settings.clone(),
             redis: RedisStore::new(settings)?,
             breaker: Arc::new(Breaker::new(settings.breaker.clone())),
             local: Arc::new(BucketStore::new(LOCAL_FALLBACK_TENANTS)),
             deny: Arc::new(DenyCache::new(LOCAL_FALLBACK_TENANTS)),
+            fleet: Arc::new(Fleet::new(settings.fleet_size)),
             epoch: Instant::now(),
         })
     }
@@ -78,10 +84,14 @@ impl QuotaService {
     /// deny cache while the buckets are the same (same URL and key prefix), and the breaker
     /// while it guards the same Redis with the same settings. A new breaker starts closed, and
     /// the breaker metrics say so.
-    pub fn succeed(settings: &RedisSettings, previous: &QuotaService) -> Result<Self, String> {
+    pub fn succeed(
+        settings: &RedisSettings,
+        previous: &QuotaService,
+    ) -> Result<Self, (String, String)> {
         let old = &previous.settings;
-        let same_buckets = old.url == settings.url && old.key_prefix == settings.key_prefix;
-        let same_breaker = old.url == settings.url && old.breaker == settings.breaker;
+        let same_redis = old.mode == settings.mode && old.urls == settings.urls;
+        let same_buckets = same_redis && old.key_prefix == settings.key_prefix;
+        let same_breaker = same_redis && old.breaker == settings.breaker;
         let breaker = if same_breaker {
             previous.breaker.clone()
         } else {
@@ -97,6 +107,12 @@ impl QuotaService {
             } else {
                 Arc::new(DenyCache::new(LOCAL_FALLBACK_TENANTS))
             },
+            // The live fleet stays what was last seen while the store is the same.
+            fleet: if same_redis && settings.fleet_auto && old.fleet_auto {
+                previous.fleet.clone()
+            } else {
+                Arc::new(Fleet::new(settings.fleet_size))
+            },
             // The local buckets and deny entries hold times on this clock.
             epoch: previous.epoch,
         };
@@ -105,6 +121,23 @@ impl QuotaService {
             METRICS.degraded.set(0);
         }
         Ok(service)
+    }
+
+    /// One fleet membership heartbeat when `redis.fleet_size` is `auto` (else nothing).
+    pub async fn heartbeat(&self) {
+        if self.settings.fleet_auto {
+            self.fleet.heartbeat(&self.redis).await;
+        }
+    }
+
+    /// Instances the `local` fallback divides each limit by: the live fleet last seen
+    /// (`fleet_size: auto`) or the configured `fleet_size`.
+    pub fn fleet_size(&self) -> u64 {
+        if self.settings.fleet_auto {
+            self.fleet.size()
+        } else {
+            self.settings.fleet_size
+        }
     }
 
     /// Current breaker state.
@@ -204,17 +237,19 @@ impl QuotaService {
     /// every Redis restart costs one failed request, and the first half-open probe after an
     /// outage always fails and re-opens the breaker for another `break_s`. (A connection that
     /// drops after Redis ran the script but before the reply arrived makes the retry charge the
-    /// request twice: an over-count of one token, never an under-count.)
+    /// request twice: an over-count of one token, never an under-count.) A `NotMaster` reply
+    /// (READONLY / MASTERDOWN / LOADING) is retried the same way: the store has dropped that
+    /// connection, so the retry reconnects and reaches whatever now serves the address.
     async fn call_redis(
         &self,
         q: &TenantQuota<'_>,
         started: Instant,
     ) -> Result<Decision, RedisFault> {
         match self.redis.token_bucket(q.tenant, &q.rate, q.cost).await {
-            Err(RedisFault::Connection) => {
+            Err(fault @ (RedisFault::Connection | RedisFault::NotMaster)) => {
                 let left = self.settings.timeout.saturating_sub(started.elapsed());
                 if left.is_zero() {
-                    return Err(RedisFault::Connection);
+                    return Err(fault);
                 }
                 let retry = self.redis.token_bucket(q.tenant, &q.rate, q.cost);
                 match tokio::time::timeout(left, retry).await {
@@ -233,7 +268,7 @@ impl QuotaService {
                 retry_after_s: retry_in_ms.div_ceil(1000).max(1),
             },
             FailurePolicy::Local => {
-                let rate = q.rate.divided(self.settings.fleet_size);
+                let rate = q.rate.divided(self.fleet_size());
                 let decision =
                     self.local
                         .check(&q.tenant.to_string(), self.now_ms(), &rate, q.cost);

@@ -1,16 +1,20 @@
-//! The Redis side of the tenant stage: one multiplexed connection, one Lua script per decision.
+//! The Redis side of the tenant stage: one Lua script call per decision, through
+//! [`RedisStore::eval`], on whichever connection kind `redis.mode` asks for (see
+//! [`redis_conn`](super::redis_conn)).
 //!
-//! The connection (redis-rs `ConnectionManager`) is created lazily on first use, inside the
-//! serving runtime, and shared by all worker threads; concurrent decisions pipeline on it.
-//! Every call is bounded by `redis.timeout_ms`, connection establishment included. Scripts run
-//! with EVALSHA; on NOSCRIPT (Redis restart, `SCRIPT FLUSH`, failover) the script is loaded and
-//! the call retried once, so no request fails because of it.
+//! Connections are created lazily on first use, inside the serving runtime, and shared by all
+//! worker threads; concurrent decisions pipeline on them. Every call is bounded by
+//! `redis.timeout_ms`, connection establishment included. Scripts run with EVALSHA; on NOSCRIPT
+//! (Redis restart, `SCRIPT FLUSH`, failover, a cluster node that never saw the script) the
+//! script is loaded on the node that answered and the call retried once, so no request fails
+//! because of it.
 
+use super::redis_conn::{is_wrong_role, key_slot, Credentials, RedisConn};
 use crate::config::RedisSettings;
 use crate::identity::tenant_id;
 use crate::limit::{Decision, Rate};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use std::sync::OnceLock;
+use redis::{FromRedisValue, ToRedisArgs};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// The token bucket script, embedded at build time from `lua/token_bucket.lua`.
@@ -25,6 +29,13 @@ pub enum RedisFault {
     Connection,
     /// The script failed (or NOSCRIPT persisted after a reload).
     Script,
+    /// The server is not a writable master (`READONLY`, `MASTERDOWN`, `LOADING`): a failover
+    /// is under way; the connection is replaced.
+    NotMaster,
+    /// A script's keys span several Cluster slots (a key layout bug; never sent).
+    CrossSlot,
+    /// Wrong ACL credentials or missing permissions (`redis.username_env` / `password_env`).
+    Auth,
     /// Anything else (unexpected reply shape, protocol error).
     Other,
 }
@@ -36,6 +47,9 @@ impl RedisFault {
             RedisFault::Timeout => "timeout",
             RedisFault::Connection => "connection",
             RedisFault::Script => "script",
+            RedisFault::NotMaster => "not_master",
+            RedisFault::CrossSlot => "cross_slot",
+            RedisFault::Auth => "auth",
             RedisFault::Other => "other",
         }
     }
@@ -45,6 +59,14 @@ impl RedisFault {
             RedisFault::Timeout
         } else if e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() {
             RedisFault::Connection
+        } else if matches!(
+            e.kind(),
+            redis::ErrorKind::AuthenticationFailed
+                | redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm)
+        ) {
+            RedisFault::Auth
+        } else if is_wrong_role(e) {
+            RedisFault::NotMaster
         } else if matches!(e.kind(), redis::ErrorKind::Server(_)) {
             RedisFault::Script
         } else {
@@ -53,25 +75,54 @@ impl RedisFault {
     }
 }
 
-/// A Redis endpoint holding tenant buckets.
+/// A Lua script run by [`RedisStore::eval`]: its source and SHA-1 (for EVALSHA).
+#[derive(Debug, Clone)]
+pub struct LuaScript {
+    source: &'static str,
+    sha1: String,
+}
+
+impl LuaScript {
+    /// Wraps a script source (usually `include_str!("../../lua/<name>.lua")`).
+    pub fn new(source: &'static str) -> Self {
+        LuaScript {
+            source,
+            sha1: redis::Script::new(source).get_hash().to_string(),
+        }
+    }
+
+    /// Hex SHA-1 of the source, as Redis names it.
+    pub fn sha1(&self) -> &str {
+        &self.sha1
+    }
+}
+
+/// The store of tenant buckets: one Redis deployment (standalone, cluster or sentinel).
 pub struct RedisStore {
-    client: redis::Client,
+    conn: RedisConn,
     timeout: Duration,
     key_prefix: String,
-    script: redis::Script,
-    conn: OnceLock<ConnectionManager>,
+    token_bucket: LuaScript,
+    /// Whether the last call failed (its error is logged once, not per request).
+    failing: AtomicBool,
 }
 
 impl RedisStore {
-    /// Prepares the client; connects nothing yet. Errors: an unparsable URL.
-    pub fn new(settings: &RedisSettings) -> Result<Self, String> {
-        let client = redis::Client::open(settings.url.as_str()).map_err(|e| e.to_string())?;
+    /// Prepares the client; connects nothing yet. Reads the ACL credentials from the
+    /// environment and the CA file. Errors: (field path, reason).
+    pub fn new(settings: &RedisSettings) -> Result<Self, (String, String)> {
+        let creds = Credentials::load(
+            &settings.username_env,
+            &settings.password_env,
+            &settings.tls_ca_file,
+            "redis",
+        )?;
         Ok(RedisStore {
-            client,
+            conn: RedisConn::new(settings, creds)?,
             timeout: settings.timeout,
             key_prefix: settings.key_prefix.clone(),
-            script: redis::Script::new(TOKEN_BUCKET_LUA),
-            conn: OnceLock::new(),
+            token_bucket: LuaScript::new(TOKEN_BUCKET_LUA),
+            failing: AtomicBool::new(false),
         })
     }
 
@@ -79,22 +130,87 @@ impl RedisStore {
     /// hash tag; the tenant is percent-encoded ([`tenant_id::encode`]: no `{`/`}` inside), so the
     /// tag is exactly the tenant.
     pub fn bucket_key(&self, tenant: &str) -> String {
-        format!("{}:{{{}}}:tb", self.key_prefix, tenant_id::encode(tenant))
+        self.tenant_key(tenant, "tb")
     }
 
-    fn connection(&self) -> Result<ConnectionManager, RedisFault> {
-        if let Some(c) = self.conn.get() {
-            return Ok(c.clone());
+    /// Key `<prefix>:{<encoded tenant>}:<suffix>`: every key of one tenant shares its Cluster
+    /// slot, and the tag is exactly the tenant ([`tenant_id::encode`]).
+    pub fn tenant_key(&self, tenant: &str, suffix: &str) -> String {
+        format!(
+            "{}:{{{}}}:{}",
+            self.key_prefix,
+            tenant_id::encode(tenant),
+            suffix
+        )
+    }
+
+    /// The configured key prefix.
+    pub fn key_prefix(&self) -> &str {
+        &self.key_prefix
+    }
+
+    /// Runs `script` with `keys` and `args` on the master holding the keys: EVALSHA, and on
+    /// NOSCRIPT (restart, failover, a cluster node that never saw it) SCRIPT LOAD on the node
+    /// serving the keys' slot and EVALSHA again (and, should that still meet NOSCRIPT, e.g. on
+    /// the target of an ASK redirect mid-migration, EVAL with the source). The one entry point
+    /// for every script, whatever `redis.mode`.
+    ///
+    /// All keys must hash to one Cluster slot (same `{tag}`); otherwise the call is refused
+    /// here ([`RedisFault::CrossSlot`]) in every mode, so a key layout that would break on a
+    /// cluster fails in tests against a single Redis too. Bounded by `redis.timeout_ms`.
+    pub async fn eval<T: FromRedisValue, A: ToRedisArgs>(
+        &self,
+        script: &LuaScript,
+        keys: &[String],
+        args: &[A],
+    ) -> Result<T, RedisFault> {
+        let Some(first) = keys.first() else {
+            return Err(RedisFault::CrossSlot);
+        };
+        let slot = key_slot(first);
+        if keys.iter().any(|k| key_slot(k) != slot) {
+            tracing::error!(keys = ?keys, "script keys span several cluster slots");
+            return Err(RedisFault::CrossSlot);
         }
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.timeout))
-            .set_response_timeout(Some(self.timeout))
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(10))
-            .set_max_delay(Duration::from_millis(100));
-        let manager = ConnectionManager::new_lazy_with_config(self.client.clone(), config)
-            .map_err(|_| RedisFault::Connection)?;
-        Ok(self.conn.get_or_init(|| manager).clone())
+        let mut call = redis::cmd("EVALSHA");
+        call.arg(script.sha1()).arg(keys.len()).arg(keys).arg(args);
+        let no_script = |r: &Result<redis::Value, redis::RedisError>| matches!(r, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript));
+        let attempt = async {
+            let first_try = self.conn.query(&call).await;
+            if !no_script(&first_try) {
+                return first_try;
+            }
+            let mut load = redis::cmd("SCRIPT");
+            load.arg("LOAD").arg(script.source);
+            self.conn.query_at(&load, first).await?;
+            let second_try = self.conn.query(&call).await;
+            if !no_script(&second_try) {
+                return second_try;
+            }
+            // Still unknown where the call landed: during a slot migration an ASK redirect
+            // reaches a node the load (routed by the slot map) did not. EVAL carries the source.
+            let mut eval = redis::cmd("EVAL");
+            eval.arg(script.source).arg(keys.len()).arg(keys).arg(args);
+            self.conn.query(&eval).await
+        };
+        let value = match tokio::time::timeout(self.timeout, attempt).await {
+            Err(_) => return Err(self.failed(RedisFault::Timeout, &"no reply within timeout_ms")),
+            Ok(Err(e)) => return Err(self.failed(RedisFault::classify(&e), &e)),
+            Ok(Ok(v)) => v,
+        };
+        if self.failing.swap(false, Ordering::Relaxed) {
+            tracing::info!("redis calls succeed again");
+        }
+        T::from_redis_value(value).map_err(|e| self.failed(RedisFault::Other, &e))
+    }
+
+    /// Logs the first failure after a success (with the error text, which never holds a
+    /// credential: redis-rs does not put passwords in errors) and returns `fault`.
+    fn failed(&self, fault: RedisFault, error: &dyn std::fmt::Display) -> RedisFault {
+        if !self.failing.swap(true, Ordering::Relaxed) {
+            tracing::warn!(kind = fault.as_str(), error = %error, "redis call failed");
+        }
+        fault
     }
 
     /// Runs the token bucket script for `tenant`: one EVALSHA (plus SCRIPT LOAD and a retry on
@@ -105,18 +221,9 @@ impl RedisStore {
         rate: &Rate,
         cost: u64,
     ) -> Result<Decision, RedisFault> {
-        let mut conn = self.connection()?;
-        let mut call = self.script.key(self.bucket_key(tenant));
-        call.arg(rate.limit)
-            .arg(rate.per_ms)
-            .arg(rate.burst)
-            .arg(cost);
-        let reply: Vec<i64> =
-            match tokio::time::timeout(self.timeout, call.invoke_async(&mut conn)).await {
-                Err(_) => return Err(RedisFault::Timeout),
-                Ok(Err(e)) => return Err(RedisFault::classify(&e)),
-                Ok(Ok(v)) => v,
-            };
+        let keys = [self.bucket_key(tenant)];
+        let args = [rate.limit, rate.per_ms, rate.burst, cost];
+        let reply: Vec<i64> = self.eval(&self.token_bucket, &keys, &args).await?;
         let [admitted, remaining, retry_ms, full_ms] = reply[..] else {
             return Err(RedisFault::Other);
         };

@@ -1,0 +1,531 @@
+//! The connection to the Redis deployment holding the buckets, for each `redis.mode`, and when
+//! to throw a connection away.
+//!
+//! - **standalone**: one multiplexed connection (redis-rs `ConnectionManager`, which reconnects
+//!   by itself after an I/O error). A reply that says the server at the other end is not a
+//!   writable master (`READONLY`, `MASTERDOWN`, `LOADING`) or a dropped connection replaces the
+//!   manager with a fresh one: the next call connects anew and re-resolves the host name, so a
+//!   gateway follows an address (DNS name, virtual IP, TCP proxy) re-pointed to a new master.
+//! - **cluster**: redis-rs's async cluster client: slot routing, `MOVED` / `ASK` / `TRYAGAIN`
+//!   and topology refresh are its job. Connected on first use.
+//! - **sentinel**: the master's address is asked from the sentinels (redis-rs `SentinelClient`,
+//!   which checks that the node it names answers `ROLE` as master); the connection to it is a
+//!   standalone one. A wrong-role reply (the master was demoted: the sentinels already know its
+//!   successor) re-discovers at once, so the caller's retry reaches the new master; a dead link
+//!   or a timeout (the sentinels still need their detection time) starts the re-discovery in the
+//!   background and does not hold the request. While traffic flows, the sentinels are also asked
+//!   every [`SENTINEL_RECHECK_EVERY`] (in the background), because a replaced master that is
+//!   still alive keeps answering as master. At most one discovery at a time, one per
+//!   [`REDISCOVER_EVERY`].
+//!
+//! Every attempt is bounded by the caller (`redis.timeout_ms`); nothing here waits longer.
+
+use crate::config::{RedisSettings, RedisTopology};
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
+use redis::{Cmd, ConnectionAddr, IntoConnectionInfo, RedisError, TlsCertificates, Value};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Minimum time between two sentinel re-discoveries.
+pub const REDISCOVER_EVERY: Duration = Duration::from_millis(100);
+
+/// While traffic flows in sentinel mode, the sentinels are asked who the master is at least this
+/// often. A forced failover (`SENTINEL FAILOVER`, or a partition) promotes the replica while the
+/// old master still answers as master until the sentinels demote it, which takes them up to
+/// ~10 s; every write it takes meanwhile is lost when it resyncs. This bounds that window.
+pub const SENTINEL_RECHECK_EVERY: Duration = Duration::from_millis(250);
+
+/// Longest a background sentinel lookup may take before it is abandoned.
+pub const DISCOVERY_BOUND: Duration = Duration::from_secs(2);
+
+/// Number of Redis Cluster hash slots.
+const CLUSTER_SLOTS: u16 = 16384;
+
+/// ACL credentials and TLS trust, resolved from the environment and files at build time.
+/// `Debug` never prints the password.
+#[derive(Clone, Default)]
+pub struct Credentials {
+    pub username: Option<String>,
+    pub password: Option<String>,
+    /// PEM bytes of the CA bundle for `rediss://`.
+    pub ca_pem: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("ca_pem", &self.ca_pem.as_ref().map(|p| p.len()))
+            .finish()
+    }
+}
+
+impl Credentials {
+    /// Reads `username_env` / `password_env` and the CA file. Errors name the field.
+    pub fn load(
+        username_env: &Option<String>,
+        password_env: &Option<String>,
+        ca_file: &Option<String>,
+        field: &str,
+    ) -> Result<Self, (String, String)> {
+        let var = |name: &Option<String>, key: &str| -> Result<Option<String>, (String, String)> {
+            match name {
+                None => Ok(None),
+                Some(n) => std::env::var(n).map(Some).map_err(|_| {
+                    (
+                        format!("{field}.{key}"),
+                        format!("environment variable {n} is not set"),
+                    )
+                }),
+            }
+        };
+        let ca_pem = match ca_file {
+            None => None,
+            Some(path) => Some(std::fs::read(path).map_err(|e| {
+                (
+                    "redis.tls.ca_file".to_string(),
+                    format!("cannot read \"{path}\": {e}"),
+                )
+            })?),
+        };
+        Ok(Credentials {
+            username: var(username_env, "username_env")?,
+            password: var(password_env, "password_env")?,
+            ca_pem,
+        })
+    }
+
+    fn certs(&self) -> Option<TlsCertificates> {
+        self.ca_pem.as_ref().map(|ca| TlsCertificates {
+            client_tls: None,
+            root_cert: Some(ca.clone()),
+        })
+    }
+
+    /// A client for one node URL with these credentials and CA.
+    fn client(&self, url: &str) -> Result<redis::Client, RedisError> {
+        let info = url.into_connection_info()?;
+        let mut redis_info = info.redis_settings().clone();
+        if let Some(u) = &self.username {
+            redis_info = redis_info.set_username(u);
+        }
+        if let Some(p) = &self.password {
+            redis_info = redis_info.set_password(p);
+        }
+        let info = info.set_redis_settings(redis_info);
+        match self.certs() {
+            Some(certs) => redis::Client::build_with_tls(info, certs),
+            None => redis::Client::open(info),
+        }
+    }
+}
+
+/// Whether an error means "the server at the other end of this connection is not (or no longer)
+/// a usable master": reconnect (and re-discover) instead of using this connection again.
+pub fn is_wrong_role(e: &RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    matches!(
+        e.kind(),
+        ErrorKind::Server(
+            ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown | ServerErrorKind::BusyLoading
+        )
+    )
+}
+
+fn is_dead_link(e: &RedisError) -> bool {
+    e.is_connection_dropped() || e.is_connection_refusal() || e.is_io_error()
+}
+
+/// Redis Cluster hash slot of `key` (CRC16/XMODEM of the hash tag, or of the key).
+pub fn key_slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let tagged = bytes
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| {
+            let rest = &bytes[open + 1..];
+            let close = rest.iter().position(|&b| b == b'}')?;
+            (close > 0).then(|| &rest[..close])
+        })
+        .unwrap_or(bytes);
+    crc16::State::<crc16::XMODEM>::calculate(tagged) % CLUSTER_SLOTS
+}
+
+/// The connection of one `redis:` section.
+pub enum RedisConn {
+    Standalone(Standalone),
+    Cluster(Cluster),
+    Sentinel(Arc<Sentinel>),
+}
+
+impl RedisConn {
+    /// Prepares the connection for `settings`; nothing is connected yet. Errors: an unparsable
+    /// URL (field, reason).
+    pub fn new(settings: &RedisSettings, creds: Credentials) -> Result<Self, (String, String)> {
+        let bad_url = |i: usize, e: RedisError| {
+            let field = match settings.mode {
+                RedisTopology::Standalone => "redis.url".to_string(),
+                _ => format!("redis.urls[{i}]"),
+            };
+            (field, format!("not a usable Redis URL: {e}"))
+        };
+        let manager_config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(settings.timeout))
+            .set_response_timeout(Some(settings.timeout))
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(10))
+            .set_max_delay(Duration::from_millis(100));
+        Ok(match &settings.mode {
+            RedisTopology::Standalone => {
+                let client = creds.client(&settings.url).map_err(|e| bad_url(0, e))?;
+                RedisConn::Standalone(Standalone::new(client, manager_config))
+            }
+            RedisTopology::Cluster => {
+                for (i, url) in settings.urls.iter().enumerate() {
+                    url.as_str()
+                        .into_connection_info()
+                        .map_err(|e| bad_url(i, e))?;
+                }
+                let mut b = redis::cluster::ClusterClientBuilder::new(settings.urls.clone())
+                    .connection_timeout(settings.timeout)
+                    .response_timeout(settings.timeout)
+                    .retries(3)
+                    .min_retry_wait(10)
+                    .max_retry_wait(100);
+                if let Some(u) = &creds.username {
+                    b = b.username(u);
+                }
+                if let Some(p) = &creds.password {
+                    b = b.password(p);
+                }
+                if let Some(certs) = creds.certs() {
+                    b = b.certs(certs);
+                }
+                let client = b.build().map_err(|e| bad_url(0, e))?;
+                RedisConn::Cluster(Cluster {
+                    client,
+                    conn: tokio::sync::OnceCell::new(),
+                })
+            }
+            RedisTopology::Sentinel {
+                master,
+                username_env,
+                password_env,
+            } => {
+                let sentinel_creds =
+                    Credentials::load(username_env, password_env, &None, "redis.sentinel")?;
+                let mut nodes = Vec::new();
+                let mut sentinel_tls = false;
+                for (i, url) in settings.urls.iter().enumerate() {
+                    let info = url
+                        .as_str()
+                        .into_connection_info()
+                        .map_err(|e| bad_url(i, e))?;
+                    sentinel_tls |= matches!(info.addr(), ConnectionAddr::TcpTls { .. });
+                    nodes.push(info.addr().clone());
+                }
+                let mut b = SentinelClientBuilder::new(nodes, master, SentinelServerType::Master)
+                    .map_err(|e| bad_url(0, e))?;
+                if let Some(u) = &creds.username {
+                    b = b.set_client_to_redis_username(u);
+                }
+                if let Some(p) = &creds.password {
+                    b = b.set_client_to_redis_password(p);
+                }
+                if let Some(u) = &sentinel_creds.username {
+                    b = b.set_client_to_sentinel_username(u);
+                }
+                if let Some(p) = &sentinel_creds.password {
+                    b = b.set_client_to_sentinel_password(p);
+                }
+                if sentinel_tls {
+                    b = b.set_client_to_redis_tls_mode(redis::TlsMode::Secure);
+                    if let Some(certs) = creds.certs() {
+                        b = b
+                            .set_client_to_sentinel_certificates(certs.clone())
+                            .set_client_to_redis_certificates(certs);
+                    }
+                }
+                let client = b.build().map_err(|e| bad_url(0, e))?;
+                RedisConn::Sentinel(Arc::new(Sentinel {
+                    client: tokio::sync::Mutex::new(client),
+                    manager_config,
+                    current: ArcSwap::from_pointee(None),
+                    discovering: AtomicBool::new(false),
+                    last_discovery: Mutex::new(None),
+                }))
+            }
+        })
+    }
+
+    /// Sends `cmd` to the master serving its keys (cluster: routed by the first key's slot).
+    pub async fn query(&self, cmd: &Cmd) -> Result<Value, RedisError> {
+        match self {
+            RedisConn::Standalone(s) => s.query(cmd).await,
+            RedisConn::Cluster(c) => {
+                let mut conn = c.connection().await?;
+                cmd.query_async(&mut conn).await
+            }
+            RedisConn::Sentinel(s) => s.query(cmd).await,
+        }
+    }
+
+    /// Sends a command without keys (`SCRIPT LOAD`) to the master serving `slot_key`'s slot.
+    pub async fn query_at(&self, cmd: &Cmd, slot_key: &str) -> Result<Value, RedisError> {
+        match self {
+            RedisConn::Cluster(c) => {
+                let mut conn = c.connection().await?;
+                let route = Route::new(key_slot(slot_key), SlotAddr::Master);
+                conn.route_command(
+                    cmd.clone(),
+                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
+                )
+                .await
+            }
+            _ => self.query(cmd).await,
+        }
+    }
+}
+
+/// Standalone: a connection manager replaced when the server stops being a master.
+pub struct Standalone {
+    client: redis::Client,
+    config: ConnectionManagerConfig,
+    current: ArcSwap<Option<ConnectionManager>>,
+}
+
+impl Standalone {
+    fn new(client: redis::Client, config: ConnectionManagerConfig) -> Self {
+        Standalone {
+            client,
+            config,
+            current: ArcSwap::from_pointee(None),
+        }
+    }
+
+    /// The current manager, created lazily (inside the serving runtime) on first use.
+    fn manager(&self) -> Result<Arc<Option<ConnectionManager>>, RedisError> {
+        let current = self.current.load_full();
+        if current.is_some() {
+            return Ok(current);
+        }
+        let fresh = Arc::new(Some(ConnectionManager::new_lazy_with_config(
+            self.client.clone(),
+            self.config.clone(),
+        )?));
+        let previous = self.current.compare_and_swap(&current, fresh.clone());
+        Ok(if Arc::ptr_eq(&previous, &current) {
+            fresh
+        } else {
+            arc_swap::Guard::into_inner(previous)
+        })
+    }
+
+    async fn query(&self, cmd: &Cmd) -> Result<Value, RedisError> {
+        let held = self.manager()?;
+        let mut conn = (*held).clone().expect("manager() returns a manager");
+        let result = cmd.query_async(&mut conn).await;
+        if let Err(e) = &result {
+            if is_wrong_role(e) || e.is_connection_dropped() {
+                // Only the first caller to see this manager fail replaces it.
+                let prev = self.current.compare_and_swap(&held, Arc::new(None));
+                if Arc::ptr_eq(&prev, &held) {
+                    tracing::warn!(
+                        error = %e,
+                        "redis answered as a non-master or dropped the connection: reconnecting"
+                    );
+                }
+            }
+        }
+        result
+    }
+}
+
+/// Cluster: one async cluster connection, made on first use.
+pub struct Cluster {
+    client: redis::cluster::ClusterClient,
+    conn: tokio::sync::OnceCell<ClusterConnection>,
+}
+
+impl Cluster {
+    async fn connection(&self) -> Result<ClusterConnection, RedisError> {
+        self.conn
+            .get_or_try_init(|| self.client.get_async_connection())
+            .await
+            .cloned()
+    }
+}
+
+/// Sentinel: the master named by the sentinels, re-discovered after a failover.
+pub struct Sentinel {
+    client: tokio::sync::Mutex<SentinelClient>,
+    manager_config: ConnectionManagerConfig,
+    current: ArcSwap<Option<(String, ConnectionManager)>>,
+    discovering: AtomicBool,
+    last_discovery: Mutex<Option<Instant>>,
+}
+
+impl Sentinel {
+    async fn query(self: &Arc<Self>, cmd: &Cmd) -> Result<Value, RedisError> {
+        let held = self.current.load_full();
+        let Some((_, manager)) = held.as_ref() else {
+            // Nothing discovered yet: discover now (bounded by the caller's timeout), so the
+            // first request of a fresh gateway is decided by Redis.
+            self.discover().await?;
+            let held = self.current.load_full();
+            let Some((_, manager)) = held.as_ref() else {
+                return Err(no_master());
+            };
+            return cmd.query_async(&mut manager.clone()).await;
+        };
+        let result = cmd.query_async(&mut manager.clone()).await;
+        if self
+            .last_discovery
+            .lock()
+            .is_some_and(|t| t.elapsed() >= SENTINEL_RECHECK_EVERY)
+        {
+            // A master the sentinels replaced keeps answering as master until they demote it
+            // (seconds later): re-check who the sentinels name, so writes move over promptly.
+            self.rediscover_in_background();
+        }
+        if let Err(e) = &result {
+            if is_wrong_role(e) {
+                // A demoted master: the sentinels already name its successor. Ask them now
+                // (within the caller's budget), so the caller's retry reaches the new master.
+                self.rediscover_now().await;
+            } else if is_dead_link(e) || e.is_timeout() {
+                // A dead master: the sentinels need their detection time; do not hold requests.
+                self.rediscover_in_background();
+            }
+        }
+        result
+    }
+
+    /// One re-discovery awaited by the caller, unless another runs or ran less than
+    /// [`REDISCOVER_EVERY`] ago.
+    async fn rediscover_now(&self) {
+        if !self.claim_discovery() {
+            return;
+        }
+        // Released even when the caller's timeout drops this future mid-discovery.
+        struct Release<'a>(&'a AtomicBool);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Release);
+            }
+        }
+        let _release = Release(&self.discovering);
+        let _ = self.discover().await;
+    }
+
+    fn claim_discovery(&self) -> bool {
+        let mut last = self.last_discovery.lock();
+        if last.is_some_and(|t| t.elapsed() < REDISCOVER_EVERY) {
+            return false;
+        }
+        if self.discovering.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        *last = Some(Instant::now());
+        true
+    }
+
+    /// Starts one background re-discovery unless one runs or ran less than
+    /// [`REDISCOVER_EVERY`] ago.
+    fn rediscover_in_background(self: &Arc<Self>) {
+        if !self.claim_discovery() {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            // Bounded, so one stuck lookup cannot stop every later re-discovery.
+            let _ = tokio::time::timeout(DISCOVERY_BOUND, this.discover()).await;
+            this.discovering.store(false, Ordering::Release);
+        });
+    }
+
+    /// Asks the sentinels for the master; installs a new connection when its address changed.
+    async fn discover(&self) -> Result<(), RedisError> {
+        *self.last_discovery.lock() = Some(Instant::now());
+        let client = {
+            let mut sentinel = self.client.lock().await;
+            sentinel.async_get_client().await?
+        };
+        let addr = client.get_connection_info().addr().to_string();
+        let held = self.current.load_full();
+        if held.as_ref().as_ref().is_some_and(|(a, _)| *a == addr) {
+            return Ok(());
+        }
+        let manager = ConnectionManager::new_lazy_with_config(client, self.manager_config.clone())?;
+        tracing::warn!(master = %addr, "redis sentinel: using master {addr}");
+        self.current.store(Arc::new(Some((addr, manager))));
+        Ok(())
+    }
+}
+
+fn no_master() -> RedisError {
+    RedisError::from((
+        redis::ErrorKind::Io,
+        "no master discovered from the sentinels",
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_slot_uses_the_hash_tag() {
+        // Reference values from the Redis Cluster specification (CRC16/XMODEM mod 16384).
+        assert_eq!(key_slot("123456789"), 0x31C3);
+        assert_eq!(key_slot("foo"), 12182);
+        assert_eq!(key_slot("tollgate:{acme}:tb"), key_slot("acme"));
+        assert_eq!(key_slot("a:{acme}:q:day:1"), key_slot("b:{acme}:gcra"));
+        // An empty tag `{}` hashes the whole key.
+        assert_eq!(
+            key_slot("x{}y"),
+            crc16::State::<crc16::XMODEM>::calculate(b"x{}y") % 16384
+        );
+    }
+
+    #[test]
+    fn wrong_role_replies_replace_the_connection() {
+        use redis::{ErrorKind, ServerErrorKind};
+        let err = |k| RedisError::from((ErrorKind::Server(k), "reply"));
+        for kind in [
+            ServerErrorKind::ReadOnly,
+            ServerErrorKind::MasterDown,
+            ServerErrorKind::BusyLoading,
+        ] {
+            assert!(is_wrong_role(&err(kind)), "{kind:?}");
+        }
+        for kind in [
+            ServerErrorKind::NoScript,
+            ServerErrorKind::ResponseError,
+            ServerErrorKind::Moved,
+        ] {
+            assert!(!is_wrong_role(&err(kind)), "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn credentials_debug_hides_the_password() {
+        let c = Credentials {
+            username: Some("gw".into()),
+            password: Some("s3cret-pass".into()),
+            ca_pem: None,
+        };
+        let text = format!("{c:?}");
+        assert!(
+            !text.contains("s3cret-pass") && text.contains("redacted"),
+            "{text}"
+        );
+    }
+}
