@@ -3,8 +3,9 @@
 #
 #   ./scripts/test.sh
 #
-# Installs what is missing (cmake, redis-server, python3; apt-get when run as root, otherwise it
-# prints what to install and exits 1), then runs, in order and all of them even when one fails:
+# Installs what is missing (scripts/prereqs.sh: cmake, redis-server, python3, pkg-config, a C
+# toolchain, rustfmt and clippy; apt-get when run as root, otherwise it prints what to install and
+# exits 1), then runs, in order and all of them even when one fails:
 #   cargo fmt --all -- --check
 #   cargo clippy --all-targets -- -D warnings
 #   cargo test --all-targets --no-fail-fast (integration tests spawn real redis-server, backends, gateways)
@@ -15,43 +16,9 @@ set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-have() { command -v "$1" >/dev/null 2>&1; }
 
 # ---- prerequisites -------------------------------------------------------------------------------
-if ! have cargo; then
-  echo "cargo not found. Install the Rust toolchain first: https://rustup.rs" >&2
-  exit 1
-fi
-missing=()
-have cmake || missing+=(cmake)
-have redis-server || missing+=(redis-server)
-have python3 || missing+=(python3)
-{ have cc && have make; } || missing+=(build-essential)
-have pkg-config || missing+=(pkg-config)
-if ((${#missing[@]})); then
-  if [[ $(id -u) -eq 0 ]] && have apt-get; then
-    echo "==> installing: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
-      { echo "apt-get install failed" >&2; exit 1; }
-  else
-    echo "Missing: ${missing[*]}" >&2
-    echo "Install them, then run this again:" >&2
-    echo "  sudo apt-get install -y ${missing[*]}" >&2
-    exit 1
-  fi
-fi
-for component in rustfmt clippy; do
-  if ! cargo "${component/rustfmt/fmt}" --version >/dev/null 2>&1; then
-    if have rustup; then
-      echo "==> rustup component add $component"
-      rustup component add "$component" || exit 1
-    else
-      echo "cargo ${component/rustfmt/fmt} is missing and rustup is not available" >&2
-      exit 1
-    fi
-  fi
-done
+./scripts/prereqs.sh --rust-components || exit 1
 
 # ---- steps ---------------------------------------------------------------------------------------
 NAMES=()
