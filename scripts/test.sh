@@ -10,6 +10,7 @@
 #   cargo clippy --all-targets -- -D warnings
 #   cargo test --all-targets --no-fail-fast (integration tests spawn real redis-server, backends, gateways)
 #   python3 scripts/check-compose.py (docker-compose.yml parses and names existing files)
+#   scripts/check-demo-config.sh (demo/gateway.demo.yaml.tmpl renders and passes `tollgate check`)
 #   python3 -m unittest discover -s bench/tests (bench target verdicts vs the committed results)
 # and prints a summary. Exit status: 0 when every step passed, 1 otherwise.
 set -uo pipefail
@@ -40,6 +41,7 @@ step "cargo fmt --all -- --check" cargo fmt --all -- --check
 step "cargo clippy --all-targets -- -D warnings" cargo clippy --all-targets -- -D warnings
 step "cargo test --all-targets --no-fail-fast" cargo test --all-targets --no-fail-fast
 step "scripts/check-compose.py" python3 scripts/check-compose.py --tollgate "${CARGO_TARGET_DIR:-target}/debug/tollgate"
+step "scripts/check-demo-config.sh" scripts/check-demo-config.sh "${CARGO_TARGET_DIR:-target}/debug/tollgate"
 step "bench target verdicts (python3 unittest)" python3 -m unittest discover -s bench/tests
 
 # ---- summary -------------------------------------------------------------------------------------
