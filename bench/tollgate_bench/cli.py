@@ -15,7 +15,7 @@ from .results import build, check_tools, environment, write_results
 from .targets import memory_targets, throughput_figures, throughput_ratios, throughput_targets
 from .throughput import throughput
 
-# The --help text (bench/run.py's docstring).
+# The description printed by `bench/run.py --help` (unchanged from the single-file driver).
 USAGE = """tollgate benchmark driver (standard library only). See bench/README.md.
 
     bench/run.py throughput [--reps 3 --duration 10 --connections 64]
