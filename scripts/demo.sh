@@ -3,11 +3,12 @@
 #
 #   ./scripts/demo.sh             (./scripts/demo.sh --cluster: against a Redis Cluster)
 #
-# 1. installs what is missing (cmake, redis-server, curl, python3, a C toolchain) with apt-get
-#    when run as root, otherwise prints what to install and exits 1;
+# 1. installs what is missing (scripts/prereqs.sh: cmake, redis-server, curl, python3, pkg-config,
+#    a C toolchain) with apt-get when run as root, otherwise prints what to install and exits 1;
 # 2. builds the release binaries (`cargo build --release --bins`: ~6-8 min the first time);
 # 3. starts, on free loopback ports inside a temporary directory: redis-server, two
-#    tollgate-echo backends and TWO tollgate instances sharing that Redis;
+#    tollgate-echo backends and TWO tollgate instances sharing that Redis, configured from
+#    demo/gateway.demo.yaml.tmpl (not from the shipped gateway.yaml);
 # 4. sends real traffic with curl and prints what the gateway answered;
 # 5. stops everything it started (trap EXIT). Exit 0 when every expectation held.
 #
@@ -46,31 +47,7 @@ have() { command -v "$1" >/dev/null 2>&1; }
 # 1. Prerequisites
 # ------------------------------------------------------------------------------------------------
 section "prerequisites"
-if ! have cargo; then
-  echo "cargo not found. Install the Rust toolchain first: https://rustup.rs" >&2
-  echo "  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh" >&2
-  exit 1
-fi
-missing=()
-have cmake || missing+=(cmake)
-have redis-server || missing+=(redis-server)
-have curl || missing+=(curl)
-have python3 || missing+=(python3)
-{ have cc && have make; } || missing+=(build-essential)
-have pkg-config || missing+=(pkg-config)
-if ((${#missing[@]})); then
-  if [[ $(id -u) -eq 0 ]] && have apt-get; then
-    say "installing: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  else
-    echo "Missing: ${missing[*]}" >&2
-    echo "Install them, then run this again:" >&2
-    echo "  sudo apt-get install -y ${missing[*]}" >&2
-    exit 1
-  fi
-fi
+"$ROOT/scripts/prereqs.sh" curl || exit 1
 say "cargo, cmake, redis-server, curl, python3: present"
 
 # ------------------------------------------------------------------------------------------------
@@ -143,48 +120,20 @@ EOF
 
 cp demo/jwt-hs256.secret "$WORK/jwt-hs256.secret"
 
-# gen_config <n> <listen port> <admin port> <edge burst>: gateway.yaml with the demo's ports, its
-# own upgrade socket and pid file, the JWT secret copied into $WORK, and one extra upstream/route
-# (`/slow`: 2 requests in flight per instance, no queue) for the concurrency demo.
-gen_config() {
-  python3 - "$ROOT/gateway.yaml" "$WORK" "$@" "$P_REDIS" "$P_ECHO1" "$P_ECHO2" <<'EOF'
-import re, sys
-src, work, n, gw, adm, edge_burst, redis, e1, e2 = sys.argv[1:]
-text = open(src).read()
-
-def sub(pattern, repl, what):
-    global text
-    text, count = re.subn(pattern, repl, text, flags=re.M)
-    if count != 1:
-        sys.exit(f"demo: gateway.yaml: expected one {what}, found {count}; update scripts/demo.sh")
-
-sub(r'^listen:.*$', f'listen: ["127.0.0.1:{gw}"]', "listen line")
-sub(r'^admin:.*$', f'admin: {{ listen: "127.0.0.1:{adm}" }}', "admin line")
-sub(r'^server:.*$',
-    f'server: {{ threads: 2, grace_period_s: 1, graceful_shutdown_timeout_s: 1, '
-    f'upgrade_sock: "{work}/gw{n}.sock", pid_file: "{work}/gw{n}.pid" }}', "server line")
-sub(r'^(\s+url:\s*)"redis://[^"]*"', rf'\g<1>"redis://127.0.0.1:{redis}/0"', "redis.url")
-sub(r'^(\s+backends:\s*).*$', rf'\g<1>["127.0.0.1:{e1}", "127.0.0.1:{e2}"]', "backends line")
-sub(r'secret_file:\s*"[^"]*"', f'secret_file: "{work}/jwt-hs256.secret"', "secret_file")
-sub(r'^(  burst:\s*)\d+', rf'\g<1>{edge_burst}', "edge.burst")
-sub(r'^upstreams:\s*$',
-    'upstreams:\n'
-    '  slow:                                    # demo: at most 2 in flight per instance, no queue\n'
-    f'    backends: ["127.0.0.1:{e1}"]\n'
-    '    max_concurrency: 2\n'
-    '    retry_after_s: 2\n'
-    '    read_timeout_ms: 5000', "upstreams: line")
-sub(r'^routes:\s*$',
-    'routes:\n  - { path_prefix: "/slow", upstream: slow, auth: required }', "routes: line")
-out = f"{work}/gw{n}.yaml"
-open(out, "w").write(text)
-print(out)
-EOF
+# render_config <n> <listen port> <admin port> <edge burst>: demo/gateway.demo.yaml.tmpl with this
+# instance's ports, its own upgrade socket and pid file and the JWT secret copied into $WORK, written
+# to $WORK/gw<n>.yaml (path printed). scripts/check-demo-config.sh renders it the same way in test.sh.
+render_config() {
+  local out=$WORK/gw$1.yaml
+  "$ROOT/scripts/render-template.sh" "$ROOT/demo/gateway.demo.yaml.tmpl" N="$1" GW_PORT="$2" \
+    ADMIN_PORT="$3" EDGE_BURST="$4" WORK="$WORK" REDIS_PORT="$P_REDIS" ECHO1_PORT="$P_ECHO1" \
+    ECHO2_PORT="$P_ECHO2" >"$out" || return 1
+  printf '%s\n' "$out"
 }
 
 section "topology (all on 127.0.0.1, files in $WORK)"
-CFG1=$(gen_config 1 "$P_GW1" "$P_ADM1" 200)
-CFG2=$(gen_config 2 "$P_GW2" "$P_ADM2" 20)
+CFG1=$(render_config 1 "$P_GW1" "$P_ADM1" 200)
+CFG2=$(render_config 2 "$P_GW2" "$P_ADM2" 20)
 for c in "$CFG1" "$CFG2"; do
   "$BIN/tollgate" check -c "$c" >/dev/null || { "$BIN/tollgate" check -c "$c"; exit 1; }
 done

@@ -3,55 +3,24 @@
 #
 #   ./scripts/test.sh
 #
-# Installs what is missing (cmake, redis-server, python3; apt-get when run as root, otherwise it
-# prints what to install and exits 1), then runs, in order and all of them even when one fails:
+# Installs what is missing (scripts/prereqs.sh: cmake, redis-server, python3, pkg-config, a C
+# toolchain, rustfmt and clippy; apt-get when run as root, otherwise it prints what to install and
+# exits 1), then runs, in order and all of them even when one fails:
 #   cargo fmt --all -- --check
 #   cargo clippy --all-targets -- -D warnings
 #   cargo test --all-targets --no-fail-fast (integration tests spawn real redis-server, backends, gateways)
 #   python3 scripts/check-compose.py (docker-compose.yml parses and names existing files)
+#   scripts/check-demo-config.sh (demo/gateway.demo.yaml.tmpl renders and passes `tollgate check`)
+#   python3 -m unittest discover -s bench/tests (bench target verdicts vs the committed results)
 # and prints a summary. Exit status: 0 when every step passed, 1 otherwise.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-have() { command -v "$1" >/dev/null 2>&1; }
 
 # ---- prerequisites -------------------------------------------------------------------------------
-if ! have cargo; then
-  echo "cargo not found. Install the Rust toolchain first: https://rustup.rs" >&2
-  exit 1
-fi
-missing=()
-have cmake || missing+=(cmake)
-have redis-server || missing+=(redis-server)
-have python3 || missing+=(python3)
-have openssl || missing+=(openssl) # TLS test certificates (tests/redis_config.rs)
-{ have cc && have make; } || missing+=(build-essential)
-have pkg-config || missing+=(pkg-config)
-if ((${#missing[@]})); then
-  if [[ $(id -u) -eq 0 ]] && have apt-get; then
-    echo "==> installing: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
-      { echo "apt-get install failed" >&2; exit 1; }
-  else
-    echo "Missing: ${missing[*]}" >&2
-    echo "Install them, then run this again:" >&2
-    echo "  sudo apt-get install -y ${missing[*]}" >&2
-    exit 1
-  fi
-fi
-for component in rustfmt clippy; do
-  if ! cargo "${component/rustfmt/fmt}" --version >/dev/null 2>&1; then
-    if have rustup; then
-      echo "==> rustup component add $component"
-      rustup component add "$component" || exit 1
-    else
-      echo "cargo ${component/rustfmt/fmt} is missing and rustup is not available" >&2
-      exit 1
-    fi
-  fi
-done
+# openssl: TLS test certificates (tests/redis_config.rs); redis-cli: cluster tests
+./scripts/prereqs.sh --rust-components openssl redis-cli:redis-tools || exit 1
 
 # ---- steps ---------------------------------------------------------------------------------------
 NAMES=()
@@ -73,6 +42,8 @@ step "cargo fmt --all -- --check" cargo fmt --all -- --check
 step "cargo clippy --all-targets -- -D warnings" cargo clippy --all-targets -- -D warnings
 step "cargo test --all-targets --no-fail-fast" cargo test --all-targets --no-fail-fast
 step "scripts/check-compose.py" python3 scripts/check-compose.py --tollgate "${CARGO_TARGET_DIR:-target}/debug/tollgate"
+step "scripts/check-demo-config.sh" scripts/check-demo-config.sh "${CARGO_TARGET_DIR:-target}/debug/tollgate"
+step "bench target verdicts (python3 unittest)" python3 -m unittest discover -s bench/tests
 
 # ---- summary -------------------------------------------------------------------------------------
 failed=0

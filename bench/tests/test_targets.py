@@ -1,0 +1,225 @@
+"""Target verdicts (bench/tollgate_bench/targets.py) against the committed results in bench/results/.
+
+Run: python3 -m unittest discover -s bench/tests   (standard library only; no build, no network)
+
+Each committed JSON holds the raw figures of a run and the verdicts the driver printed for it. These
+tests re-evaluate the raw figures with the pure `targets` functions and check (1) the verdicts the
+figures imply, named one by one for the reference run, and (2) that every committed file's recorded
+verdicts are reproduced exactly.
+"""
+
+import copy
+import json
+import sys
+import unittest
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(BENCH))
+
+from tollgate_bench import targets  # noqa: E402
+
+RESULTS = BENCH / "results"
+# The full run (`all --reps 5`, with the Pingora floor) the README's figures come from.
+REFERENCE = RESULTS / "20261130-021532.json"
+# `throughput --variants DE`: only E/D can be judged.
+DE_ONLY = RESULTS / "20261130-010658.json"
+
+
+def load(path):
+    return json.loads(path.read_text())
+
+
+def by_key(verdicts):
+    return {v.key: v for v in verdicts}
+
+
+def raw(data):
+    """The results without what the driver derived from them (ratios, targets, figures)."""
+    data = copy.deepcopy(data)
+    for section in ("throughput", "memory"):
+        for k in ("ratios", "targets", "f_over_b_ceiling", "added_p99_ms_at_half_f"):
+            data.get(section, {}).pop(k, None)
+    return data
+
+
+class ReferenceRun(unittest.TestCase):
+    """Verdicts implied by the committed figures of the reference run."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.data = raw(load(REFERENCE))
+        cls.verdicts = targets.evaluate(cls.data)
+        cls.tp = by_key(cls.verdicts["throughput"])
+        cls.mem = by_key(cls.verdicts["memory"])
+        cls.summary = cls.data["throughput"]["summary"]
+
+    def test_f_over_b_is_missed(self):
+        v = self.tp["f_over_b"]
+        expected = self.summary["F"]["rps"] / self.summary["B"]["rps"]
+        self.assertAlmostEqual(v.value, expected)
+        self.assertAlmostEqual(v.value, 0.434, places=3)
+        self.assertIs(v.ok, False)
+        self.assertEqual(v.label, "FAIL")
+        self.assertEqual(v.shown, "F/B = 0.434")
+
+    def test_e_over_d_is_met(self):
+        v = self.tp["e_over_d"]
+        self.assertAlmostEqual(v.value, self.summary["E"]["rps"] / self.summary["D"]["rps"])
+        self.assertGreaterEqual(v.value, 0.95)
+        self.assertIs(v.ok, True)
+        self.assertEqual(v.label, "PASS")
+
+    def test_one_evalsha_per_admitted_decision_is_met_every_rep(self):
+        v = self.tp["evalsha_per_admitted"]
+        f_reps = [r for r in self.data["throughput"]["records"] if r["variant"] == "F"]
+        self.assertEqual(len(v.value), len(f_reps))
+        self.assertEqual(v.value, [1.0] * len(f_reps))
+        for r in f_reps:
+            self.assertEqual(r["redis"]["evalsha"], r["tollgate"]["tenant_admitted"])
+        self.assertIs(v.ok, True)
+
+    def test_commands_per_read_is_met(self):
+        v = self.tp["commands_per_read"]
+        self.assertEqual(v.value, self.summary["F"]["redis_client_cmds_per_read"])
+        self.assertGreater(v.value, 1.0)
+        self.assertIs(v.ok, True)
+
+    def test_g_flood_is_met(self):
+        v = self.tp["g_flood"]
+        self.assertAlmostEqual(v.value, self.summary["G"]["non2xx_rps"] / self.summary["F"]["ok_rps"])
+        self.assertGreaterEqual(v.value, 2.0)
+        self.assertIs(v.ok, True)
+
+    def test_added_p99_at_half_of_b_is_missed(self):
+        v = self.tp["added_p99"]
+        ps = self.data["throughput"]["paced_summary"]
+        (a,) = [k for k in ps if k.startswith("A@") and not k.endswith("/halfF")]
+        (f,) = [k for k in ps if k.startswith("F@") and not k.endswith("/halfF")]
+        self.assertAlmostEqual(v.value, ps[f]["p99_ms"] - ps[a]["p99_ms"])
+        self.assertGreater(v.value, 1.0)
+        self.assertIs(v.ok, False)
+        self.assertEqual(v.target, "added p99 of F over A at 50% of B's max rate <= 1 ms")
+
+    def test_memory_targets_are_met(self):
+        self.assertIs(self.mem["tracked_plateau"].ok, True)
+        self.assertEqual(self.mem["tracked_plateau"].value, self.data["memory"]["max_clients"])
+        bpc = self.mem["bytes_per_client"]
+        self.assertEqual(bpc.value, self.data["memory"]["bytes_per_tracked_client"])
+        self.assertLessEqual(bpc.value, 200)
+        self.assertIs(bpc.ok, True)
+
+    def test_order_of_targets(self):
+        self.assertEqual([v.key for v in self.verdicts["throughput"]],
+                         ["f_over_b", "e_over_d", "evalsha_per_admitted", "commands_per_read",
+                          "g_flood", "added_p99"])
+        self.assertEqual([v.key for v in self.verdicts["memory"]],
+                         ["tracked_plateau", "bytes_per_client"])
+
+    def test_evaluation_does_not_touch_its_input(self):
+        before = copy.deepcopy(self.data)
+        targets.evaluate(self.data)
+        self.assertEqual(self.data, before)
+
+
+class PartialRun(unittest.TestCase):
+    """A run of only D and E: the other targets are n/a, not FAIL."""
+
+    def test_only_e_over_d_is_judged(self):
+        tp = by_key(targets.evaluate(raw(load(DE_ONLY)))["throughput"])
+        self.assertIs(tp["e_over_d"].ok, True)
+        for key in ("f_over_b", "commands_per_read", "g_flood", "added_p99"):
+            self.assertIsNone(tp[key].ok, key)
+            self.assertIsNone(tp[key].value, key)
+            self.assertEqual(tp[key].label, "n/a ", key)
+        self.assertNotIn("evalsha_per_admitted", tp)  # F did not run
+
+
+class Thresholds(unittest.TestCase):
+    """The same figures moved across a threshold flip the verdict (the tests above can fail)."""
+
+    def setUp(self):
+        self.data = raw(load(REFERENCE))
+        self.s = self.data["throughput"]["summary"]
+
+    def verdict(self, key):
+        return by_key(targets.evaluate(self.data)["throughput"])[key]
+
+    def test_f_over_b_met_at_exactly_0_90(self):
+        self.s["B"]["rps"], self.s["F"]["rps"] = 1000.0, 900.0
+        self.assertIs(self.verdict("f_over_b").ok, True)
+        self.s["F"]["rps"] = 899.0
+        self.assertIs(self.verdict("f_over_b").ok, False)
+
+    def test_e_over_d_missed_below_0_95(self):
+        self.s["E"]["rps"] = self.s["D"]["rps"] * 0.94
+        self.assertIs(self.verdict("e_over_d").ok, False)
+
+    def test_one_extra_evalsha_in_one_rep_fails(self):
+        rec = next(r for r in self.data["throughput"]["records"] if r["variant"] == "F")
+        rec["redis"]["evalsha"] += 1
+        v = self.verdict("evalsha_per_admitted")
+        self.assertIs(v.ok, False)
+        self.assertGreater(max(v.value), 1.0)
+
+    def test_a_local_fallback_fails_the_evalsha_target_and_is_named(self):
+        rec = next(r for r in self.data["throughput"]["records"] if r["variant"] == "F")
+        rec["tollgate"]["tenant_fallback"] = 3
+        rec["tenant_decisions"] += 3
+        v = self.verdict("evalsha_per_admitted")
+        self.assertIs(v.ok, False)
+        self.assertIn(f"rep {rec['rep']}: {{'tenant_fallback': 3}}", v.shown)
+
+    def test_one_command_per_read_fails(self):
+        self.s["F"]["redis_client_cmds_per_read"] = 1.0
+        self.assertIs(self.verdict("commands_per_read").ok, False)
+
+    def test_added_p99_of_one_ms_is_met(self):
+        ps = self.data["throughput"]["paced_summary"]
+        a = next(k for k in ps if k.startswith("A@") and not k.endswith("/halfF"))
+        f = next(k for k in ps if k.startswith("F@") and not k.endswith("/halfF"))
+        ps[f]["p99_ms"] = ps[a]["p99_ms"] + 1.0
+        self.assertIs(self.verdict("added_p99").ok, True)
+
+    def test_the_latency_target_is_named_after_the_paced_fraction(self):
+        self.data["params"]["paced_fraction"] = 0.25
+        self.assertEqual(self.verdict("added_p99").target,
+                         "added p99 of F over A at 25% of B's max rate <= 1 ms")
+
+    def test_memory_above_200_bytes_per_client_fails(self):
+        self.data["memory"]["bytes_per_tracked_client"] = 201.0
+        mem = by_key(targets.evaluate(self.data)["memory"])
+        self.assertIs(mem["bytes_per_client"].ok, False)
+
+
+class CommittedResults(unittest.TestCase):
+    """Every committed results file: the verdicts recorded by the driver that wrote it are
+    exactly what the pure evaluation of its raw figures gives today."""
+
+    def test_recorded_verdicts_are_reproduced(self):
+        files = sorted(RESULTS.glob("*.json"))
+        self.assertGreater(len(files), 0)
+        judged = 0
+        for path in files:
+            data = load(path)
+            verdicts = targets.evaluate(raw(data))
+            for section, vs in verdicts.items():
+                with self.subTest(file=path.name, section=section):
+                    self.assertEqual([v.as_json() for v in vs], data[section]["targets"])
+                    judged += 1
+        self.assertGreaterEqual(judged, 6)  # 3 throughput and 3 memory sections are committed
+
+    def test_recorded_ratios_are_reproduced(self):
+        for path in sorted(RESULTS.glob("*.json")):
+            data = load(path)
+            if "throughput" not in data:
+                continue
+            with self.subTest(file=path.name):
+                recorded = data["throughput"]["ratios"]
+                computed = targets.throughput_ratios(data["throughput"]["summary"])
+                # Older files predate the Pingora floor (P/B, D/P): compare the ratios they have.
+                self.assertEqual({k: computed[k] for k in recorded}, recorded)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,144 @@
+"""Command line of the benchmark driver: argument parsing and the subcommands."""
+
+import argparse
+import os
+import signal
+
+from .accuracy import accuracy
+from .common import BENCH
+from .compare import compare
+from .memory import memory
+from .processes import Ctx, Env
+from .profile import profile
+from .report import accuracy_report, memory_report, profile_report, throughput_report
+from .results import build, check_tools, environment, write_results
+from .targets import memory_targets, throughput_figures, throughput_ratios, throughput_targets
+from .throughput import throughput
+
+# The description printed by `bench/run.py --help` (unchanged from the single-file driver).
+USAGE = """tollgate benchmark driver (standard library only). See bench/README.md.
+
+    bench/run.py throughput [--reps 3 --duration 10 --connections 64]
+    bench/run.py memory     [--clients 1000000 --max-clients 200000]
+    bench/run.py accuracy   [--instances 1,2,4 --acc-duration 10]
+    bench/run.py all
+    bench/run.py compare OLD.json NEW.json
+
+Everything (a fast nginx backend, Redis, nginx and tollgate under test) is started on free
+loopback ports in a private temp directory and torn down at exit. The only thing built is
+`cargo build --release --bins --example pingora_floor` (honouring CARGO_TARGET_DIR); the
+binaries are taken from there (tollgate from release/, the Pingora floor from release/examples/).
+Results: a table on the terminal, PASS/FAIL lines for the targets, and
+bench/results/<timestamp>.json.
+"""
+
+
+def main(argv=None):
+    """Parses `argv` (default sys.argv[1:]), runs the subcommand; returns the exit status."""
+    common = argparse.ArgumentParser(add_help=False)
+    g = common.add_argument_group("common")
+    g.add_argument("--skip-build", action="store_true",
+                   help="do not run cargo build; use the binaries already in the target dir")
+    g.add_argument("--threads", type=int, default=2,
+                   help="worker processes/threads of every proxy: nginx worker_processes and "
+                        "tollgate server.threads (default 2)")
+    g.add_argument("--backend-workers", type=int, default=2,
+                   help="worker_processes of the nginx backend (default 2)")
+    g.add_argument("--connections", type=int, default=64, help="wrk -c (default 64)")
+    g.add_argument("--wrk-threads", type=int, default=2, help="wrk -t (default 2)")
+    g.add_argument("--results-dir", default=str(BENCH / "results"))
+    g.add_argument("--keep-tmp", action="store_true", help="keep configs and logs of the run")
+
+    tp = argparse.ArgumentParser(add_help=False)
+    g = tp.add_argument_group("throughput")
+    g.add_argument("--reps", type=int, default=3, help="repetitions, interleaved (default 3)")
+    g.add_argument("--duration", type=int, default=10, help="seconds per measured run (default 10)")
+    g.add_argument("--warmup", type=int, default=2, help="warm-up seconds before each run (default 2)")
+    g.add_argument("--variants", default="ABCPDEFG", help="subset of ABCPDEFG (default all)")
+    g.add_argument("--no-paced", action="store_true", help="skip the constant-rate latency phase")
+    g.add_argument("--paced-fraction", type=float, default=0.5,
+                   help="constant rate as a fraction of B's median max rate (default 0.5)")
+    g.add_argument("--g-fallback-rps", type=float, default=10000,
+                   help="F rate assumed for sizing G when F is not run (default 10000)")
+
+    mp = argparse.ArgumentParser(add_help=False)
+    g = mp.add_argument_group("memory")
+    g.add_argument("--clients", type=int, default=1_000_000, help="distinct addresses (default 1e6)")
+    g.add_argument("--max-clients", type=int, default=200_000, help="edge.max_clients (default 2e5)")
+    g.add_argument("--checkpoints", type=int, default=10, help="RSS checkpoints (default 10)")
+
+    ap = argparse.ArgumentParser(add_help=False)
+    g = ap.add_argument_group("accuracy")
+    g.add_argument("--instances", default="1,2,4", help="gateway counts sharing one Redis (default 1,2,4)")
+    g.add_argument("--acc-limit", type=int, default=6000, help="tier limit (default 6000)")
+    g.add_argument("--acc-per", default="1m", help="tier period (default 1m, i.e. 100/s)")
+    g.add_argument("--acc-burst", type=int, default=100, help="tier burst (default 100)")
+    g.add_argument("--acc-factor", type=float, default=3.0, help="offered load / rate (default 3)")
+    g.add_argument("--acc-duration", type=int, default=10, help="seconds of offered load (default 10)")
+
+    parser = argparse.ArgumentParser(description=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("throughput", parents=[common, tp], help="variants A-G (and P) and the paced latency runs")
+    sub.add_parser("memory", parents=[common, mp], help="edge limiter RSS with 1M client addresses")
+    sub.add_parser("accuracy", parents=[common, ap], help="admitted vs allowance, 1/2/4 instances")
+    sub.add_parser("all", parents=[common, tp, mp, ap], help="throughput, memory and accuracy")
+    pp = argparse.ArgumentParser(add_help=False)
+    g = pp.add_argument_group("profile")
+    g.add_argument("--frequency", type=int, default=499, help="perf sampling Hz (default 499)")
+    sub.add_parser("profile", parents=[common, tp, pp],
+                   help="perf + inferno flame graphs of P/D/E/F/G under full load")
+    c = sub.add_parser("compare", help="compare two result files")
+    c.add_argument("old")
+    c.add_argument("new")
+    args = parser.parse_args(argv)
+
+    if args.cmd == "compare":
+        compare(args)
+        return 0
+
+    def on_term(signum, frame):
+        raise SystemExit(f"signal {signum}")
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGHUP, on_term)
+
+    check_tools()
+    binary, floor = build(args)
+    data = {"environment": environment(args, binary), "params": vars(args)}
+    reports = []
+    with Env(args.keep_tmp) as env:
+        ctx = Ctx(args, env)
+        ctx.tollgate = str(binary)
+        ctx.floor = str(floor)
+        if args.cmd in ("throughput", "all"):
+            res = data["throughput"] = throughput(ctx)
+            res.update(throughput_figures(res, os.cpu_count()))
+            res["ratios"] = throughput_ratios(res["summary"])
+            verdicts = throughput_targets(res, args.paced_fraction)
+            res["targets"] = [v.as_json() for v in verdicts]
+            reports.append(("throughput (medians of %d reps, %ds each, wrk -t%d -c%d)"
+                            % (args.reps, args.duration, args.wrk_threads, args.connections),
+                            throughput_report(res, verdicts)))
+        if args.cmd == "profile":
+            data["profile"] = profile(ctx)
+            reports.append(("profile (perf, DWARF call graphs, flame graphs in the results dir)",
+                            profile_report(data["profile"])))
+        if args.cmd in ("memory", "all"):
+            res = data["memory"] = memory(ctx)
+            verdicts = memory_targets(res)
+            res["targets"] = [v.as_json() for v in verdicts]
+            reports.append(("memory (edge limiter, distinct X-Forwarded-For clients)",
+                            memory_report(res, verdicts)))
+        if args.cmd in ("accuracy", "all"):
+            data["accuracy"] = accuracy(ctx)
+            reports.append(("accuracy (one tenant, shared Redis bucket)",
+                            accuracy_report(data["accuracy"])))
+    data["environment"]["loadavg_at_end"] = os.getloadavg()
+    path = write_results(args, data)
+    print()
+    env = data["environment"]
+    print(f"tollgate {env['git_commit'][:10]} ({env['git_dirty_files']} uncommitted files), "
+          f"{env['cpus']} CPUs, load {env['loadavg_at_start'][0]:.1f} -> {env['loadavg_at_end'][0]:.1f}")
+    for title, text in reports:
+        print(f"\n== {title}\n{text}")
+    print(f"\nresults: {path}")
+    return 0

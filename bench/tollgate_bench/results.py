@@ -1,0 +1,74 @@
+"""The build, the tool check, the environment record and the results JSON of a run."""
+
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from .common import REPO, BenchError, log
+
+
+def build(args):
+    target = os.environ.get("CARGO_TARGET_DIR")
+    target_dir = Path(target) if target else REPO / "target"
+    if not target_dir.is_absolute():
+        target_dir = REPO / target_dir
+    if not args.skip_build:
+        log(f"cargo build --release --bins --example pingora_floor (target dir {target_dir})")
+        r = subprocess.run(["cargo", "build", "--release", "--bins", "--example", "pingora_floor"],
+                           cwd=REPO)
+        if r.returncode != 0:
+            raise BenchError("cargo build --release failed (use --skip-build to bench the "
+                             "last built binaries)")
+    binary = target_dir / "release" / "tollgate"
+    floor = target_dir / "release" / "examples" / "pingora_floor"
+    for b in (binary, floor):
+        if not b.exists():
+            raise BenchError(f"{b} not found (build first, or set CARGO_TARGET_DIR)")
+    return binary, floor
+
+
+def environment(args, binary):
+    def git(*a):
+        r = subprocess.run(["git", *a], cwd=REPO, capture_output=True, text=True)
+        return r.stdout.strip()
+
+    def version(argv):
+        try:
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+            return (r.stdout or r.stderr).strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.TimeoutExpired):
+            return None
+    st = os.stat(binary)
+    return {
+        "git_commit": git("rev-parse", "HEAD"),
+        "git_branch": git("rev-parse", "--abbrev-ref", "HEAD"),
+        "git_dirty_files": len([l for l in git("status", "--porcelain").splitlines() if l]),
+        "tollgate_binary": str(binary),
+        "tollgate_binary_mtime": datetime.datetime.fromtimestamp(st.st_mtime).isoformat(timespec="seconds"),
+        "host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
+        "loadavg_at_start": os.getloadavg(),
+        "nginx": version(["nginx", "-v"]), "wrk": version(["wrk", "--version"]),
+        "redis": version(["redis-server", "--version"]),
+        "argv": sys.argv[1:],
+    }
+
+
+def write_results(args, data):
+    out_dir = Path(args.results_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = out_dir / f"{stamp}.json"
+    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    return path
+
+
+def check_tools():
+    missing = [t for t in ("wrk", "redis-server", "nginx", "cargo") if not shutil.which(t)
+               and not (t == "nginx" and os.path.exists("/usr/sbin/nginx"))]
+    if missing:
+        raise BenchError(f"missing tools: {', '.join(missing)}")

@@ -1,0 +1,177 @@
+"""Pure evaluation of results: ratios, derived figures and the target verdicts.
+
+Every function here reads a results dict (as written to bench/results/<timestamp>.json) and returns
+new values; none prints, measures or mutates its input. The targets and how each is measured are
+listed in bench/README.md ("Targets"); `report` prints the verdicts, `tests/test_targets.py` checks
+them against the committed results.
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One target: `key` a stable id, `target` its printed name, `value` the measured figure
+    (None when not measured), `ok` True / False, or None for "n/a" (not measured in this run),
+    `shown` the figures printed next to the verdict."""
+
+    key: str
+    target: str
+    value: object
+    ok: object
+    shown: str
+
+    @property
+    def label(self):
+        """PASS, FAIL or "n/a " (padded to four characters, as printed)."""
+        return "n/a " if self.ok is None else ("PASS" if self.ok else "FAIL")
+
+    def as_json(self):
+        """The record kept in the results JSON: {"target", "value", "pass"}."""
+        return {"target": self.target, "value": self.value, "pass": self.ok}
+
+
+def ratio(a, b):
+    """a / b, or None when either is missing or b is 0."""
+    return (a / b) if (a is not None and b) else None
+
+
+def _get(summary, variant, key):
+    return (summary.get(variant) or {}).get(key)
+
+
+def throughput_ratios(summary):
+    """Ratios of the medians in a throughput summary ({variant: medians}); None when a variant
+    is missing."""
+    g = lambda v, k: _get(summary, v, k)
+    return {
+        "F/B rps": ratio(g("F", "rps"), g("B", "rps")),
+        "F/D rps": ratio(g("F", "rps"), g("D", "rps")),
+        "E/D rps": ratio(g("E", "rps"), g("D", "rps")),
+        "C/B rps": ratio(g("C", "rps"), g("B", "rps")),
+        "D/B rps": ratio(g("D", "rps"), g("B", "rps")),
+        "P/B rps": ratio(g("P", "rps"), g("B", "rps")),
+        "D/P rps": ratio(g("D", "rps"), g("P", "rps")),
+        "G 429/s ÷ F 200/s": ratio(g("G", "non2xx_rps"), g("F", "ok_rps")),
+    }
+
+
+def f_over_b_ceiling(summary, cpus):
+    """(T_B, R_F, ceiling) or None: with every core busy during B, `cpus / B req/s` is the whole
+    machine's CPU-µs per request (T_B); F needs at least that plus Redis's CPU-µs per decision
+    (R_F), so F/B <= T_B / (T_B + R_F) on the same cores (bench/README.md, "Targets")."""
+    b_rps, r_f = _get(summary, "B", "rps"), _get(summary, "F", "redis_cpu_us_per_req")
+    if not b_rps or r_f is None:
+        return None
+    t_b = cpus / b_rps * 1e6
+    return t_b, r_f, t_b / (t_b + r_f)
+
+
+def paced_keys(paced_summary):
+    """Labels of the paced runs: (A at the target rate, F at the target rate) and
+    (A, F at half of F's max: "X@N/halfF"); each pair is None when not both were run."""
+    half_f = [k for k in paced_summary if k.endswith("/halfF")]
+    pa = [k for k in paced_summary if k.startswith("A@") and k not in half_f]
+    pf = [k for k in paced_summary if k.startswith("F@") and k not in half_f]
+    lo = sorted(half_f)  # ["A@N/halfF", "F@N/halfF"]
+    return ((pa[0], pf[0]) if pa and pf else None), (tuple(lo) if len(lo) == 2 else None)
+
+
+def added_p99_ms(paced_summary, pair):
+    """Median F p99 − median A p99 (ms) of a pair from `paced_keys`, or None."""
+    if pair is None:
+        return None
+    a, f = pair
+    return paced_summary[f]["p99_ms"] - paced_summary[a]["p99_ms"]
+
+
+def throughput_figures(res, cpus):
+    """Information kept in the results JSON next to the targets (never a target itself):
+    "f_over_b_ceiling" (see `f_over_b_ceiling`) and "added_p99_ms_at_half_f" (A vs F paced at 50 %
+    of F's own max rate), each only when measured."""
+    out = {}
+    ceiling = f_over_b_ceiling(res["summary"], cpus)
+    if ceiling is not None:
+        out["f_over_b_ceiling"] = ceiling[2]
+    ps = res.get("paced_summary") or {}
+    half_f = paced_keys(ps)[1]
+    if half_f is not None:
+        out["added_p99_ms_at_half_f"] = added_p99_ms(ps, half_f)
+    return out
+
+
+def throughput_targets(res, paced_fraction):
+    """Verdicts of a throughput result ({"summary", "records", "paced_summary", ...}).
+    `paced_fraction` is the run's --paced-fraction (it names the latency target)."""
+    s, ps = res["summary"], res.get("paced_summary") or {}
+    g = lambda v, k: _get(s, v, k)
+    ratios = throughput_ratios(s)
+    out = []
+    fb = ratios["F/B rps"]
+    out.append(Verdict("f_over_b", "F rps >= 0.90 x B rps", fb, None if fb is None else fb >= 0.90,
+                       f"F/B = {fb:.3f}" if fb is not None else "needs B and F"))
+    ed = ratios["E/D rps"]
+    out.append(Verdict("e_over_d", "E rps >= 0.95 x D rps", ed, None if ed is None else ed >= 0.95,
+                       f"E/D = {ed:.3f}" if ed is not None else "needs D and E"))
+    # Exactly one EVALSHA per tenant decision, every rep. F: every decision is an admission;
+    # integer counts of every rep, not a median. Only when F ran with Redis.
+    rs = [r for r in res["records"] if r["variant"] == "F" and "redis" in r]
+    if rs:
+        pairs = [(r["redis"]["evalsha"], r["tollgate"].get("tenant_admitted", 0),
+                  r["tenant_decisions"]) for r in rs]
+        ok = all(e == a and a == d for e, a, d in pairs)
+        other = [(r["rep"], {k: v for k, v in r["tollgate"].items()
+                             if k.startswith("tenant_") and k != "tenant_admitted" and v}
+                  | ({"redis_errors": r["tollgate"]["redis_errors"]}
+                     if r["tollgate"].get("redis_errors") else {})) for r in rs]
+        other = [(rep, o) for rep, o in other if o]
+        out.append(Verdict(
+            "evalsha_per_admitted", "exactly 1.0 EVALSHA per admitted tenant decision (F)",
+            [e / a if a else None for e, a, _ in pairs], ok,
+            "EVALSHA/admitted per rep: " + ", ".join(
+                f"{e}/{a} = {e / a:.4f}" if a else f"{e}/0" for e, a, _ in pairs)
+            + "".join(f"; rep {rep}: {o}" for rep, o in other)))
+    cpr = g("F", "redis_client_cmds_per_read")
+    out.append(Verdict(
+        "commands_per_read", "> 1 Redis command per read under concurrency (F)", cpr,
+        None if cpr is None else cpr > 1.0,
+        (f"gateway-sent commands/read = {cpr:.2f} (incl. script-internal: "
+         f"{g('F', 'redis_cmds_per_read'):.2f})") if cpr is not None else "n/a"))
+    gf = ratios["G 429/s ÷ F 200/s"]
+    out.append(Verdict(
+        "g_flood", "G 429s/s >= 2 x F 200s/s", gf, None if gf is None else gf >= 2.0,
+        f"G 429/s = {g('G', 'non2xx_rps'):.0f}, F 200/s = {g('F', 'ok_rps'):.0f}, ratio {gf:.3f}"
+        if gf is not None else "needs F and G"))
+    added = added_p99_ms(ps, paced_keys(ps)[0])
+    out.append(Verdict(
+        "added_p99", f"added p99 of F over A at {paced_fraction:.0%} of B's max rate <= 1 ms", added,
+        None if added is None else added <= 1.0,
+        f"{added:.3f} ms" if added is not None else "needs A, B, F and the paced phase"))
+    return out
+
+
+def memory_targets(res):
+    """Verdicts of a memory result ({"checkpoints", "max_clients", "plateau_at_bound",
+    "bytes_per_tracked_client", ...})."""
+    tr = res["checkpoints"][-1]["tracked"]
+    bpc = res["bytes_per_tracked_client"]
+    return [
+        Verdict("tracked_plateau", "tracked clients plateau at edge.max_clients", tr,
+                res["plateau_at_bound"],
+                f"{tr} tracked, edge.max_clients {res['max_clients']} ({tr - res['max_clients']:+d})"),
+        Verdict("bytes_per_client", "RSS plateau <= 200 bytes per tracked edge client", bpc,
+                None if bpc is None else bpc <= 200,
+                f"(RSS_end - RSS_reference) / tracked = {bpc:.0f} bytes" if bpc is not None else "n/a"),
+    ]
+
+
+def evaluate(data):
+    """All verdicts of a results file: {"throughput": [Verdict], "memory": [Verdict]}, for the
+    suites the file has. The latency target's name uses params.paced_fraction (default 0.5)."""
+    out = {}
+    if "throughput" in data:
+        fraction = (data.get("params") or {}).get("paced_fraction", 0.5)
+        out["throughput"] = throughput_targets(data["throughput"], fraction)
+    if "memory" in data:
+        out["memory"] = memory_targets(data["memory"])
+    return out

@@ -1,0 +1,93 @@
+"""The systems under test (A, B, C, P, D-G; table in bench/README.md): start one, probe it,
+stop it."""
+
+import signal
+
+from .clients import http_get, redis_cmd
+from .common import API_KEY, HUGE, BenchError
+from .processes import free_port, wait_port
+from .servers import start_nginx_proxy, start_tollgate, tollgate_config
+
+VARIANTS = {
+    "A": "direct to the backend (nginx return 200)",
+    "B": "nginx proxy_pass, upstream keepalive",
+    "C": "nginx + limit_req/limit_conn per IP (reject nothing)",
+    "P": "Pingora floor: bare pingora-proxy, none of tollgate's code (examples/pingora_floor.rs)",
+    "D": "tollgate, no limiting",
+    "E": "tollgate, edge + concurrency (memory, reject nothing)",
+    "F": "tollgate, edge + API key + Redis tenant bucket + concurrency",
+    "G": "tollgate as F, one tenant flooding ~10x its limit",
+}
+
+
+class Sut:
+    """A running system under test: where to send load and which processes to account."""
+
+    def __init__(self, variant, port, procs, kind, headers=(), admin=None, extra=None):
+        self.variant = variant
+        self.port = port
+        self.procs = procs  # proxy processes (nginx master+workers, or tollgate); [] for A
+        self.kind = kind  # "direct" | "nginx" | "tollgate"
+        self.headers = list(headers)
+        self.admin = admin
+        self.extra = extra or {}
+
+    def pids(self):
+        return [pid for p in self.procs for pid in p.pids()]
+
+
+def probe(sut, expect):
+    status, headers, body, keepalive = http_get(sut.port, "/", dict(h.split(": ", 1) for h in sut.headers))
+    if status not in expect:
+        raise BenchError(f"variant {sut.variant}: probe answered {status}, expected {expect}: {body[:300]!r}")
+    return {"status": status, "keepalive": keepalive,
+            "ratelimit": headers.get("ratelimit"), "ratelimit_policy": headers.get("ratelimit-policy")}
+
+
+def start_variant(ctx, v, backend, redis, g_limit=None):
+    a = ctx.args
+    conc = max(256, 4 * a.connections)
+    edge = {"limit": HUGE, "per": "1s", "burst": HUGE, "max_clients": 100000}
+    key_header = [f"X-API-Key: {API_KEY}"]
+    if v == "A":
+        return Sut("A", backend.port, [], "direct")
+    if v in ("B", "C"):
+        p = start_nginx_proxy(ctx, f"nginx-{v}", backend.port, limited=(v == "C"))
+        return Sut(v, p.port, [p], "nginx")
+    if v == "P":
+        port = free_port()
+        p = ctx.env.start("pingora-floor", [ctx.floor, f"127.0.0.1:{port}",
+                                            f"127.0.0.1:{backend.port}", str(a.threads)],
+                          stop_signal=signal.SIGINT)
+        wait_port(port, p)
+        return Sut(v, port, [p], "pingora")
+    port, admin = free_port(), free_port()
+    name = f"tollgate-{v}"
+    extra = {}
+    if v == "D":
+        cfg = tollgate_config(ctx, name, port, admin, backend.port)
+    elif v == "E":
+        cfg = tollgate_config(ctx, name, port, admin, backend.port, edge=edge, concurrency=conc)
+    elif v == "F":
+        cfg = tollgate_config(ctx, name, port, admin, backend.port, edge=edge, concurrency=conc,
+                              tier={"limit": HUGE, "per": "1s", "burst": HUGE},
+                              redis_port=redis.port, auth="required")
+        extra["redis"] = True
+    elif v == "G":
+        cfg = tollgate_config(ctx, name, port, admin, backend.port, edge=edge, concurrency=conc,
+                              tier={"limit": g_limit, "per": "1s", "burst": g_limit},
+                              redis_port=redis.port, auth="required")
+        extra["redis"] = True
+        extra["g_tier_limit_per_s"] = g_limit
+    else:
+        raise BenchError(f"unknown variant {v}")
+    if redis is not None:
+        redis_cmd(redis.port, "FLUSHALL")
+    p = start_tollgate(ctx, name, cfg)
+    headers = key_header if v in ("F", "G") else []
+    return Sut(v, p.port, [p], "tollgate", headers=headers, admin=p.admin, extra=extra)
+
+
+def stop_variant(ctx, sut):
+    for p in sut.procs:
+        ctx.env.stop(p)
