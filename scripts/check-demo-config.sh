@@ -23,7 +23,7 @@ for instance in "1 18080 19090 200" "2 18081 19091 20"; do
   read -r n gw adm burst <<<"$instance"
   cfg=$WORK/gw$n.yaml
   "$ROOT/scripts/render-template.sh" "$ROOT/demo/gateway.demo.yaml.tmpl" N="$n" GW_PORT="$gw" \
-    ADMIN_PORT="$adm" EDGE_BURST="$burst" WORK="$WORK" REDIS_PORT=16379 ECHO1_PORT=19001 \
+    ADMIN_PORT="$adm" EDGE_BURST="$burst" WORK="$WORK" REDIS_TARGET="url: \"redis://127.0.0.1:16379/0\"" REDIS_TIMEOUT_MS=50 ECHO1_PORT=19001 \
     ECHO2_PORT=19002 >"$cfg"
   if ! out=$("$BIN" check -c "$cfg" 2>&1); then
     echo "demo/gateway.demo.yaml.tmpl (instance $n) fails tollgate check:" >&2

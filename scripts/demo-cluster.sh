@@ -101,26 +101,12 @@ redis-cli -p "${REDIS_PORTS[0]}" cluster nodes | awk '{print "    " $2, $3, $9}'
 URLS=$(printf '"redis://127.0.0.1:%s", ' "${REDIS_PORTS[@]}")
 URLS="[${URLS%, }]"
 cp demo/jwt-hs256.secret "$WORK/jwt-hs256.secret"
-gen_config() { # gen_config <n> <listen> <admin>
-  python3 - "$ROOT/gateway.yaml" "$WORK" "$1" "$2" "$3" "$P_ECHO" "$URLS" <<'EOF'
-import re, sys
-src, work, n, gw, adm, echo, urls = sys.argv[1:]
-text = open(src).read()
-def sub(pattern, repl):
-    global text
-    text, count = re.subn(pattern, repl, text, flags=re.M)
-    if count != 1:
-        sys.exit(f"demo-cluster: gateway.yaml changed shape ({pattern}); update this script")
-sub(r'^listen:.*$', f'listen: ["127.0.0.1:{gw}"]')
-sub(r'^admin:.*$', f'admin: {{ listen: "127.0.0.1:{adm}" }}')
-sub(r'^server:.*$', f'server: {{ threads: 2, grace_period_s: 1, upgrade_sock: "{work}/gw{n}.sock", pid_file: "{work}/gw{n}.pid" }}')
-sub(r'^(\s+)url:\s*"redis://[^"]*".*$', rf'\g<1>mode: cluster\n\g<1>urls: {urls}')
-sub(r'^(\s+timeout_ms:\s*)\d+', r'\g<1>200')
-sub(r'^(\s+backends:\s*).*$', rf'\g<1>["127.0.0.1:{echo}"]')
-sub(r'secret_file:\s*"[^"]*"', f'secret_file: "{work}/jwt-hs256.secret"')
-open(f"{work}/gw{n}.yaml", "w").write(text)
-print(f"{work}/gw{n}.yaml")
-EOF
+gen_config() { # gen_config <n> <listen> <admin>: the demo template with a cluster redis section
+  local out="$WORK/gw$1.yaml"
+  "$ROOT/scripts/render-template.sh" "$ROOT/demo/gateway.demo.yaml.tmpl" N="$1" GW_PORT="$2" \
+    ADMIN_PORT="$3" EDGE_BURST=200 WORK="$WORK" REDIS_TARGET="mode: cluster
+  urls: $URLS" REDIS_TIMEOUT_MS=200 ECHO1_PORT="$P_ECHO" ECHO2_PORT="$P_ECHO" >"$out" || return 1
+  printf '%s\n' "$out"
 }
 CFG1=$(gen_config 1 "$P_GW1" "$P_ADM1")
 CFG2=$(gen_config 2 "$P_GW2" "$P_ADM2")

@@ -126,7 +126,7 @@ cp demo/jwt-hs256.secret "$WORK/jwt-hs256.secret"
 render_config() {
   local out=$WORK/gw$1.yaml
   "$ROOT/scripts/render-template.sh" "$ROOT/demo/gateway.demo.yaml.tmpl" N="$1" GW_PORT="$2" \
-    ADMIN_PORT="$3" EDGE_BURST="$4" WORK="$WORK" REDIS_PORT="$P_REDIS" ECHO1_PORT="$P_ECHO1" \
+    ADMIN_PORT="$3" EDGE_BURST="$4" WORK="$WORK" REDIS_TARGET="url: \"redis://127.0.0.1:$P_REDIS/0\"" REDIS_TIMEOUT_MS=50 ECHO1_PORT="$P_ECHO1" \
     ECHO2_PORT="$P_ECHO2" >"$out" || return 1
   printf '%s\n' "$out"
 }
