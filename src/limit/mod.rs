@@ -4,6 +4,13 @@
 //! fallback) use these directly; `lua/token_bucket.lua` mirrors [`token_bucket`] exactly and an
 //! integration test checks both agree on thousands of random cases.
 
+pub mod algorithm;
+pub mod calendar;
+pub mod fixed_window;
+pub mod gcra;
+pub mod leaky_bucket;
+pub mod sliding_window_counter;
+pub mod sliding_window_log;
 pub mod token_bucket;
 
 pub use token_bucket::{Decision, TokenBucketState};
@@ -34,6 +41,12 @@ impl Rate {
         ceil_div(self.burst * self.per_ms, self.limit)
             .div_ceil(1000)
             .max(1)
+    }
+
+    /// Window length of the window algorithms in ms: the time to refill `burst`,
+    /// `ceil(burst × per_ms / limit)`, ≥ 1 (equal to `per_ms` when `burst = limit`).
+    pub fn window_ms(&self) -> u64 {
+        ceil_div(self.burst * self.per_ms, self.limit).max(1)
     }
 
     /// This rate divided among `n` instances (limit and burst rounded down, at least 1).
