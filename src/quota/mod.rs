@@ -3,6 +3,7 @@
 
 pub mod breaker;
 pub mod deny_cache;
+pub mod policy;
 pub mod redis_store;
 
 use crate::config::{FailurePolicy, RedisSettings};
