@@ -18,7 +18,7 @@ use std::net::IpAddr;
 use tollgate::config::Config;
 use tollgate::edge::client_ip::client_ip;
 use tollgate::identity::{hash_key, Authenticator};
-use tollgate::limit::algorithm::{self, Algorithm};
+use tollgate::limit::algorithm::{self, Algorithm as LimitAlgorithm};
 use tollgate::limit::token_bucket::{decide, TokenBucketState};
 use tollgate::limit::Rate;
 use tollgate::upstream::router::Router;
@@ -191,7 +191,7 @@ fn bench_token_bucket(c: &mut Criterion) {
 fn bench_algorithms(c: &mut Criterion) {
     let mut g = c.benchmark_group("limit::algorithm");
     let rate = Rate::new(1000, 60_000, 100);
-    for alg in Algorithm::ALL {
+    for alg in LimitAlgorithm::ALL {
         // Half-used state: 50 requests spread over the last few seconds.
         let mut warm = None;
         for i in 0..50 {

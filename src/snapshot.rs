@@ -8,6 +8,7 @@ use crate::config::{Config, ConfigError, Tier};
 use crate::edge::BucketStore;
 use crate::identity::Authenticator;
 use crate::limit::Rate;
+use crate::quota::local_store::AlgoStore;
 use crate::quota::QuotaService;
 use crate::upstream::router::Router;
 use crate::upstream::Upstream;
@@ -104,6 +105,8 @@ pub struct App {
     pub snapshot: ArcSwap<Snapshot>,
     /// Edge buckets, kept across reloads.
     pub edge_buckets: BucketStore,
+    /// Edge state when `edge.algorithm: gcra` (sized by the first config's `max_clients`).
+    pub edge_cells: AlgoStore<std::net::IpAddr>,
     /// The config file (re-read on SIGHUP).
     pub config_path: PathBuf,
     /// Set once graceful shutdown starts (`/readyz` answers 503).
@@ -124,6 +127,7 @@ impl App {
         App {
             snapshot: ArcSwap::from_pointee(snapshot),
             edge_buckets: BucketStore::new(max_clients),
+            edge_cells: AlgoStore::new(max_clients),
             config_path,
             shutting_down: AtomicBool::new(false),
             epoch: Instant::now(),

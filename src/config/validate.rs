@@ -10,6 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
+mod policy;
+
 /// Largest bucket capacity in rate units (`burst × per_ms`); the Lua script computes in doubles,
 /// which are exact below 2^53.
 const MAX_SCALED: u128 = 1 << 52;
@@ -157,13 +159,16 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
             t.on_failure.as_deref(),
             default_policy,
         );
-        if let Some(rate) = c.rate(&path, t.limit, &t.per, t.burst) {
+        let rate = c.rate(&path, t.limit, &t.per, t.burst);
+        let tier_policy = policy::tier_policy(&mut c, &path, t, rate.as_ref());
+        if let Some(rate) = rate {
             tiers.insert(
                 name.clone(),
                 Tier {
                     name: name.clone(),
                     rate,
                     on_failure,
+                    policy: tier_policy,
                 },
             );
         }
@@ -199,6 +204,14 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
             .map(|d| d.as_millis() as u64);
         if per_ms.is_some_and(|p| p > 86_400_000) {
             c.err(format!("{path}.per"), "must be at most 1d");
+        }
+        if let Some(tier) = t.tier.as_ref().and_then(|n| tiers.get(n)) {
+            let mut rate: Rate = tier.rate;
+            rate.limit = limit.unwrap_or(rate.limit);
+            rate.per_ms = per_ms.unwrap_or(rate.per_ms);
+            rate.burst = burst.unwrap_or(rate.burst);
+            let p = &tier.policy;
+            policy::check_bounds(&mut c, &path, p.algorithm, &rate, p.max_delay_ms);
         }
         tenants.insert(
             id.clone(),
@@ -372,8 +385,10 @@ fn edge_settings(c: &mut Check, e: &RawEdge) -> Option<EdgeSettings> {
         );
     }
     let max_clients = c.opt_positive("edge.max_clients", e.max_clients, 100_000) as usize;
+    let algorithm = policy::edge_algorithm(c, e.algorithm.as_deref(), rate.as_ref());
     Some(EdgeSettings {
         rate: rate?,
+        algorithm,
         trusted_proxies: trusted,
         ipv6_prefix: ipv6_prefix.clamp(1, 128) as u8,
         exempt,

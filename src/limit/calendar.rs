@@ -10,6 +10,13 @@ use super::token_bucket::Decision;
 const HOUR_MS: u64 = 3_600_000;
 const DAY_MS: u64 = 86_400_000;
 
+/// A calendar quota (`tiers.<name>.quotas[]`): `limit` tokens per UTC `period`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CalendarQuota {
+    pub limit: u64,
+    pub period: Period,
+}
+
 /// A calendar quota period.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Period {

@@ -7,7 +7,7 @@
 //! start ms>`, all under the tenant's hash tag. Replies are integers (ms, tokens).
 
 use crate::limit::algorithm::{Algorithm, Outcome};
-use crate::limit::calendar::Period;
+pub use crate::limit::calendar::CalendarQuota;
 use crate::limit::gcra::TatState;
 use crate::limit::{Decision, Rate};
 use std::sync::OnceLock;
@@ -65,13 +65,6 @@ pub fn policy_script(alg: Algorithm) -> &'static redis::Script {
 pub fn refund_script() -> &'static redis::Script {
     static SCRIPT: OnceLock<redis::Script> = OnceLock::new();
     SCRIPT.get_or_init(|| redis::Script::new(LEAKY_REFUND_LUA))
-}
-
-/// A calendar quota (`tiers.<name>.quotas[]`): `limit` tokens per UTC `period`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct CalendarQuota {
-    pub limit: u64,
-    pub period: Period,
 }
 
 /// Everything one policy call needs.
@@ -176,6 +169,7 @@ pub fn parse_reply(reply: &[i64], limit: u64) -> Option<PolicyDecision> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limit::calendar::Period;
 
     #[test]
     fn composed_script_embeds_the_algorithm_once() {

@@ -94,6 +94,34 @@ impl RedisStore {
         Ok(self.conn.get_or_init(|| manager).clone())
     }
 
+    /// The configured key prefix (`redis.key_prefix`).
+    pub fn key_prefix(&self) -> &str {
+        &self.key_prefix
+    }
+
+    /// Runs any script with `keys` and `args`: one EVALSHA (plus SCRIPT LOAD and a retry on
+    /// NOSCRIPT), bounded by the configured timeout. The reply must be a list of integers.
+    pub async fn run_script(
+        &self,
+        script: &redis::Script,
+        keys: &[String],
+        args: &[String],
+    ) -> Result<Vec<i64>, RedisFault> {
+        let mut conn = self.connection()?;
+        let mut call = script.prepare_invoke();
+        for k in keys {
+            call.key(k);
+        }
+        for a in args {
+            call.arg(a);
+        }
+        match tokio::time::timeout(self.timeout, call.invoke_async(&mut conn)).await {
+            Err(_) => Err(RedisFault::Timeout),
+            Ok(Err(e)) => Err(RedisFault::classify(&e)),
+            Ok(Ok(v)) => Ok(v),
+        }
+    }
+
     /// Runs the token bucket script for `tenant`: one EVALSHA (plus SCRIPT LOAD and a retry on
     /// NOSCRIPT). Bounded by the configured timeout.
     pub async fn token_bucket(
