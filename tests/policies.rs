@@ -135,7 +135,7 @@ async fn fifty_concurrent_at_burst_five_admit_exactly_five_for_every_algorithm()
         r.sort_unstable();
         assert_eq!(r, [0, 1, 2, 3, 4], "{tier}");
         for refused in replies.iter().filter(|r| r.status == 429) {
-            assert_eq!(violated(refused), [tier.clone()]);
+            assert_eq!(violated(refused), std::slice::from_ref(tier));
             assert!(retry_after(refused) >= 1);
             assert_eq!(
                 refused.header("ratelimit-policy"),
