@@ -347,7 +347,8 @@ impl ProxyHttp for Proxy {
         // 1. Edge.
         if let Some(edge_settings) = &snap.config.edge {
             let now = self.app.now_ms();
-            let (buckets, cells) = (&self.app.edge_buckets, &self.app.edge_cells);
+            let buckets = &self.app.edge_buckets;
+            let cells = || self.app.edge_cells(edge_settings.max_clients);
             match edge::check_with_algorithm(edge_settings, buckets, cells, ctx.client, now) {
                 EdgeOutcome::Skipped => {}
                 EdgeOutcome::Admitted(_) => METRICS.decision("edge", "admitted", "-"),

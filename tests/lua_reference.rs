@@ -537,3 +537,65 @@ fn quotas_follow_calendar_windows_and_debit_all_or_nothing() {
         .unwrap();
     assert_eq!(week, 1);
 }
+
+/// `lua/leaky_refund.lua` against `leaky_bucket::refund`: the latest reservation goes back
+/// exactly, an earlier one (or a stale state) changes nothing.
+#[test]
+fn leaky_refund_script_matches_its_reference() {
+    use tollgate::limit::leaky_bucket;
+    let redis = RedisServer::start();
+    let mut con = redis.conn();
+    let mut rng = StdRng::seed_from_u64(0x1eaf);
+    let base = redis_now_ms(&mut con);
+    let (mut given, mut kept) = (0, 0);
+    for case in 0..1_500 {
+        let rate = small_rate(&mut rng);
+        let max_delay = rng.random_range(0..=20_000);
+        let key = format!("refund:{{t{case}}}:lb");
+        let mut state = None;
+        let mut reservations = vec![];
+        let mut t = base;
+        for _ in 0..rng.random_range(1..=6) {
+            t += rng.random_range(0..=50);
+            let cost = rng.random_range(1..=rate.burst);
+            let o = leaky_bucket::decide(state, t, &rate, cost, max_delay);
+            if let Some(next) = o.next {
+                if o.decision.admitted {
+                    reservations.push((next, cost));
+                }
+                state = Some(next);
+            }
+        }
+        let Some(stored) = state else { continue };
+        write_state(&mut con, &key, &AlgoState::LeakyBucket(stored));
+        let Some(&(reserved, cost)) =
+            reservations.get(rng.random_range(0..reservations.len().max(1)))
+        else {
+            continue;
+        };
+        let want = leaky_bucket::refund(Some(stored), reserved, &rate, cost);
+        let done: i64 = policy::refund_script()
+            .key(&key)
+            .arg(reserved.tat_ms)
+            .arg(reserved.rem)
+            .arg(reserved.scale)
+            .arg(cost)
+            .arg(rate.per_ms)
+            .invoke(&mut con)
+            .unwrap();
+        let after = read_state(&mut con, &key, Algorithm::LeakyBucket);
+        match want {
+            Some(next) => {
+                assert_eq!(done, 1, "case {case}");
+                assert_eq!(after, Some(AlgoState::LeakyBucket(next)), "case {case}");
+                given += 1;
+            }
+            None => {
+                assert_eq!(done, 0, "case {case}");
+                assert_eq!(after, Some(AlgoState::LeakyBucket(stored)), "case {case}");
+                kept += 1;
+            }
+        }
+    }
+    assert!(given > 100 && kept > 100, "given back {given}, kept {kept}");
+}

@@ -25,13 +25,28 @@ fn api_key(tenant: &str) -> String {
     format!("key-{tenant}-0123456789")
 }
 
+/// Generous Redis settings: any Redis fault is a visible 503.
+const STRICT_REDIS: &str =
+    "timeout_ms: 2000, circuit_breaker: { min_calls: 1000 }, on_failure: closed";
+
 /// A gateway config: `tiers` lines (indented two spaces) and `(tenant, tier)` API keys.
 fn yaml(redis: &RedisServer, backend: &Backend, tiers: &str, keys: &[(String, String)]) -> String {
+    yaml_with(redis, backend, tiers, keys, STRICT_REDIS)
+}
+
+/// [`yaml`] with other `redis:` options after the URL.
+fn yaml_with(
+    redis: &RedisServer,
+    backend: &Backend,
+    tiers: &str,
+    keys: &[(String, String)],
+    redis_opts: &str,
+) -> String {
     let mut y = format!(
         "listen: [\"{{listen}}\"]\n\
          admin: {{ listen: \"{{admin}}\" }}\n\
          server: {{ threads: 2, grace_period_s: 1 }}\n\
-         redis: {{ url: \"{}\", timeout_ms: 2000, circuit_breaker: {{ min_calls: 1000 }}, on_failure: closed }}\n\
+         redis: {{ url: \"{}\", {redis_opts} }}\n\
          upstreams:\n  echo: {{ backends: [\"{}\"] }}\n\
          routes:\n  - {{ path_prefix: \"/\", upstream: echo, auth: required }}\n\
          tiers:\n{tiers}\
@@ -526,4 +541,46 @@ async fn edge_gcra_limits_each_client() {
         b.get(gw.url("/")).send().await.unwrap().status().as_u16(),
         200
     );
+}
+
+/// With Redis down and `on_failure: local`, every algorithm still decides, in memory, at its
+/// local share (burst 4 / fleet_size 2 = 2, 1 token per hour), and every answer says it is
+/// degraded. The Retry-After of the first refusal shows which algorithm decided: the bucket family
+/// waits for one token (1 h), the log for its oldest entry (W = 2 h), the fixed window for the end
+/// of its 2 h window (aligned to the gateway's start), the sliding counter until half of the
+/// current window's weight has slid out of the next one (2 h + 1 h).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_fallback_runs_each_tiers_algorithm_in_memory() {
+    let mut redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let (tiers, keys) = per_algorithm("limit: 1, per: 1h, burst: 4", "f-");
+    let opts = "timeout_ms: 200, fleet_size: 2, on_failure: local";
+    let gw = Gateway::start(&yaml_with(&redis, &backend, &tiers, &keys, opts));
+    redis.kill();
+    let http = client();
+    for (tenant, tier) in &keys {
+        let mut replies = vec![];
+        for _ in 0..5 {
+            let r = send(&http, &gw.url("/"), tenant).await;
+            assert_eq!(
+                r.header("tollgate-degraded"),
+                Some("redis"),
+                "{tier}: {r:?}"
+            );
+            replies.push(r);
+        }
+        let statuses: Vec<u16> = replies.iter().map(|r| r.status).collect();
+        assert_eq!(statuses, [200, 200, 429, 429, 429], "{tier}");
+        let wait = retry_after(&replies[2]);
+        let want = match tier.as_str() {
+            "A_sliding_window_log" => 7_200..=7_200,
+            "A_fixed_window" => 7_000..=7_200,
+            "A_sliding_window_counter" => 10_600..=10_800,
+            _ => 3_600..=3_600,
+        };
+        assert!(
+            want.contains(&wait),
+            "{tier}: Retry-After {wait}, expected {want:?}"
+        );
+    }
 }

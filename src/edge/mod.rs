@@ -25,11 +25,12 @@ pub enum EdgeOutcome {
 }
 
 /// Runs the edge limiter with its configured algorithm (`edge.algorithm`): `token_bucket` in
-/// `buckets`, `gcra` in `cells` (separate stores, so switching on reload starts afresh).
-pub fn check_with_algorithm(
+/// `buckets`, `gcra` in the store `cells` returns (created on first use; separate stores, so
+/// switching on reload starts afresh).
+pub fn check_with_algorithm<'a>(
     settings: &EdgeSettings,
     buckets: &BucketStore,
-    cells: &AlgoStore<IpAddr>,
+    cells: impl FnOnce() -> &'a AlgoStore<IpAddr>,
     client: IpAddr,
     now_ms: u64,
 ) -> EdgeOutcome {
@@ -40,7 +41,7 @@ pub fn check_with_algorithm(
         return EdgeOutcome::Skipped;
     }
     let key = client_ip::key_of(client, settings.ipv6_prefix);
-    let (o, _) = cells.decide(&key, settings.algorithm, now_ms, &settings.rate, 1, 0);
+    let (o, _) = cells().decide(&key, settings.algorithm, now_ms, &settings.rate, 1, 0);
     if o.decision.admitted {
         EdgeOutcome::Admitted(o.decision)
     } else {
