@@ -203,8 +203,11 @@ impl Proxy {
                 if headers.admitted() {
                     if extras.delay_ms > 0 {
                         let waited = policy_headers::wait_for_slot(session, extras.delay_ms).await;
-                        if let (Err(e), Some(r)) = (waited, extras.reservation) {
-                            quota.give_back(&request, &rate, r).await;
+                        if let Err(e) = waited {
+                            ctx.decided = ("tenant", "client_left");
+                            if let Some(r) = extras.reservation {
+                                quota.give_back(&request, &rate, r).await;
+                            }
                             return Err(e);
                         }
                     }

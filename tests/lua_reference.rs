@@ -187,7 +187,7 @@ use tollgate::limit::calendar::{self, Period};
 use tollgate::limit::fixed_window::WindowState;
 use tollgate::limit::gcra::TatState;
 use tollgate::limit::sliding_window_counter::CounterState;
-use tollgate::quota::policy::{self, CalendarQuota, PolicyCall};
+use tollgate::quota::policy_script::{self as policy, CalendarQuota, PolicyCall};
 
 fn hset(con: &mut redis::Connection, key: &str, fields: &[(&str, u64)]) {
     let mut cmd = redis::cmd("HSET");

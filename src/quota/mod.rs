@@ -1,11 +1,15 @@
 //! Tenant stage: the tenant's tier-sized token bucket, decided in Redis by one atomic Lua script,
 //! behind a circuit breaker, with the tier's declared failure policy (docs/DESIGN.md sections 2–3).
+//!
+//! Tiers with another algorithm than the token bucket, or with calendar quotas, take the policy
+//! path ([`policies`], [`policy_script`]): the same breaker and failure policies, one script call
+//! deciding the main limit and every quota together (docs/DESIGN.md 4c).
 
 pub mod breaker;
 pub mod deny_cache;
 pub mod local_store;
 pub mod policies;
-pub mod policy;
+pub mod policy_script;
 pub mod redis_store;
 
 use crate::config::{FailurePolicy, RedisSettings, TierPolicy};

@@ -1,5 +1,5 @@
 //! The tenant stage for tiers with another algorithm than the token bucket, or with calendar
-//! quotas: one call of `lua/policy.lua` (see [`super::policy`]) behind the same breaker, timeout
+//! quotas: one call of `lua/policy.lua` (see [`super::policy_script`]) behind the same breaker, timeout
 //! and failure policies as the token bucket path; the `local` fallback runs the tier's
 //! algorithm in memory ([`super::local_store`]).
 //!
@@ -9,7 +9,7 @@
 //! share, as for the token bucket.
 
 use super::breaker::Permit;
-use super::policy::{self, PolicyCall, PolicyDecision};
+use super::policy_script::{self as policy, PolicyCall, PolicyDecision};
 use super::redis_store::RedisFault;
 use super::{QuotaOutcome, QuotaService, TenantQuota};
 use crate::config::FailurePolicy;
