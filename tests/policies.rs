@@ -401,15 +401,16 @@ async fn reload_between_algorithms_never_misreads_the_old_state() {
     assert_eq!(redis.hgetall("tollgate:{r}:fw"), fw_before);
 }
 
-/// `leaky_bucket` shapes: of 8 concurrent requests at 2/s, burst 1 and max_delay 1.2 s, one
-/// passes at once, two are delayed to their slots (0.5 s and 1 s later) and five are refused;
-/// delays are at least the slot (a timer never fires early).
+/// `leaky_bucket` shapes: of 8 concurrent requests at 1/s, burst 1 and max_delay 2.5 s, one
+/// passes at once, two are delayed to their slots (1 s and 2 s later) and five are refused
+/// (the next slot is 3 s away: a margin of 0.5 s for the requests' arrival spread); delays are at
+/// least the slot (a timer never fires early).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leaky_bucket_delays_up_to_max_delay_then_refuses() {
     let redis = RedisServer::start();
     let backend = Backend::start("echo");
     let tiers =
-        "  L: { limit: 2, per: 1s, burst: 1, algorithm: leaky_bucket, max_delay: 1200ms }\n";
+        "  L: { limit: 1, per: 1s, burst: 1, algorithm: leaky_bucket, max_delay: 2500ms }\n";
     let keys = [("l".to_string(), "L".to_string())];
     let gw = Gateway::start(&yaml(&redis, &backend, tiers, &keys));
     let http = client();
@@ -441,8 +442,8 @@ async fn leaky_bucket_delays_up_to_max_delay_then_refuses() {
         done.iter().map(|(r, _)| r.status).collect::<Vec<_>>()
     );
     assert_eq!(done.iter().filter(|(r, _)| r.status == 429).count(), 5);
-    assert!(admitted[1] >= Duration::from_millis(400), "{admitted:?}");
-    assert!(admitted[2] >= Duration::from_millis(900), "{admitted:?}");
+    assert!(admitted[1] >= Duration::from_millis(900), "{admitted:?}");
+    assert!(admitted[2] >= Duration::from_millis(1_900), "{admitted:?}");
     for (r, _) in done.iter().filter(|(r, _)| r.status == 429) {
         assert_eq!(violated(r), ["L"]);
         assert!(retry_after(r) >= 1);
@@ -455,26 +456,26 @@ async fn leaky_bucket_delays_up_to_max_delay_then_refuses() {
 async fn leaky_bucket_never_reorders_a_tenants_requests() {
     let redis = RedisServer::start();
     let backend = Backend::start("echo");
-    let tiers = "  L: { limit: 4, per: 1s, burst: 1, algorithm: leaky_bucket, max_delay: 5s }\n";
+    let tiers = "  L: { limit: 1, per: 1s, burst: 1, algorithm: leaky_bucket, max_delay: 10s }\n";
     let keys = [("o".to_string(), "L".to_string())];
     let gw = Gateway::start(&yaml(&redis, &backend, tiers, &keys));
     let http = client();
     let order = Arc::new(parking_lot::Mutex::new(vec![]));
     let mut set = JoinSet::new();
-    for i in 0..6 {
+    for i in 0..5 {
         let (http, url, order) = (http.clone(), gw.url("/"), order.clone());
         set.spawn(async move {
             let r = send(&http, &url, "o").await;
             assert_eq!(r.status, 200, "request {i}");
             order.lock().push(i);
         });
-        // Sent 100 ms apart; slots are 250 ms apart, so each one is delayed.
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Sent 300 ms apart; slots are 1 s apart, so each one is delayed.
+        tokio::time::sleep(Duration::from_millis(300)).await;
     }
     while let Some(r) = set.join_next().await {
         r.expect("task");
     }
-    assert_eq!(*order.lock(), [0, 1, 2, 3, 4, 5]);
+    assert_eq!(*order.lock(), [0, 1, 2, 3, 4]);
 }
 
 /// A client that disconnects while delayed gives its slot back: the bucket's state returns to
