@@ -18,6 +18,7 @@ use std::net::IpAddr;
 use tollgate::config::Config;
 use tollgate::edge::client_ip::client_ip;
 use tollgate::identity::{hash_key, Authenticator};
+use tollgate::limit::algorithm::{self, Algorithm as LimitAlgorithm};
 use tollgate::limit::token_bucket::{decide, TokenBucketState};
 use tollgate::limit::Rate;
 use tollgate::upstream::router::Router;
@@ -185,6 +186,40 @@ fn bench_token_bucket(c: &mut Criterion) {
     g.finish();
 }
 
+/// Every algorithm's reference (through `limit::algorithm::decide`, as the in-memory limiters
+/// call it): a steady admitted stream and a refused request on an exhausted state.
+fn bench_algorithms(c: &mut Criterion) {
+    let mut g = c.benchmark_group("limit::algorithm");
+    let rate = Rate::new(1000, 60_000, 100);
+    for alg in LimitAlgorithm::ALL {
+        // Half-used state: 50 requests spread over the last few seconds.
+        let mut warm = None;
+        for i in 0..50 {
+            algorithm::decide(alg, &mut warm, 1_000_000 + i * 60, &rate, 1, 1_000);
+        }
+        g.bench_function(BenchmarkId::new(alg.as_str(), "admitted"), |b| {
+            b.iter_batched(
+                || warm.clone(),
+                |mut s| algorithm::decide(alg, &mut s, black_box(1_003_100), &rate, 1, 1_000),
+                criterion::BatchSize::SmallInput,
+            )
+        });
+        let mut full = warm.clone();
+        while algorithm::decide(alg, &mut full, 1_003_100, &rate, 1, 0)
+            .decision
+            .admitted
+        {}
+        g.bench_function(BenchmarkId::new(alg.as_str(), "refused"), |b| {
+            b.iter_batched(
+                || full.clone(),
+                |mut s| algorithm::decide(alg, &mut s, black_box(1_003_101), &rate, 1, 0),
+                criterion::BatchSize::SmallInput,
+            )
+        });
+    }
+    g.finish();
+}
+
 fn bench_client_ip(c: &mut Criterion) {
     let mut g = c.benchmark_group("edge::client_ip");
     let trusted: Vec<IpNet> = ["10.0.0.0/8", "127.0.0.1/32", "2001:db8:ffff::/48"]
@@ -344,6 +379,7 @@ routes:
 criterion_group!(
     hot_paths,
     bench_token_bucket,
+    bench_algorithms,
     bench_client_ip,
     bench_jwt,
     bench_api_key,

@@ -328,6 +328,32 @@ if [[ -n $first503 ]]; then
   python3 -m json.tool <"$WORK/slow$first503.body" | indent
 fi
 
+section "6b. policies: a daily quota (tier metered) and shaping (tier shaped, leaky_bucket)"
+METERED=(-H "X-API-Key: demo-metered-key")
+SHAPED=(-H "X-API-Key: demo-shaped-key")
+ok200=0 n429=0
+for i in $(seq 1 10); do
+  [[ $((i % 2)) == 1 ]] && url=$GWA || url=$GWB
+  c=$(code "${METERED[@]}" "$url/api/orders")
+  [[ $c == 200 ]] && ok200=$((ok200 + 1))
+  [[ $c == 429 ]] && n429=$((n429 + 1))
+done
+expect "metered: daily quota of 8 admits 8 of 10 across both instances" "$ok200" 8
+expect "metered: the other 2 refused by the day quota" "$n429" 2
+say "a refusal: every policy in RateLimit-Policy, the tightest in RateLimit, Retry-After = until UTC midnight"
+show "${METERED[@]}" "$GWB/api/orders"
+say "shaped (2/s, burst 1, max_delay 1.5 s): 5 concurrent requests; status and time of each"
+pids=()
+for i in 1 2 3 4 5; do
+  curl -s -o /dev/null -w '%{http_code} %{time_total}\n' "${SHAPED[@]}" "$GWA/api/orders" >"$WORK/shaped$i" &
+  pids+=($!)
+done
+wait "${pids[@]}"
+shaped=$(cat "$WORK"/shaped? | sort -k2 -g)
+printf '%s\n' "$shaped" | indent
+expect "shaped: 4 admitted (now, +0.5 s, +1 s, +1.5 s)" "$(grep -c '^200' <<<"$shaped")" 4
+expect "shaped: the 5th (slot 2 s away) refused" "$(grep -c '^429' <<<"$shaped")" 1
+
 section "7. Redis outage: kill -9 redis-server mid-run"
 kill -KILL "$REDIS_PID"
 while kill -0 "$REDIS_PID" 2>/dev/null; do sleep 0.05; done

@@ -11,6 +11,7 @@ pub mod edge;
 pub mod identity;
 pub mod limit;
 pub mod metrics;
+pub mod policy_headers;
 pub mod proxy;
 pub mod quota;
 pub mod reload;

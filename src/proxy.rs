@@ -8,6 +8,7 @@ use crate::config::{AuthMode, RouteSettings};
 use crate::edge::{self, client_ip, EdgeOutcome};
 use crate::identity::{tenant_id, Identity, IdentityError};
 use crate::metrics::{status_class, METRICS};
+use crate::policy_headers;
 use crate::quota::{QuotaOutcome, TenantQuota};
 use crate::response::{self, send_problem, Problem, QuotaHeaders};
 use crate::snapshot::{App, Snapshot};
@@ -160,6 +161,7 @@ impl Proxy {
             rate,
             cost,
             on_failure: tier.on_failure,
+            tier_policy: &tier.policy,
         };
         let outcome = quota.decide(&request).await;
         let bound = snap.config.observability.tenant_metrics;
@@ -188,15 +190,27 @@ impl Proxy {
                 decision,
                 rate,
                 degraded,
+                extras,
             } => {
                 let headers = QuotaHeaders {
                     policy_name: tier.name.clone(),
                     rate,
                     decision,
                     degraded,
+                    quotas: policy_headers::quota_reports(tier, &extras),
                 };
                 let mode = snap.config.response.headers;
-                if decision.admitted {
+                if headers.admitted() {
+                    if extras.delay_ms > 0 {
+                        let waited = policy_headers::wait_for_slot(session, extras.delay_ms).await;
+                        if let Err(e) = waited {
+                            ctx.decided = ("tenant", "client_left");
+                            if let Some(r) = extras.reservation {
+                                quota.give_back(&request, &rate, r).await;
+                            }
+                            return Err(e);
+                        }
+                    }
                     let outcome = if degraded { "fallback" } else { "admitted" };
                     METRICS.decision("tenant", outcome, &tier.name);
                     METRICS.tenant_decision(bound, &tenant, outcome);
@@ -207,7 +221,9 @@ impl Proxy {
                     return Ok(false);
                 }
                 METRICS.tenant_decision(bound, &tenant, "limited");
-                let detail = if decision.never_admissible() {
+                let detail = if decision.admitted {
+                    policy_headers::quota_detail(&headers, cost)
+                } else if decision.never_admissible() {
                     format!(
                         "this request costs {cost} tokens, more than the {} tokens tier \"{}\" can ever hold",
                         rate.burst, tier.name
@@ -224,7 +240,7 @@ impl Proxy {
                     "Quota exceeded",
                     detail,
                 )
-                .with("violated-policies", json!([tier.name]));
+                .with("violated-policies", json!(headers.violated()));
                 let h = headers.pairs(mode);
                 self.reject(session, ctx, "tenant", "limited", p, h).await
             }
@@ -334,7 +350,9 @@ impl ProxyHttp for Proxy {
         // 1. Edge.
         if let Some(edge_settings) = &snap.config.edge {
             let now = self.app.now_ms();
-            match edge::check(edge_settings, &self.app.edge_buckets, ctx.client, now) {
+            let buckets = &self.app.edge_buckets;
+            let cells = || self.app.edge_cells(edge_settings.max_clients);
+            match edge::check_with_algorithm(edge_settings, buckets, cells, ctx.client, now) {
                 EdgeOutcome::Skipped => {}
                 EdgeOutcome::Admitted(_) => METRICS.decision("edge", "admitted", "-"),
                 EdgeOutcome::Limited(d) => {

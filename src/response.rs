@@ -87,6 +87,20 @@ pub struct QuotaHeaders {
     pub decision: Decision,
     /// Set when the decision came from the local fallback bucket (Redis unavailable).
     pub degraded: bool,
+    /// The tier's calendar quotas decided with it (docs/DESIGN.md 4c), in config order.
+    pub quotas: Vec<QuotaReport>,
+}
+
+/// One calendar quota's part of a decision, for the headers.
+#[derive(Debug, Clone)]
+pub struct QuotaReport {
+    /// Policy name `<tier>.<period>`.
+    pub name: String,
+    /// Tokens per window (`q`).
+    pub limit: u64,
+    /// Nominal window in seconds (`w`).
+    pub window_s: u64,
+    pub decision: Decision,
 }
 
 impl QuotaHeaders {
@@ -96,37 +110,80 @@ impl QuotaHeaders {
     /// `RateLimit: "<tier>";r=<remaining>;t=<seconds until full>` (draft-11); legacy
     /// `X-RateLimit-Limit` = burst, `-Remaining` = floor(tokens), `-Reset` = seconds until full.
     /// A degraded decision carries `;degraded` on the policy and `Tollgate-Degraded: redis`.
+    ///
+    /// With calendar quotas (docs/DESIGN.md 4c) every policy is listed in `RateLimit-Policy`
+    /// (`"pro";q=200;w=12, "pro.day";q=100000;w=86400`), `RateLimit` and the legacy fields
+    /// report the policy with the least room (fewest tokens left; the main limit on a tie), and
+    /// `Retry-After` is the longest wait among the policies that refused.
     pub fn pairs(&self, mode: HeaderMode) -> Vec<(&'static str, String)> {
         let mut out = Vec::with_capacity(5);
-        let name = &self.policy_name;
-        let d = &self.decision;
+        let (name, limit, d) = self.tightest();
         if matches!(mode, HeaderMode::Ietf | HeaderMode::Both) {
             let degraded = if self.degraded { ";degraded" } else { "" };
-            out.push((
-                "RateLimit-Policy",
-                format!(
-                    "\"{name}\";q={};w={}{degraded}",
-                    self.rate.burst,
-                    self.rate.window_s()
-                ),
-            ));
+            let mut policy = format!(
+                "\"{}\";q={};w={}{degraded}",
+                self.policy_name,
+                self.rate.burst,
+                self.rate.window_s()
+            );
+            for q in &self.quotas {
+                policy.push_str(&format!(", \"{}\";q={};w={}", q.name, q.limit, q.window_s));
+            }
+            out.push(("RateLimit-Policy", policy));
             out.push((
                 "RateLimit",
                 format!("\"{name}\";r={};t={}", d.remaining, d.reset_s()),
             ));
         }
         if matches!(mode, HeaderMode::Legacy | HeaderMode::Both) {
-            out.push(("X-RateLimit-Limit", self.rate.burst.to_string()));
+            out.push(("X-RateLimit-Limit", limit.to_string()));
             out.push(("X-RateLimit-Remaining", d.remaining.to_string()));
             out.push(("X-RateLimit-Reset", d.reset_s().to_string()));
         }
         if self.degraded {
             out.push(("Tollgate-Degraded", "redis".to_string()));
         }
-        if let Some(s) = d.retry_after_s() {
+        if let Some(s) = self.retry_after_s() {
             out.push(("Retry-After", s.to_string()));
         }
         out
+    }
+
+    /// (name, q, decision) of the policy with the least room left.
+    fn tightest(&self) -> (&str, u64, &Decision) {
+        let mut best = (self.policy_name.as_str(), self.rate.burst, &self.decision);
+        for q in &self.quotas {
+            if q.decision.remaining < best.2.remaining {
+                best = (q.name.as_str(), q.limit, &q.decision);
+            }
+        }
+        best
+    }
+
+    /// True when every policy admitted.
+    pub fn admitted(&self) -> bool {
+        self.decision.admitted && self.quotas.iter().all(|q| q.decision.admitted)
+    }
+
+    /// Names of the policies that refused (`violated-policies`).
+    pub fn violated(&self) -> Vec<String> {
+        let main = (!self.decision.admitted).then(|| self.policy_name.clone());
+        main.into_iter()
+            .chain(
+                self.quotas
+                    .iter()
+                    .filter(|q| !q.decision.admitted)
+                    .map(|q| q.name.clone()),
+            )
+            .collect()
+    }
+
+    /// `Retry-After` in seconds: the longest wait among refusing policies that can ever admit.
+    pub fn retry_after_s(&self) -> Option<u64> {
+        std::iter::once(&self.decision)
+            .chain(self.quotas.iter().map(|q| &q.decision))
+            .filter_map(Decision::retry_after_s)
+            .max()
     }
 }
 
@@ -163,8 +220,44 @@ mod tests {
             rate: Rate::new(60, 60_000, 20),
             decision,
             degraded: false,
+            quotas: vec![],
         }
         .pairs(mode)
+    }
+
+    #[test]
+    fn every_policy_listed_tightest_reported_longest_wait() {
+        let main = Decision {
+            admitted: true,
+            remaining: 7,
+            retry_after_ms: 0,
+            full_ms: 3_000,
+        };
+        let day = Decision {
+            admitted: false,
+            remaining: 0,
+            retry_after_ms: 3_600_000,
+            full_ms: 3_600_000,
+        };
+        let h = QuotaHeaders {
+            policy_name: "pro".into(),
+            rate: Rate::new(1000, 60_000, 200),
+            decision: main,
+            degraded: false,
+            quotas: vec![QuotaReport {
+                name: "pro.day".into(),
+                limit: 100_000,
+                window_s: 86_400,
+                decision: day,
+            }],
+        };
+        let p = h.pairs(HeaderMode::Both);
+        assert_eq!(p[0].1, "\"pro\";q=200;w=12, \"pro.day\";q=100000;w=86400");
+        assert_eq!(p[1].1, "\"pro.day\";r=0;t=3600");
+        assert_eq!(p[2], ("X-RateLimit-Limit", "100000".to_string()));
+        assert_eq!(p.last().unwrap(), &("Retry-After", "3600".to_string()));
+        assert!(!h.admitted());
+        assert_eq!(h.violated(), ["pro.day"]);
     }
 
     #[test]

@@ -8,6 +8,7 @@ use crate::config::{Config, ConfigError, Tier};
 use crate::edge::BucketStore;
 use crate::identity::Authenticator;
 use crate::limit::Rate;
+use crate::quota::local_store::AlgoStore;
 use crate::quota::QuotaService;
 use crate::upstream::router::Router;
 use crate::upstream::Upstream;
@@ -102,6 +103,9 @@ pub struct App {
     pub snapshot: ArcSwap<Snapshot>,
     /// Edge buckets, kept across reloads.
     pub edge_buckets: BucketStore,
+    /// Edge state when `edge.algorithm: gcra`: created on first use, sized by the
+    /// `edge.max_clients` then in force (not resized by later reloads).
+    edge_cells: std::sync::OnceLock<AlgoStore<std::net::IpAddr>>,
     /// The config file (re-read on SIGHUP).
     pub config_path: PathBuf,
     /// Set once graceful shutdown starts (`/readyz` answers 503).
@@ -122,10 +126,16 @@ impl App {
         App {
             snapshot: ArcSwap::from_pointee(snapshot),
             edge_buckets: BucketStore::new(max_clients),
+            edge_cells: std::sync::OnceLock::new(),
             config_path,
             shutting_down: AtomicBool::new(false),
             epoch: Instant::now(),
         }
+    }
+
+    /// The edge's GCRA state (see `edge_cells`), created with `max_clients` on first use.
+    pub fn edge_cells(&self, max_clients: usize) -> &AlgoStore<std::net::IpAddr> {
+        self.edge_cells.get_or_init(|| AlgoStore::new(max_clients))
     }
 
     /// Milliseconds since process start (monotonic).

@@ -318,3 +318,426 @@ fn lua_script_matches_rust_reference_across_clock_steps() {
         "rebased refusals {rebased_writes}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Every algorithm (issue 13): `lua/policy.lua` composed with each `lua/<algorithm>.lua` against
+// `tollgate::limit::algorithm::decide`, and calendar quotas against `limit::calendar`.
+
+use tollgate::limit::algorithm::{self, AlgoState, Algorithm};
+use tollgate::limit::calendar::{self, Period};
+use tollgate::limit::fixed_window::WindowState;
+use tollgate::limit::gcra::TatState;
+use tollgate::limit::sliding_window_counter::CounterState;
+use tollgate::quota::policy_script::{self as policy, CalendarQuota, PolicyCall};
+
+fn hset(con: &mut redis::Connection, key: &str, fields: &[(&str, u64)]) {
+    let mut cmd = redis::cmd("HSET");
+    cmd.arg(key);
+    for (f, v) in fields {
+        cmd.arg(*f).arg(*v);
+    }
+    let _: () = cmd.query(con).unwrap();
+}
+
+fn write_state(con: &mut redis::Connection, key: &str, state: &AlgoState) {
+    write_fields(con, key, state);
+    let _: () = redis::cmd("PEXPIRE")
+        .arg(key)
+        .arg(600_000)
+        .query(con)
+        .unwrap();
+}
+
+fn write_fields(con: &mut redis::Connection, key: &str, state: &AlgoState) {
+    match state {
+        AlgoState::TokenBucket(s) => hset(
+            con,
+            key,
+            &[("l", s.level), ("s", s.scale), ("t", s.last_ms)],
+        ),
+        AlgoState::Gcra(s) | AlgoState::LeakyBucket(s) => {
+            hset(con, key, &[("t", s.tat_ms), ("r", s.rem), ("s", s.scale)])
+        }
+        AlgoState::FixedWindow(s) => hset(con, key, &[("w", s.start_ms), ("c", s.count)]),
+        AlgoState::SlidingWindowCounter(s) => {
+            hset(con, key, &[("w", s.start_ms), ("c", s.cur), ("p", s.prev)])
+        }
+        AlgoState::SlidingWindowLog(log) => {
+            if !log.is_empty() {
+                let _: () = redis::cmd("RPUSH")
+                    .arg(key)
+                    .arg(log.iter().copied().collect::<Vec<_>>())
+                    .query(con)
+                    .unwrap();
+            }
+        }
+    }
+}
+
+fn read_state(con: &mut redis::Connection, key: &str, alg: Algorithm) -> Option<AlgoState> {
+    if alg == Algorithm::SlidingWindowLog {
+        let log: Vec<u64> = redis::cmd("LRANGE")
+            .arg(key)
+            .arg(0)
+            .arg(-1)
+            .query(con)
+            .unwrap();
+        return (!log.is_empty()).then(|| AlgoState::SlidingWindowLog(log.into()));
+    }
+    let h: std::collections::HashMap<String, u64> =
+        redis::cmd("HGETALL").arg(key).query(con).unwrap();
+    if h.is_empty() {
+        return None;
+    }
+    let f = |n: &str| h[n];
+    Some(match alg {
+        Algorithm::TokenBucket => AlgoState::TokenBucket(TokenBucketState {
+            level: f("l"),
+            scale: f("s"),
+            last_ms: f("t"),
+        }),
+        Algorithm::Gcra | Algorithm::LeakyBucket => {
+            let s = TatState {
+                tat_ms: f("t"),
+                rem: f("r"),
+                scale: f("s"),
+            };
+            if alg == Algorithm::Gcra {
+                AlgoState::Gcra(s)
+            } else {
+                AlgoState::LeakyBucket(s)
+            }
+        }
+        Algorithm::FixedWindow => AlgoState::FixedWindow(WindowState {
+            start_ms: f("w"),
+            count: f("c"),
+        }),
+        Algorithm::SlidingWindowCounter => AlgoState::SlidingWindowCounter(CounterState {
+            start_ms: f("w"),
+            cur: f("c"),
+            prev: f("p"),
+        }),
+        Algorithm::SlidingWindowLog => unreachable!(),
+    })
+}
+
+fn small_rate(rng: &mut StdRng) -> Rate {
+    let per_ms = PERIODS[rng.random_range(0..PERIODS.len())];
+    Rate::new(rng.random_range(1..=300), per_ms, rng.random_range(1..=60))
+}
+
+/// Runs the composed policy script for `alg` with no quotas at the fixed clock `now`.
+fn run_policy(
+    con: &mut redis::Connection,
+    tenant: &str,
+    call: &PolicyCall<'_>,
+    now: u64,
+) -> policy::PolicyDecision {
+    let (keys, args) = policy::keys_and_args("ref", call, Some(now));
+    let script = redis::Script::new(policy::policy_script(call.algorithm).source());
+    let mut inv = script.prepare_invoke();
+    for k in &keys {
+        inv.key(k);
+    }
+    for a in &args {
+        inv.arg(a);
+    }
+    let reply: Vec<i64> = inv.invoke(con).unwrap_or_else(|e| panic!("{tenant}: {e}"));
+    policy::parse_reply(&reply, call.rate.limit).expect("reply shape")
+}
+
+#[test]
+fn every_algorithm_script_matches_its_reference_on_random_cases() {
+    let redis = RedisServer::start();
+    let mut con = redis.conn();
+    let mut rng = StdRng::seed_from_u64(0x13_a1_60);
+    let base = redis_now_ms(&mut con);
+    for alg in Algorithm::ALL {
+        let (mut admitted, mut refused) = (0, 0);
+        for case in 0..700 {
+            let tenant = format!("{}{case}", alg.key_suffix());
+            let old = small_rate(&mut rng);
+            let rate = if rng.random_bool(0.7) {
+                old
+            } else {
+                small_rate(&mut rng)
+            };
+            let max_delay = if rng.random_bool(0.3) {
+                0
+            } else {
+                rng.random_range(0..=5_000)
+            };
+            // A prior state from random traffic under the old config.
+            let mut state = None;
+            let mut t = base - rng.random_range(0..=3 * old.window_ms().min(20_000_000));
+            for _ in 0..rng.random_range(0..=old.burst + 3) {
+                t += rng.random_range(0..=old.window_ms() / 4 + 1);
+                let c = rng.random_range(1..=old.burst);
+                algorithm::decide(alg, &mut state, t, &old, c, max_delay);
+            }
+            let now = if rng.random_bool(0.05) {
+                t.saturating_sub(rng.random_range(1..=20_000))
+            } else {
+                t + rng.random_range(0..=2 * rate.window_ms().min(10_000_000))
+            };
+            let cost = rng.random_range(1..=rate.burst + 1);
+            let key = policy::main_key("ref", &tenant, alg);
+            if let Some(s) = &state {
+                write_state(&mut con, &key, s);
+            }
+            let before = state.clone();
+            let want = algorithm::decide(alg, &mut state, now, &rate, cost, max_delay);
+            let call = PolicyCall {
+                tenant: &tenant,
+                algorithm: alg,
+                rate,
+                cost,
+                max_delay_ms: max_delay,
+                quotas: &[],
+            };
+            let got = run_policy(&mut con, &tenant, &call, now);
+            let ctx = format!("{alg:?} case {case}: {rate:?} cost {cost} max_delay {max_delay} now {now} state {before:?}");
+            assert_eq!(got.main, want, "{ctx}");
+            assert_eq!(got.admitted, want.decision.admitted, "{ctx}");
+            let stored = read_state(&mut con, &key, alg);
+            if stored.is_none() && state.is_some() {
+                assert!(want.decision.full_ms < 100, "{ctx}: key vanished");
+            } else {
+                assert_eq!(stored, state, "{ctx}: stored state");
+            }
+            if stored.is_some() {
+                let pttl = redis.pttl(&key);
+                assert!(pttl != -1, "{ctx}: no TTL");
+            }
+            if want.decision.admitted {
+                admitted += 1;
+            } else {
+                refused += 1;
+            }
+        }
+        assert!(
+            admitted > 100 && refused > 100,
+            "{alg:?}: admitted {admitted}, refused {refused}"
+        );
+    }
+}
+
+/// The stand-alone scripts on the Redis `TIME` clock: the decision equals the reference at some
+/// instant between a `TIME` read before and after the call.
+#[test]
+fn every_algorithm_script_on_redis_time_matches_its_reference() {
+    let redis = RedisServer::start();
+    let mut con = redis.conn();
+    let mut rng = StdRng::seed_from_u64(0x71_3e);
+    for alg in Algorithm::ALL {
+        let script = redis::Script::new(policy::algorithm_lua(alg));
+        for case in 0..150 {
+            let rate = small_rate(&mut rng);
+            let max_delay = rng.random_range(0..=3_000);
+            let key = format!("solo:{{{}{case}}}:{}", alg.key_suffix(), alg.key_suffix());
+            let base = redis_now_ms(&mut con);
+            let mut state = None;
+            let mut t = base - rng.random_range(0..=2 * rate.window_ms().min(5_000_000));
+            for _ in 0..rng.random_range(0..=rate.burst + 2) {
+                t += rng.random_range(0..=rate.window_ms() / 5 + 1);
+                let t = t.min(base);
+                algorithm::decide(alg, &mut state, t, &rate, 1, max_delay);
+            }
+            if let Some(s) = &state {
+                write_state(&mut con, &key, s);
+            }
+            let cost = rng.random_range(1..=rate.burst);
+            let before = redis_now_ms(&mut con);
+            let mut inv = script.prepare_invoke();
+            inv.key(&key)
+                .arg(rate.limit)
+                .arg(rate.per_ms)
+                .arg(rate.burst)
+                .arg(cost);
+            if alg == Algorithm::LeakyBucket {
+                inv.arg(max_delay);
+            }
+            let reply: Vec<i64> = inv.invoke(&mut con).unwrap();
+            let after = redis_now_ms(&mut con);
+            let got = to_decision(&reply);
+            let matches = (before..=after).any(|now| {
+                let mut s = state.clone();
+                let want = algorithm::decide(alg, &mut s, now, &rate, cost, max_delay);
+                want.decision == got && reply.get(4).is_none_or(|d| *d as u64 == want.delay_ms)
+            });
+            assert!(
+                matches,
+                "{alg:?} case {case}: {rate:?} cost {cost} state {state:?} lua {reply:?}"
+            );
+        }
+    }
+}
+
+/// Calendar quotas in the policy script: the window and its key at each UTC boundary, exact
+/// counts, and all or nothing with the main limit.
+#[test]
+fn quotas_follow_calendar_windows_and_debit_all_or_nothing() {
+    let redis = RedisServer::start();
+    let mut con = redis.conn();
+    let boundary = 1_796_083_200_000u64; // 2026-12-01T00:00:00Z (Tuesday; a month, day, hour start)
+    let quotas = [
+        CalendarQuota {
+            limit: 3,
+            period: Period::Day,
+        },
+        CalendarQuota {
+            limit: 5,
+            period: Period::Month,
+        },
+    ];
+    let rate = Rate::new(1, 3_600_000, 100); // main limit roomy
+    let call = |tenant: &'static str, alg, quotas: &'static [CalendarQuota]| PolicyCall {
+        tenant,
+        algorithm: alg,
+        rate,
+        cost: 1,
+        max_delay_ms: 0,
+        quotas,
+    };
+    let quotas: &'static [CalendarQuota] = Box::leak(Box::new(quotas));
+    for alg in Algorithm::ALL {
+        redis.flushall();
+        let c = call("q", alg, quotas);
+        // Three on Nov 30 at 23:59:00.000: the day quota allows 3. (Quota keys expire at the
+        // window end on the real clock: a minute leaves room for a slow machine.)
+        let t = boundary - 60_000;
+        let got: Vec<bool> = (0..4)
+            .map(|_| run_policy(&mut con, "q", &c, t).admitted)
+            .collect();
+        assert_eq!(got, [true, true, true, false], "{alg:?}");
+        let refused = run_policy(&mut con, "q", &c, t);
+        assert!(
+            refused.main.decision.admitted,
+            "{alg:?}: main alone would admit"
+        );
+        assert_eq!(
+            refused.quotas[0],
+            calendar::decide(3, 3, 1, t, boundary),
+            "{alg:?}"
+        );
+        assert_eq!(refused.quotas[0].retry_after_ms, 60_000);
+        // A policy that would admit reports what would be left after this request.
+        assert_eq!(refused.quotas[1].remaining, 1, "{alg:?}: month counted 3");
+        // The refusal by the day quota debited neither the main limit nor the month.
+        let main = policy::main_key("ref", "q", alg);
+        let m = run_policy(&mut con, "q", &c, t).main.decision.remaining;
+        assert_eq!(m, 96, "{alg:?}: 3 admitted, this one would be the 4th");
+        let day_key = format!("ref:{{q}}:q:day:{}", boundary - 86_400_000);
+        let month_key = format!("ref:{{q}}:q:month:{}", boundary - 30 * 86_400_000);
+        let exists: bool = redis::cmd("EXISTS").arg(&main).query(&mut con).unwrap();
+        assert!(exists, "{alg:?}: main key {main}");
+        let day: u64 = redis::cmd("GET").arg(&day_key).query(&mut con).unwrap();
+        let month: u64 = redis::cmd("GET").arg(&month_key).query(&mut con).unwrap();
+        assert_eq!((day, month), (3, 3), "{alg:?}");
+        let ttl = redis.pttl(&day_key);
+        assert!(ttl > 0, "{alg:?}: quota key TTL {ttl}");
+        // At 00:00:00.000 UTC a new day (and month) begins: new keys, fresh counts.
+        let got: Vec<bool> = (0..4)
+            .map(|_| run_policy(&mut con, "q", &c, boundary).admitted)
+            .collect();
+        assert_eq!(got, [true, true, true, false], "{alg:?} next day");
+        let new_month = format!("ref:{{q}}:q:month:{boundary}");
+        let month: u64 = redis::cmd("GET").arg(&new_month).query(&mut con).unwrap();
+        assert_eq!(month, 3);
+    }
+    // The other way round: a main limit that refuses debits no quota.
+    redis.flushall();
+    let tight = PolicyCall {
+        rate: Rate::new(1, 3_600_000, 1),
+        ..call("m", Algorithm::FixedWindow, quotas)
+    };
+    assert!(run_policy(&mut con, "m", &tight, boundary).admitted);
+    let r = run_policy(&mut con, "m", &tight, boundary);
+    assert!(!r.admitted && !r.main.decision.admitted && r.quotas[0].admitted);
+    let day: u64 = redis::cmd("GET")
+        .arg(format!("ref:{{m}}:q:day:{boundary}"))
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(day, 1);
+    // Week windows start on Monday 00:00 UTC (2026-11-30).
+    redis.flushall();
+    let weekly: &'static [CalendarQuota] = Box::leak(Box::new([CalendarQuota {
+        limit: 1,
+        period: Period::Week,
+    }]));
+    let w = call("w", Algorithm::Gcra, weekly);
+    let monday = boundary - 86_400_000;
+    assert!(run_policy(&mut con, "w", &w, monday - 1).admitted);
+    assert!(run_policy(&mut con, "w", &w, monday).admitted);
+    let r = run_policy(&mut con, "w", &w, monday + 1);
+    assert!(!r.admitted);
+    assert_eq!(r.quotas[0].retry_after_ms, 7 * 86_400_000 - 1);
+    // (The previous week's key expired 1 ms after the injected clock's boundary: TTLs are real.)
+    let week: u64 = redis::cmd("GET")
+        .arg(format!("ref:{{w}}:q:week:{monday}"))
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(week, 1);
+}
+
+/// `lua/leaky_refund.lua` against `leaky_bucket::refund`: the latest reservation goes back
+/// exactly, an earlier one (or a stale state) changes nothing.
+#[test]
+fn leaky_refund_script_matches_its_reference() {
+    use tollgate::limit::leaky_bucket;
+    let redis = RedisServer::start();
+    let mut con = redis.conn();
+    let mut rng = StdRng::seed_from_u64(0x1eaf);
+    let base = redis_now_ms(&mut con);
+    let (mut given, mut kept) = (0, 0);
+    for case in 0..1_500 {
+        let rate = small_rate(&mut rng);
+        let max_delay = rng.random_range(0..=20_000);
+        let key = format!("refund:{{t{case}}}:lb");
+        let mut state = None;
+        let mut reservations = vec![];
+        let mut t = base;
+        for _ in 0..rng.random_range(1..=6) {
+            t += rng.random_range(0..=50);
+            let cost = rng.random_range(1..=rate.burst);
+            let o = leaky_bucket::decide(state, t, &rate, cost, max_delay);
+            if let Some(next) = o.next {
+                if o.decision.admitted {
+                    reservations.push((next, cost));
+                }
+                state = Some(next);
+            }
+        }
+        let Some(stored) = state else { continue };
+        write_state(&mut con, &key, &AlgoState::LeakyBucket(stored));
+        let Some(&(reserved, cost)) =
+            reservations.get(rng.random_range(0..reservations.len().max(1)))
+        else {
+            continue;
+        };
+        let want = leaky_bucket::refund(Some(stored), reserved, &rate, cost);
+        let done: i64 = redis::Script::new(policy::refund_script().source())
+            .key(&key)
+            .arg(reserved.tat_ms)
+            .arg(reserved.rem)
+            .arg(reserved.scale)
+            .arg(cost)
+            .arg(rate.per_ms)
+            .invoke(&mut con)
+            .unwrap();
+        let after = read_state(&mut con, &key, Algorithm::LeakyBucket);
+        match want {
+            Some(next) => {
+                assert_eq!(done, 1, "case {case}");
+                assert_eq!(after, Some(AlgoState::LeakyBucket(next)), "case {case}");
+                given += 1;
+            }
+            None => {
+                assert_eq!(done, 0, "case {case}");
+                assert_eq!(after, Some(AlgoState::LeakyBucket(stored)), "case {case}");
+                kept += 1;
+            }
+        }
+    }
+    assert!(given > 100 && kept > 100, "given back {given}, kept {kept}");
+}

@@ -1,5 +1,7 @@
 //! The validated, immutable configuration. Every value here has passed `validate`.
 
+use crate::limit::algorithm::Algorithm;
+use crate::limit::calendar::CalendarQuota;
 use crate::limit::Rate;
 use ipnet::IpNet;
 use std::collections::BTreeMap;
@@ -138,6 +140,8 @@ pub struct BreakerSettings {
 #[derive(Debug, Clone, PartialEq)]
 pub struct EdgeSettings {
     pub rate: Rate,
+    /// `token_bucket` (default) or `gcra`.
+    pub algorithm: Algorithm,
     pub trusted_proxies: Vec<IpNet>,
     /// IPv6 clients are aggregated to this prefix length (bits).
     pub ipv6_prefix: u8,
@@ -215,6 +219,18 @@ pub struct Tier {
     pub name: String,
     pub rate: Rate,
     pub on_failure: FailurePolicy,
+    /// Algorithm, shaping and calendar quotas (docs/DESIGN.md 4c "Policies").
+    pub policy: TierPolicy,
+}
+
+/// How a tier decides: its main limit's algorithm and the calendar quotas decided with it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TierPolicy {
+    pub algorithm: Algorithm,
+    /// `leaky_bucket` only: longest delay until a request's slot, ms (0 = refuse instead).
+    pub max_delay_ms: u64,
+    /// Calendar quotas, in file order, at most one per period.
+    pub quotas: Vec<CalendarQuota>,
 }
 
 /// Per-tenant override of tier and bucket size.

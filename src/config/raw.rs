@@ -99,6 +99,7 @@ pub struct RawEdge {
     pub ipv6_prefix: Option<i64>,
     pub exempt: Option<Vec<String>>,
     pub max_clients: Option<i64>,
+    pub algorithm: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -155,6 +156,16 @@ pub struct RawTier {
     pub per: String,
     pub burst: Option<i64>,
     pub on_failure: Option<String>,
+    pub algorithm: Option<String>,
+    pub max_delay: Option<String>,
+    pub quotas: Option<Vec<RawQuota>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawQuota {
+    pub limit: i64,
+    pub period: String,
 }
 
 #[derive(Debug, Deserialize)]

@@ -12,6 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
+mod policy;
+
 /// Collects errors while validating.
 #[derive(Default)]
 struct Check {
@@ -201,13 +203,16 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
             t.on_failure.as_deref(),
             default_policy,
         );
-        if let Some(rate) = c.rate(&path, t.limit, &t.per, t.burst) {
+        let rate = c.rate(&path, t.limit, &t.per, t.burst);
+        let tier_policy = policy::tier_policy(&mut c, &path, t, rate.as_ref());
+        if let Some(rate) = rate {
             tiers.insert(
                 name.clone(),
                 Tier {
                     name: name.clone(),
                     rate,
                     on_failure,
+                    policy: tier_policy,
                 },
             );
         }
@@ -255,6 +260,22 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
             );
         } else {
             c.merged_rates(&path, &o, &tiers);
+            // The algorithm's own bounds, in every tier the tenant may land in; the first
+            // failing tier is reported.
+            for tier in tiers.values() {
+                let before = c.errors.len();
+                let p = &tier.policy;
+                policy::check_bounds(
+                    &mut c,
+                    &path,
+                    p.algorithm,
+                    &o.merged(tier.rate),
+                    p.max_delay_ms,
+                );
+                if c.errors.len() > before {
+                    break;
+                }
+            }
         }
         tenants.insert(id.clone(), o);
     }
@@ -549,8 +570,10 @@ fn edge_settings(c: &mut Check, e: &RawEdge) -> Option<EdgeSettings> {
         );
     }
     let max_clients = c.opt_positive("edge.max_clients", e.max_clients, 100_000) as usize;
+    let algorithm = policy::edge_algorithm(c, e.algorithm.as_deref(), rate.as_ref());
     Some(EdgeSettings {
         rate: rate?,
+        algorithm,
         trusted_proxies: trusted,
         ipv6_prefix: ipv6_prefix.clamp(1, 128) as u8,
         exempt,

@@ -9,7 +9,9 @@ pub mod slab_lru;
 pub mod store;
 
 use crate::config::EdgeSettings;
+use crate::limit::algorithm::Algorithm;
 use crate::limit::Decision;
+use crate::quota::local_store::AlgoStore;
 use std::net::IpAddr;
 pub use store::BucketStore;
 
@@ -20,6 +22,31 @@ pub enum EdgeOutcome {
     Skipped,
     Admitted(Decision),
     Limited(Decision),
+}
+
+/// Runs the edge limiter with its configured algorithm (`edge.algorithm`): `token_bucket` in
+/// `buckets`, `gcra` in the store `cells` returns (created on first use; separate stores, so
+/// switching on reload starts afresh).
+pub fn check_with_algorithm<'a>(
+    settings: &EdgeSettings,
+    buckets: &BucketStore,
+    cells: impl FnOnce() -> &'a AlgoStore<IpAddr>,
+    client: IpAddr,
+    now_ms: u64,
+) -> EdgeOutcome {
+    if settings.algorithm == Algorithm::TokenBucket {
+        return check(settings, buckets, client, now_ms);
+    }
+    if settings.exempt.iter().any(|n| n.contains(&client)) {
+        return EdgeOutcome::Skipped;
+    }
+    let key = client_ip::key_of(client, settings.ipv6_prefix);
+    let (o, _) = cells().decide(&key, settings.algorithm, now_ms, &settings.rate, 1, 0);
+    if o.decision.admitted {
+        EdgeOutcome::Admitted(o.decision)
+    } else {
+        EdgeOutcome::Limited(o.decision)
+    }
 }
 
 /// Runs the edge limiter for `client` (already normalised) at `now_ms`.

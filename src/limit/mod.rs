@@ -4,7 +4,14 @@
 //! fallback) use these directly; `lua/token_bucket.lua` mirrors [`token_bucket`] exactly and an
 //! integration test checks both agree on thousands of random cases.
 
+pub mod algorithm;
 pub mod bounds;
+pub mod calendar;
+pub mod fixed_window;
+pub mod gcra;
+pub mod leaky_bucket;
+pub mod sliding_window_counter;
+pub mod sliding_window_log;
 pub mod token_bucket;
 
 pub use token_bucket::{Decision, TokenBucketState};
@@ -38,6 +45,13 @@ impl Rate {
         let units = self.burst as u128 * self.per_ms as u128;
         let ms = units.div_ceil(self.limit.max(1) as u128);
         u64::try_from(ms.div_ceil(1000).max(1)).unwrap_or(u64::MAX)
+    }
+
+    /// Window length of the window algorithms in ms: the time to refill `burst`,
+    /// `ceil(burst × per_ms / limit)`, ≥ 1 (equal to `per_ms` when `burst = limit`).
+    pub fn window_ms(&self) -> u64 {
+        let ms = (self.burst as u128 * self.per_ms as u128).div_ceil(self.limit.max(1) as u128);
+        u64::try_from(ms.max(1)).unwrap_or(u64::MAX)
     }
 
     /// This rate divided among `n` instances (limit and burst rounded down, at least 1).

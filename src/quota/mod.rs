@@ -1,19 +1,29 @@
 //! Tenant stage: the tenant's tier-sized token bucket, decided in Redis by one atomic Lua script,
 //! behind a circuit breaker, with the tier's declared failure policy (docs/DESIGN.md sections 2–3).
+//!
+//! Tiers with another algorithm than the token bucket, or with calendar quotas, take the policy
+//! path ([`policies`], [`policy_script`]): the same breaker and failure policies, one script call
+//! deciding the main limit and every quota together (docs/DESIGN.md 4c).
 
 pub mod breaker;
 pub mod deny_cache;
 pub mod fleet;
+pub mod local_store;
+pub mod policies;
+pub mod policy_script;
 pub mod redis_conn;
 pub mod redis_store;
 
-use crate::config::{FailurePolicy, RedisSettings};
+use crate::config::{FailurePolicy, RedisSettings, TierPolicy};
 use crate::edge::BucketStore;
+use crate::limit::algorithm::Algorithm;
 use crate::limit::{Decision, Rate};
 use crate::metrics::METRICS;
 use breaker::{Breaker, BreakerState, Permit};
 use deny_cache::DenyCache;
 use fleet::Fleet;
+use local_store::AlgoStore;
+pub use policies::{PolicyExtras, Reservation};
 use redis_store::{RedisFault, RedisStore};
 use std::sync::Arc;
 use std::time::Instant;
@@ -32,10 +42,12 @@ pub struct TenantQuota<'a> {
     /// Tokens this request costs.
     pub cost: u64,
     pub on_failure: FailurePolicy,
+    /// The tier's algorithm, shaping and calendar quotas.
+    pub tier_policy: &'a TierPolicy,
 }
 
 /// What the tenant stage decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum QuotaOutcome {
     /// A bucket decided: Redis (`degraded: false`) or the local fallback (`degraded: true`).
     /// `rate` is the bucket that decided (the tenant's, or its local share when degraded).
@@ -43,6 +55,8 @@ pub enum QuotaOutcome {
         decision: Decision,
         rate: Rate,
         degraded: bool,
+        /// Quotas and shaping (empty for a plain token bucket tier).
+        extras: PolicyExtras,
     },
     /// Redis unavailable, policy `open`: admit without quota headers.
     FailedOpen,
@@ -58,6 +72,8 @@ pub struct QuotaService {
     redis: RedisStore,
     breaker: Arc<Breaker>,
     local: Arc<BucketStore<String>>,
+    /// Local fallback state of the other algorithms (tagged per algorithm).
+    local_policies: Arc<AlgoStore<String>>,
     deny: Arc<DenyCache>,
     fleet: Arc<Fleet>,
     epoch: Instant,
@@ -72,6 +88,7 @@ impl QuotaService {
             redis: RedisStore::new(settings)?,
             breaker: Arc::new(Breaker::new(settings.breaker.clone())),
             local: Arc::new(BucketStore::new(LOCAL_FALLBACK_TENANTS)),
+            local_policies: Arc::new(AlgoStore::new(LOCAL_FALLBACK_TENANTS)),
             deny: Arc::new(DenyCache::new(LOCAL_FALLBACK_TENANTS)),
             fleet: Arc::new(Fleet::new(settings.fleet_size)),
             epoch: Instant::now(),
@@ -102,6 +119,7 @@ impl QuotaService {
             redis: RedisStore::new(settings)?,
             breaker,
             local: previous.local.clone(),
+            local_policies: previous.local_policies.clone(),
             deny: if same_buckets {
                 previous.deny.clone()
             } else {
@@ -167,6 +185,7 @@ impl QuotaService {
             }
             BreakerState::Closed => {
                 self.local.clear();
+                self.local_policies.clear();
                 tracing::info!(
                     breaker = "closed",
                     "redis circuit breaker closed: decisions back in redis"
@@ -177,12 +196,16 @@ impl QuotaService {
 
     /// Decides one request. Never fails: Redis faults become the declared policy's outcome.
     pub async fn decide(&self, q: &TenantQuota<'_>) -> QuotaOutcome {
+        if q.tier_policy.algorithm != Algorithm::TokenBucket || !q.tier_policy.quotas.is_empty() {
+            return self.decide_policies(q).await;
+        }
         let sent_ms = self.now_ms();
         if let Some(decision) = self.deny.check(q.tenant, &q.rate, q.cost, sent_ms) {
             return QuotaOutcome::Decided {
                 decision,
                 rate: q.rate,
                 degraded: false,
+                extras: PolicyExtras::default(),
             };
         }
         let (permit, t) = self.breaker.permit(sent_ms);
@@ -213,6 +236,7 @@ impl QuotaService {
                             decision,
                             rate: q.rate,
                             degraded: false,
+                            extras: PolicyExtras::default(),
                         };
                     }
                     Err(fault) => {
@@ -276,6 +300,7 @@ impl QuotaService {
                     decision,
                     rate,
                     degraded: true,
+                    extras: PolicyExtras::default(),
                 }
             }
         }

@@ -91,6 +91,11 @@ impl LuaScript {
         }
     }
 
+    /// The Lua source.
+    pub fn source(&self) -> &'static str {
+        self.source
+    }
+
     /// Hex SHA-1 of the source, as Redis names it.
     pub fn sha1(&self) -> &str {
         &self.sha1

@@ -1,0 +1,55 @@
+-- Fixed window decision, atomic in Redis. Mirrors src/limit/fixed_window.rs step for step.
+--
+-- KEYS[1]  <prefix>:{<tenant>}:fw  (hash: w = window start ms, c = tokens counted)
+-- ARGV[1]  limit, ARGV[2] per_ms, ARGV[3] burst: at most burst tokens per window of
+--          W = ceil(burst·per_ms / limit) ms, windows aligned to the Unix epoch
+-- ARGV[4]  cost    tokens this request takes
+--
+-- Returns integers {admitted, remaining, retry-after ms (-1 = never), ms until the window
+-- ends (0 when nothing is counted), delay ms (0)}. Clock: Redis TIME. A stored window from the
+-- future is rebased to the current one (count kept), written even on a refusal.
+if redis.replicate_commands then redis.replicate_commands() end
+
+local limit = tonumber(ARGV[1])
+local per = tonumber(ARGV[2])
+local burst = tonumber(ARGV[3])
+local cost = tonumber(ARGV[4])
+
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+
+local function idiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
+  return q
+end
+local function int(x) return string.format('%.0f', x) end
+
+local w = math.max(idiv(burst * per + limit - 1, limit), 1)
+local start = idiv(now, w) * w
+local end_in = start + w - now
+
+local count, rebased = 0, false
+local stored = redis.call('HMGET', KEYS[1], 'w', 'c')
+if stored[1] then
+  local s = tonumber(stored[1])
+  if s >= start then count, rebased = tonumber(stored[2]), s > start end
+end
+
+local function store(c)
+  redis.call('HSET', KEYS[1], 'w', int(start), 'c', int(c))
+  redis.call('PEXPIRE', KEYS[1], end_in)
+end
+
+local remaining = math.max(burst - count, 0)
+local full = 0
+if count > 0 then full = end_in end
+if cost > burst or count + cost > burst then
+  if rebased then store(count) end
+  local retry = end_in
+  if cost > burst then retry = -1 end
+  return {0, remaining, retry, full, 0}
+end
+count = count + cost
+store(count)
+return {1, burst - count, 0, end_in, 0}

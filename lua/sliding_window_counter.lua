@@ -1,0 +1,77 @@
+-- Sliding window counter decision, atomic in Redis. Mirrors src/limit/sliding_window_counter.rs.
+--
+-- KEYS[1]  <prefix>:{<tenant>}:swc  (hash: w = current window start ms, c = its count,
+--          p = previous window's count)
+-- ARGV[1]  limit, ARGV[2] per_ms, ARGV[3] burst: W = ceil(burst·per_ms / limit) ms; estimate
+--          prev·(W − e)/W + cur, compared multiplied by W (config keeps burst·W below 2^50)
+-- ARGV[4]  cost    tokens this request takes
+--
+-- Returns integers {admitted, remaining, retry-after ms (-1 = never), ms until the estimate is
+-- 0, delay ms (0)}. Clock: Redis TIME. A stored window from the future is rebased to the
+-- current one (counts kept), written even on a refusal.
+if redis.replicate_commands then redis.replicate_commands() end
+
+local limit = tonumber(ARGV[1])
+local per = tonumber(ARGV[2])
+local burst = tonumber(ARGV[3])
+local cost = tonumber(ARGV[4])
+
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+
+local function idiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
+  return q
+end
+local function int(x) return string.format('%.0f', x) end
+
+local w = math.max(idiv(burst * per + limit - 1, limit), 1)
+local start = idiv(now, w) * w
+local e = now - start
+
+local prev, cur, rebased = 0, 0, false
+local stored = redis.call('HMGET', KEYS[1], 'w', 'c', 'p')
+if stored[1] then
+  local s = tonumber(stored[1])
+  if s >= start then
+    prev, cur, rebased = tonumber(stored[3]), tonumber(stored[2]), s > start
+  elseif s + w >= start then
+    prev = tonumber(stored[2])
+  end
+end
+if prev > burst then prev = burst end
+if cur > burst then cur = burst end
+local used = prev * (w - e) + cur * w
+
+local function full(c)
+  if c > 0 then return start + 2 * w - now end
+  if prev > 0 then return start + w - now end
+  return 0
+end
+local function store(c)
+  redis.call('HSET', KEYS[1], 'w', int(start), 'c', int(c), 'p', int(prev))
+  redis.call('PEXPIRE', KEYS[1], start + 2 * w - now)
+end
+
+local remaining = 0
+if burst * w > used then remaining = idiv(burst * w - used, w) end
+if cost > burst then
+  if rebased then store(cur) end
+  return {0, remaining, -1, full(cur), 0}
+end
+if used + cost * w > burst * w then
+  local wait
+  if burst >= cur + cost and prev > 0 then
+    wait = (w - e) - idiv((burst - cur - cost) * w, prev)
+  elseif cur > 0 then
+    wait = (w - e) + (w - idiv((burst - cost) * w, cur))
+  else
+    wait = w - e
+  end
+  if rebased then store(cur) end
+  return {0, remaining, wait, full(cur), 0}
+end
+cur = cur + cost
+store(cur)
+return {1, idiv(burst * w - used - cost * w, w), 0, full(cur), 0}

@@ -1,0 +1,133 @@
+//! Fixed window counter, integer-exact: at most `burst` tokens per window of
+//! `W = ceil(burst · per / limit)` ms (the time the token bucket takes to refill `burst`, so the
+//! long-run rate is `limit / per`; with the default `burst = limit`, `W = per`). Windows are
+//! aligned to multiples of `W` on the caller's clock (Redis `TIME`: the Unix epoch).
+//!
+//! Known boundary behaviour: a client can spend `burst` at the end of one window and `burst`
+//! again at the start of the next, so up to `2 · burst` pass within a few milliseconds.
+//!
+//! Clock rule: a stored window that starts after the current one (the clock stepped back, or a
+//! reload shortened `W`) is treated as the current window: its count is kept (nothing is
+//! minted) and it is rebased to the current start (written even on a refusal), so the refusal's
+//! `Retry-After` (the end of the current window) is always enough. `lua/fixed_window.lua`
+//! implements the same steps.
+
+use super::token_bucket::Decision;
+use super::Rate;
+
+/// Stored window: its start (ms, a multiple of `W`) and the tokens counted in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowState {
+    pub start_ms: u64,
+    pub count: u64,
+}
+
+/// Decides one request of `cost` tokens at `now_ms` (None = empty window).
+///
+/// Returns the decision and the state to store: `Some` when admitted, or when a refusal
+/// rebased a window from the future; `None` when nothing changes. `full_ms` (the `t` of
+/// `RateLimit`) is the time until the current window ends (0 when nothing is counted).
+pub fn decide(
+    state: Option<WindowState>,
+    now_ms: u64,
+    rate: &Rate,
+    cost: u64,
+) -> (Decision, Option<WindowState>) {
+    let w = rate.window_ms();
+    let start = now_ms - now_ms % w;
+    let end_in = start + w - now_ms;
+    let (count, rebased) = match state {
+        Some(s) if s.start_ms >= start => (s.count, s.start_ms > start),
+        _ => (0, false),
+    };
+    let keep = rebased.then_some(WindowState {
+        start_ms: start,
+        count,
+    });
+    let refused = |retry_after_ms| Decision {
+        admitted: false,
+        remaining: rate.burst.saturating_sub(count),
+        retry_after_ms,
+        full_ms: if count > 0 { end_in } else { 0 },
+    };
+    if cost > rate.burst {
+        return (refused(u64::MAX), keep);
+    }
+    if count + cost > rate.burst {
+        return (refused(end_in), keep);
+    }
+    let count = count + cost;
+    let d = Decision {
+        admitted: true,
+        remaining: rate.burst - count,
+        retry_after_ms: 0,
+        full_ms: end_in,
+    };
+    (
+        d,
+        Some(WindowState {
+            start_ms: start,
+            count,
+        }),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(rate: &Rate, state: &mut Option<WindowState>, now: u64, n: u64) -> u64 {
+        let mut admitted = 0;
+        for _ in 0..n {
+            let (d, next) = decide(*state, now, rate, 1);
+            admitted += d.admitted as u64;
+            *state = next.or(*state);
+        }
+        admitted
+    }
+
+    #[test]
+    fn admits_twice_the_burst_across_a_boundary() {
+        let rate = Rate::new(5, 1_000, 5); // 5 per 1 s window
+        let mut s = None;
+        assert_eq!(run(&rate, &mut s, 999, 10), 5);
+        assert_eq!(run(&rate, &mut s, 1_000, 10), 5); // 10 within 2 ms
+        let (d, _) = decide(s, 1_000, &rate, 1);
+        assert_eq!(
+            (d.admitted, d.remaining, d.retry_after_ms, d.full_ms),
+            (false, 0, 1_000, 1_000)
+        );
+    }
+
+    #[test]
+    fn window_is_the_time_to_refill_the_burst() {
+        // 1 per hour with burst 3: 3 per 3-hour window.
+        let rate = Rate::new(1, 3_600_000, 3);
+        assert_eq!(rate.window_ms(), 10_800_000);
+        let mut s = None;
+        assert_eq!(run(&rate, &mut s, 5, 10), 3);
+        let (d, _) = decide(s, 5, &rate, 1);
+        assert_eq!(d.retry_after_ms, 10_800_000 - 5);
+        assert!(decide(s, 5 + d.retry_after_ms, &rate, 1).0.admitted);
+    }
+
+    #[test]
+    fn window_from_the_future_keeps_its_count_and_retry_after_holds() {
+        let rate = Rate::new(2, 1_000, 2);
+        let future = WindowState {
+            start_ms: 50_000,
+            count: 2,
+        };
+        let (d, keep) = decide(Some(future), 10_300, &rate, 1);
+        assert!(!d.admitted);
+        assert_eq!(d.retry_after_ms, 700);
+        assert_eq!(
+            keep,
+            Some(WindowState {
+                start_ms: 10_000,
+                count: 2
+            })
+        );
+        assert!(decide(keep, 11_000, &rate, 1).0.admitted);
+    }
+}

@@ -1,0 +1,151 @@
+//! Sliding window counter (Cloudflare's approximation), integer-exact: counts per fixed window
+//! of `W = ceil(burst · per / limit)` ms (see [`Rate::window_ms`]) and estimates the tokens in
+//! the last `W` ms as `prev · (W − e) / W + cur`, where `e` is the time since the current window
+//! started. A request of `cost` tokens is admitted when `estimate + cost ≤ burst`; all of it is
+//! compared multiplied by `W` (`check` keeps `burst · W` below 2^52), so there is no rounding.
+//!
+//! Known behaviour: the estimate assumes the previous window's requests were spread evenly, so it
+//! can admit a little more or less than the exact sliding log; at a window boundary it admits no
+//! burst beyond `burst` (unlike the fixed window).
+//!
+//! Clock rule: a stored window that starts after the current one is treated as the current one
+//! (counts kept, rebased to the current start, written even on a refusal). Counts above a
+//! lowered `burst` are capped at it. `lua/sliding_window_counter.lua` implements the same steps.
+
+use super::token_bucket::Decision;
+use super::Rate;
+
+/// Stored counters: the current window's start (ms, a multiple of `W`), its count and the
+/// previous window's count (tokens).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CounterState {
+    pub start_ms: u64,
+    pub cur: u64,
+    pub prev: u64,
+}
+
+/// Decides one request of `cost` tokens at `now_ms` (None = nothing counted).
+///
+/// Returns the decision and the state to store (`Some` when admitted or rebased). `full_ms` is
+/// the time until the estimate is 0 (end of the next window when the current one counts).
+pub fn decide(
+    state: Option<CounterState>,
+    now_ms: u64,
+    rate: &Rate,
+    cost: u64,
+) -> (Decision, Option<CounterState>) {
+    let w = rate.window_ms();
+    let burst = rate.burst;
+    let start = now_ms - now_ms % w;
+    let e = now_ms - start;
+    let (prev, cur, rebased) = match state {
+        Some(s) if s.start_ms >= start => (s.prev, s.cur, s.start_ms > start),
+        Some(s) if s.start_ms + w >= start => (s.cur, 0, false),
+        _ => (0, 0, false),
+    };
+    let (prev, cur) = (prev.min(burst), cur.min(burst));
+    let used = prev * (w - e) + cur * w;
+    let full = |cur: u64| {
+        if cur > 0 {
+            start + 2 * w - now_ms
+        } else if prev > 0 {
+            start + w - now_ms
+        } else {
+            0
+        }
+    };
+    let keep = rebased.then_some(CounterState {
+        start_ms: start,
+        cur,
+        prev,
+    });
+    let refused = |retry_after_ms| Decision {
+        admitted: false,
+        remaining: (burst * w).saturating_sub(used) / w,
+        retry_after_ms,
+        full_ms: full(cur),
+    };
+    if cost > burst {
+        return (refused(u64::MAX), keep);
+    }
+    if used + cost * w > burst * w {
+        let wait = if burst >= cur + cost && prev > 0 {
+            // Within this window, once enough of prev's weight has slid out.
+            (w - e) - (burst - cur - cost) * w / prev
+        } else {
+            // In the next window, once enough of cur's weight has slid out (cur > 0 here:
+            // with cur = 0 the first branch applies or the request was admitted).
+            match ((burst - cost) * w).checked_div(cur) {
+                Some(q) => (w - e) + (w - q),
+                None => w - e,
+            }
+        };
+        return (refused(wait), keep);
+    }
+    let cur = cur + cost;
+    let d = Decision {
+        admitted: true,
+        remaining: (burst * w - used - cost * w) / w,
+        retry_after_ms: 0,
+        full_ms: full(cur),
+    };
+    (
+        d,
+        Some(CounterState {
+            start_ms: start,
+            cur,
+            prev,
+        }),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admit_n(rate: &Rate, s: &mut Option<CounterState>, now: u64, n: u64) -> u64 {
+        let mut k = 0;
+        for _ in 0..n {
+            let (d, next) = decide(*s, now, rate, 1);
+            k += d.admitted as u64;
+            *s = next.or(*s);
+        }
+        k
+    }
+
+    #[test]
+    fn weighted_estimate_of_the_previous_window() {
+        let rate = Rate::new(10, 1_000, 10);
+        let mut s = None;
+        assert_eq!(admit_n(&rate, &mut s, 100, 12), 10);
+        // At 1250 a quarter of the window passed: estimate 10 · 0.75 = 7.5, so 2 more fit.
+        assert_eq!(admit_n(&rate, &mut s, 1_250, 5), 2);
+        let (d, _) = decide(s, 1_250, &rate, 1);
+        assert_eq!((d.remaining, d.retry_after_ms), (0, 50));
+        assert!(decide(s, 1_300, &rate, 1).0.admitted); // 10 · 0.7 + 2 + 1 = 10
+        assert!(!decide(s, 1_299, &rate, 1).0.admitted);
+    }
+
+    #[test]
+    fn no_double_burst_at_the_boundary() {
+        let rate = Rate::new(5, 1_000, 5);
+        let mut s = None;
+        assert_eq!(admit_n(&rate, &mut s, 999, 10), 5);
+        assert_eq!(admit_n(&rate, &mut s, 1_000, 10), 0);
+        // One token's weight leaves every 200 ms of the new window.
+        assert_eq!(decide(s, 1_000, &rate, 1).0.retry_after_ms, 200);
+    }
+
+    #[test]
+    fn retry_after_reaching_into_the_next_window() {
+        let rate = Rate::new(4, 1_000, 4);
+        let mut s = None;
+        assert_eq!(admit_n(&rate, &mut s, 900, 4), 4);
+        // cur = 4 at e = 900: nothing fits before 100 ms into the next window plus 1/4 of it.
+        let (d, _) = decide(s, 900, &rate, 1);
+        assert_eq!(d.retry_after_ms, 100 + 250);
+        assert!(!decide(s, 1_249, &rate, 1).0.admitted);
+        assert!(decide(s, 1_250, &rate, 1).0.admitted);
+        assert_eq!(d.full_ms, 1_100);
+    }
+}

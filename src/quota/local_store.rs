@@ -1,0 +1,141 @@
+//! Bounded, sharded in-memory state of any algorithm (`limit::algorithm`), keyed by tenant (the
+//! local fallback) or client address: the same semantics as the Redis scripts, on a monotonic
+//! millisecond clock. Each entry is tagged with its algorithm, so a reload that switches a
+//! tier's algorithm starts that tenant afresh instead of misreading the old state.
+
+use crate::edge::slab_lru::SlabLru;
+use crate::limit::algorithm::{self, AlgoState, Algorithm, Outcome};
+use crate::limit::gcra::TatState;
+use crate::limit::{leaky_bucket, Rate};
+use parking_lot::Mutex;
+use std::hash::{BuildHasher, Hash};
+
+const SHARDS: usize = 16;
+
+/// Per-key algorithm state, at most `capacity` keys (LRU beyond).
+pub struct AlgoStore<K> {
+    shards: Vec<Mutex<SlabLru<K, AlgoState>>>,
+    hasher: std::collections::hash_map::RandomState,
+}
+
+impl<K: Hash + Eq + Clone> AlgoStore<K> {
+    /// A store of at most about `capacity` keys.
+    pub fn new(capacity: usize) -> Self {
+        let per = capacity.div_ceil(SHARDS).max(1);
+        AlgoStore {
+            shards: (0..SHARDS).map(|_| Mutex::new(SlabLru::new(per))).collect(),
+            hasher: Default::default(),
+        }
+    }
+
+    fn shard(&self, key: &K) -> &Mutex<SlabLru<K, AlgoState>> {
+        &self.shards[(self.hasher.hash_one(key) as usize) % SHARDS]
+    }
+
+    /// Decides one request for `key` at `now_ms`; see [`algorithm::decide`]. Also returns, for
+    /// an admitted `leaky_bucket` request, the state its reservation wrote (for [`Self::refund`]).
+    pub fn decide(
+        &self,
+        key: &K,
+        alg: Algorithm,
+        now_ms: u64,
+        rate: &Rate,
+        cost: u64,
+        max_delay_ms: u64,
+    ) -> (Outcome, Option<TatState>) {
+        let mut shard = self.shard(key).lock();
+        let slot = shard.get_mut(key);
+        let mut s = slot.as_ref().map(|s| (*s).clone());
+        let o = algorithm::decide(alg, &mut s, now_ms, rate, cost, max_delay_ms);
+        let reservation = match (&s, o.decision.admitted) {
+            (Some(AlgoState::LeakyBucket(t)), true) => Some(*t),
+            _ => None,
+        };
+        match (slot, s) {
+            (Some(state), Some(s)) => *state = s,
+            (None, Some(s)) => {
+                shard.push(key.clone(), s);
+            }
+            _ => {}
+        }
+        (o, reservation)
+    }
+
+    /// Gives back a leaky bucket reservation (see [`leaky_bucket::refund`]); true when it did.
+    pub fn refund(&self, key: &K, reserved: TatState, rate: &Rate, cost: u64) -> bool {
+        let mut shard = self.shard(key).lock();
+        let Some(AlgoState::LeakyBucket(s)) = shard.get_mut(key) else {
+            return false;
+        };
+        match leaky_bucket::refund(Some(*s), reserved, rate, cost) {
+            Some(next) => {
+                *s = next;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Forgets everything.
+    pub fn clear(&self) {
+        for s in &self.shards {
+            s.lock().clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_state_per_key_and_algorithm() {
+        let store: AlgoStore<String> = AlgoStore::new(100);
+        let rate = Rate::new(1, 3_600_000, 2);
+        let k = "t".to_string();
+        let n = (0..5)
+            .filter(|_| {
+                store
+                    .decide(&k, Algorithm::SlidingWindowLog, 0, &rate, 1, 0)
+                    .0
+                    .decision
+                    .admitted
+            })
+            .count();
+        assert_eq!(n, 2);
+        // Another algorithm for the same key starts from no state.
+        assert!(
+            store
+                .decide(&k, Algorithm::FixedWindow, 0, &rate, 2, 0)
+                .0
+                .decision
+                .admitted
+        );
+        assert!(
+            !store
+                .decide(&k, Algorithm::FixedWindow, 0, &rate, 1, 0)
+                .0
+                .decision
+                .admitted
+        );
+    }
+
+    #[test]
+    fn refund_of_the_latest_reservation() {
+        let store: AlgoStore<String> = AlgoStore::new(100);
+        let rate = Rate::new(10, 1_000, 1);
+        let k = "t".to_string();
+        store.decide(&k, Algorithm::LeakyBucket, 0, &rate, 1, 500);
+        let (o, reserved) = store.decide(&k, Algorithm::LeakyBucket, 0, &rate, 1, 500);
+        assert_eq!(o.delay_ms, 100);
+        assert!(store.refund(&k, reserved.unwrap(), &rate, 1));
+        assert!(!store.refund(&k, reserved.unwrap(), &rate, 1));
+        assert_eq!(
+            store
+                .decide(&k, Algorithm::LeakyBucket, 0, &rate, 1, 500)
+                .0
+                .delay_ms,
+            100
+        );
+    }
+}

@@ -1,0 +1,181 @@
+//! The tenant stage for tiers with another algorithm than the token bucket, or with calendar
+//! quotas: one call of `lua/policy.lua` (see [`super::policy_script`]) behind the same breaker, timeout
+//! and failure policies as the token bucket path; the `local` fallback runs the tier's
+//! algorithm in memory ([`super::local_store`]).
+//!
+//! While degraded, calendar quotas are not enforced (the local fallback has no calendar
+//! counters shared with the fleet; a day's quota is a fleet-wide budget and guessing a local
+//! share of it would refuse or admit arbitrarily). The main limit is enforced at its local
+//! share, as for the token bucket.
+
+use super::breaker::Permit;
+use super::policy_script::{self as policy, PolicyCall, PolicyDecision};
+use super::redis_store::RedisFault;
+use super::{QuotaOutcome, QuotaService, TenantQuota};
+use crate::config::FailurePolicy;
+use crate::limit::gcra::TatState;
+use crate::limit::Decision;
+use crate::metrics::METRICS;
+use std::time::Instant;
+
+/// What a policy decision adds to the main limit's decision.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PolicyExtras {
+    /// Each calendar quota's decision, in config order (empty when none, or degraded).
+    pub quotas: Vec<Decision>,
+    /// `leaky_bucket`: ms the admitted request waits for its slot.
+    pub delay_ms: u64,
+    /// `leaky_bucket`, admitted: what identifies its reservation, to give the slot back.
+    pub reservation: Option<Reservation>,
+}
+
+/// A leaky bucket reservation: the state it wrote, and where (Redis or the local fallback).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reservation {
+    pub state: TatState,
+    pub local: bool,
+}
+
+impl QuotaService {
+    fn policy_call<'a>(&self, q: &'a TenantQuota<'a>) -> PolicyCall<'a> {
+        PolicyCall {
+            tenant: q.tenant,
+            algorithm: q.tier_policy.algorithm,
+            rate: q.rate,
+            cost: q.cost,
+            max_delay_ms: q.tier_policy.max_delay_ms,
+            quotas: &q.tier_policy.quotas,
+        }
+    }
+
+    async fn call_policy(&self, q: &TenantQuota<'_>) -> Result<PolicyDecision, RedisFault> {
+        let call = self.policy_call(q);
+        let (keys, args) = policy::keys_and_args(self.redis.key_prefix(), &call, None);
+        let script = policy::policy_script(call.algorithm);
+        let reply = self.redis.eval::<Vec<i64>, _>(script, &keys, &args).await?;
+        policy::parse_reply(&reply, q.rate.limit).ok_or(RedisFault::Other)
+    }
+
+    /// One call, retried once on a connection error within the timeout (as the token bucket
+    /// path, see `call_redis`).
+    async fn call_policy_retrying(
+        &self,
+        q: &TenantQuota<'_>,
+        started: Instant,
+    ) -> Result<PolicyDecision, RedisFault> {
+        match self.call_policy(q).await {
+            Err(RedisFault::Connection) => {
+                let left = self.settings.timeout.saturating_sub(started.elapsed());
+                if left.is_zero() {
+                    return Err(RedisFault::Connection);
+                }
+                match tokio::time::timeout(left, self.call_policy(q)).await {
+                    Ok(result) => result,
+                    Err(_) => Err(RedisFault::Timeout),
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// Decides one request of a tier with a non-token-bucket algorithm or quotas.
+    pub(super) async fn decide_policies(&self, q: &TenantQuota<'_>) -> QuotaOutcome {
+        let (permit, t) = self.breaker.permit(self.now_ms());
+        self.transition(t);
+        let retry_in_ms = match permit {
+            Permit::Rejected { retry_in_ms } => retry_in_ms,
+            Permit::Call { probe } => {
+                let started = Instant::now();
+                let result = self.call_policy_retrying(q, started).await;
+                let ok = result.is_ok();
+                METRICS
+                    .redis_duration
+                    .with_label_values(&[if ok { "ok" } else { "error" }])
+                    .observe(started.elapsed().as_secs_f64());
+                let t = self.breaker.record(self.now_ms(), ok, probe);
+                self.transition(t);
+                match result {
+                    Ok(d) => {
+                        let reservation = d.reservation.map(|state| Reservation {
+                            state,
+                            local: false,
+                        });
+                        return QuotaOutcome::Decided {
+                            decision: d.main.decision,
+                            rate: q.rate,
+                            degraded: false,
+                            extras: PolicyExtras {
+                                quotas: d.quotas,
+                                delay_ms: if d.admitted { d.main.delay_ms } else { 0 },
+                                reservation: reservation.filter(|_| d.admitted),
+                            },
+                        };
+                    }
+                    Err(fault) => {
+                        METRICS
+                            .redis_errors
+                            .with_label_values(&[fault.as_str()])
+                            .inc();
+                        1000
+                    }
+                }
+            }
+        };
+        self.policy_fallback(q, retry_in_ms)
+    }
+
+    fn policy_fallback(&self, q: &TenantQuota<'_>, retry_in_ms: u64) -> QuotaOutcome {
+        if q.on_failure != FailurePolicy::Local {
+            return self.fallback(q, retry_in_ms);
+        }
+        let rate = q.rate.divided(self.fleet_size());
+        let p = q.tier_policy;
+        let (o, reserved) = self.local_policies.decide(
+            &q.tenant.to_string(),
+            p.algorithm,
+            self.now_ms(),
+            &rate,
+            q.cost,
+            p.max_delay_ms,
+        );
+        QuotaOutcome::Decided {
+            decision: o.decision,
+            rate,
+            degraded: true,
+            extras: PolicyExtras {
+                quotas: vec![],
+                delay_ms: o.delay_ms,
+                reservation: reserved.map(|state| Reservation { state, local: true }),
+            },
+        }
+    }
+
+    /// Gives back the slot of a delayed `leaky_bucket` request whose client went away (only
+    /// while it is the tenant's latest reservation; see `limit::leaky_bucket::refund`). `rate` is
+    /// the bucket that decided (the local share when degraded). Errors are logged, never
+    /// returned: the worst case is a slot not given back.
+    pub async fn give_back(&self, q: &TenantQuota<'_>, rate: &crate::limit::Rate, r: Reservation) {
+        if r.local {
+            self.local_policies
+                .refund(&q.tenant.to_string(), r.state, rate, q.cost);
+            return;
+        }
+        let key = policy::main_key(self.redis.key_prefix(), q.tenant, q.tier_policy.algorithm);
+        let args = [
+            r.state.tat_ms,
+            r.state.rem,
+            r.state.scale,
+            q.cost,
+            rate.per_ms,
+        ]
+        .map(|v| v.to_string());
+        match self
+            .redis
+            .eval::<Vec<i64>, _>(policy::refund_script(), &[key], &args)
+            .await
+        {
+            Ok(v) => tracing::debug!(tenant = q.tenant, given_back = ?v, "leaky bucket slot"),
+            Err(e) => tracing::warn!(tenant = q.tenant, fault = e.as_str(), "slot not given back"),
+        }
+    }
+}

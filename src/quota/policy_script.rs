@@ -1,0 +1,217 @@
+//! The Redis side of a tier's policies (docs/DESIGN.md 4c): one script call decides the main
+//! limit, whatever its algorithm, together with the tier's calendar quotas, all or nothing.
+//!
+//! Each algorithm's script (`lua/<algorithm>.lua`) is composed at load time into
+//! `lua/policy.lua`, which checks every policy and debits only when all admit. Keys:
+//! `<prefix>:{<tenant>}:<tb|gcra|fw|swl|swc|lb>` and `<prefix>:{<tenant>}:q:<period>:<window
+//! start ms>`, all under the tenant's hash tag. Replies are integers (ms, tokens).
+
+use super::redis_store::LuaScript;
+use crate::limit::algorithm::{Algorithm, Outcome};
+pub use crate::limit::calendar::CalendarQuota;
+use crate::limit::gcra::TatState;
+use crate::limit::{Decision, Rate};
+use std::sync::OnceLock;
+
+pub use super::redis_store::TOKEN_BUCKET_LUA;
+/// `lua/gcra.lua`.
+pub const GCRA_LUA: &str = include_str!("../../lua/gcra.lua");
+/// `lua/fixed_window.lua`.
+pub const FIXED_WINDOW_LUA: &str = include_str!("../../lua/fixed_window.lua");
+/// `lua/sliding_window_log.lua`.
+pub const SLIDING_WINDOW_LOG_LUA: &str = include_str!("../../lua/sliding_window_log.lua");
+/// `lua/sliding_window_counter.lua`.
+pub const SLIDING_WINDOW_COUNTER_LUA: &str = include_str!("../../lua/sliding_window_counter.lua");
+/// `lua/leaky_bucket.lua`.
+pub const LEAKY_BUCKET_LUA: &str = include_str!("../../lua/leaky_bucket.lua");
+/// `lua/leaky_refund.lua`: gives a delayed request's slot back.
+pub const LEAKY_REFUND_LUA: &str = include_str!("../../lua/leaky_refund.lua");
+/// `lua/policy.lua`: the all-or-nothing frame around one algorithm and the quotas.
+pub const POLICY_LUA: &str = include_str!("../../lua/policy.lua");
+
+/// The stand-alone script of `alg` (ARGV: limit, per_ms, burst, cost[, max_delay_ms]).
+pub fn algorithm_lua(alg: Algorithm) -> &'static str {
+    match alg {
+        Algorithm::TokenBucket => TOKEN_BUCKET_LUA,
+        Algorithm::Gcra => GCRA_LUA,
+        Algorithm::FixedWindow => FIXED_WINDOW_LUA,
+        Algorithm::SlidingWindowLog => SLIDING_WINDOW_LOG_LUA,
+        Algorithm::SlidingWindowCounter => SLIDING_WINDOW_COUNTER_LUA,
+        Algorithm::LeakyBucket => LEAKY_BUCKET_LUA,
+    }
+}
+
+/// `lua/policy.lua` with `alg`'s script as its main policy.
+pub fn compose(alg: Algorithm) -> String {
+    let main = format!(
+        "local function main_policy(KEYS, ARGV, redis)\n{}\nend",
+        algorithm_lua(alg)
+    );
+    POLICY_LUA.replacen("--@@MAIN@@", &main, 1)
+}
+
+/// The composed script of `alg` (built once per process; its SHA is stable). The six sources
+/// are leaked once so they live as long as the process, like the embedded scripts.
+pub fn policy_script(alg: Algorithm) -> &'static LuaScript {
+    static SCRIPTS: OnceLock<Vec<LuaScript>> = OnceLock::new();
+    let all = SCRIPTS.get_or_init(|| {
+        Algorithm::ALL
+            .iter()
+            .map(|a| LuaScript::new(Box::leak(compose(*a).into_boxed_str())))
+            .collect()
+    });
+    &all[alg as usize]
+}
+
+/// The refund script (`lua/leaky_refund.lua`).
+pub fn refund_script() -> &'static LuaScript {
+    static SCRIPT: OnceLock<LuaScript> = OnceLock::new();
+    SCRIPT.get_or_init(|| LuaScript::new(LEAKY_REFUND_LUA))
+}
+
+/// Everything one policy call needs.
+#[derive(Debug, Clone, Copy)]
+pub struct PolicyCall<'a> {
+    pub tenant: &'a str,
+    pub algorithm: Algorithm,
+    pub rate: Rate,
+    pub cost: u64,
+    /// `leaky_bucket` only: longest delay until a request's slot.
+    pub max_delay_ms: u64,
+    pub quotas: &'a [CalendarQuota],
+}
+
+/// What one policy call decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyDecision {
+    /// True when every policy admitted (and all were debited).
+    pub admitted: bool,
+    /// The main limit's own decision (it may admit while a quota refuses).
+    pub main: Outcome,
+    /// `leaky_bucket`, admitted: the state its reservation wrote (to give the slot back).
+    pub reservation: Option<TatState>,
+    /// Each quota's decision, in config order.
+    pub quotas: Vec<Decision>,
+}
+
+/// The main key of a tenant: `<prefix>:{<tenant>}:<suffix>`.
+pub fn main_key(prefix: &str, tenant: &str, alg: Algorithm) -> String {
+    format!("{prefix}:{{{tenant}}}:{}", alg.key_suffix())
+}
+
+/// KEYS and ARGV of a policy call; `test_now_ms` only from tests (fixes the script's clock).
+pub fn keys_and_args(
+    prefix: &str,
+    call: &PolicyCall<'_>,
+    test_now_ms: Option<u64>,
+) -> (Vec<String>, Vec<String>) {
+    let mut keys = vec![main_key(prefix, call.tenant, call.algorithm)];
+    let r = &call.rate;
+    let mut main = vec![r.limit, r.per_ms, r.burst, call.cost];
+    if call.algorithm == Algorithm::LeakyBucket {
+        main.push(call.max_delay_ms);
+    }
+    let mut args = vec![main.len().to_string()];
+    args.extend(main.iter().map(u64::to_string));
+    args.push(call.cost.to_string());
+    args.push(call.quotas.len().to_string());
+    for q in call.quotas {
+        keys.push(format!(
+            "{prefix}:{{{}}}:q:{}",
+            call.tenant,
+            q.period.as_str()
+        ));
+        args.push(q.period.as_str().to_string());
+        args.push(q.limit.to_string());
+    }
+    if let Some(now) = test_now_ms {
+        args.push(now.to_string());
+    }
+    (keys, args)
+}
+
+fn decision(v: &[i64]) -> Decision {
+    Decision {
+        admitted: v[0] == 1,
+        remaining: v[1].max(0) as u64,
+        retry_after_ms: if v[2] < 0 { u64::MAX } else { v[2] as u64 },
+        full_ms: v[3].max(0) as u64,
+    }
+}
+
+/// Parses the reply of `lua/policy.lua` for a main limit of `limit` tokens per period; `None`
+/// when it has an unexpected shape.
+pub fn parse_reply(reply: &[i64], limit: u64) -> Option<PolicyDecision> {
+    let n = *reply.get(1)? as usize;
+    let main = reply.get(2..2 + n)?;
+    if n < 4 {
+        return None;
+    }
+    let nq = *reply.get(2 + n)? as usize;
+    let rest = reply.get(3 + n..)?;
+    if rest.len() != 4 * nq {
+        return None;
+    }
+    let reservation = (n >= 7 && main[0] == 1).then(|| TatState {
+        tat_ms: main[5].max(0) as u64,
+        rem: main[6].max(0) as u64,
+        scale: limit,
+    });
+    Some(PolicyDecision {
+        admitted: reply[0] == 1,
+        main: Outcome {
+            decision: decision(main),
+            delay_ms: main.get(4).map_or(0, |d| (*d).max(0) as u64),
+        },
+        reservation,
+        quotas: rest.chunks(4).map(decision).collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limit::calendar::Period;
+
+    #[test]
+    fn composed_script_embeds_the_algorithm_once() {
+        for alg in Algorithm::ALL {
+            let s = compose(alg);
+            assert!(!s.contains("--@@MAIN@@"));
+            assert_eq!(s.matches("local function main_policy").count(), 1);
+        }
+    }
+
+    #[test]
+    fn keys_and_args_layout() {
+        let quotas = [CalendarQuota {
+            limit: 100,
+            period: Period::Day,
+        }];
+        let call = PolicyCall {
+            tenant: "acme",
+            algorithm: Algorithm::LeakyBucket,
+            rate: Rate::new(10, 1_000, 5),
+            cost: 2,
+            max_delay_ms: 300,
+            quotas: &quotas,
+        };
+        let (k, a) = keys_and_args("tg", &call, None);
+        assert_eq!(k, ["tg:{acme}:lb", "tg:{acme}:q:day"]);
+        assert_eq!(
+            a,
+            ["5", "10", "1000", "5", "2", "300", "2", "1", "day", "100"]
+        );
+    }
+
+    #[test]
+    fn reply_parsing() {
+        let r = parse_reply(&[0, 5, 1, 3, 0, 900, 0, 1, 0, 0, 5000, 5000], 10).unwrap();
+        assert!(!r.admitted && r.main.decision.admitted);
+        assert_eq!(r.quotas[0].retry_after_ms, 5000);
+        let r = parse_reply(&[1, 7, 1, 0, 0, 400, 200, 1234, 2, 0], 10).unwrap();
+        assert_eq!(r.main.delay_ms, 200);
+        assert_eq!(r.reservation.unwrap().tat_ms, 1234);
+        assert!(parse_reply(&[1, 4, 1, 0, 0], 10).is_none());
+    }
+}
