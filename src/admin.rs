@@ -95,7 +95,7 @@ impl BackgroundService for AdminService {
     async fn start(&self, mut shutdown: ShutdownWatch) {
         // Answer only once the proxy listeners accept, so "admin up" means "gateway up".
         let proxies = self.app.snapshot.load().config.listen.clone();
-        for addr in proxies {
+        for addr in proxies.iter().map(|l| l.addr) {
             let target = if addr.ip().is_unspecified() {
                 SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
             } else {

@@ -17,4 +17,5 @@ pub mod reload;
 pub mod response;
 pub mod server;
 pub mod snapshot;
+pub mod tls;
 pub mod upstream;

@@ -10,6 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
+mod tls;
+
 /// Largest bucket capacity in rate units (`burst × per_ms`); the Lua script computes in doubles,
 /// which are exact below 2^53.
 const MAX_SCALED: u128 = 1 << 52;
@@ -130,12 +132,7 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
     if raw.listen.is_empty() {
         c.err("listen", "needs at least one address");
     }
-    let listen: Vec<SocketAddr> = raw
-        .listen
-        .iter()
-        .enumerate()
-        .filter_map(|(i, a)| c.socket_addr(&format!("listen[{i}]"), a))
-        .collect();
+    let listen = tls::listen_settings(&mut c, &raw.listen);
     let admin_listen = raw
         .admin
         .as_ref()
@@ -251,12 +248,14 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
             );
         }
     }
-    let has_identity = identity.jwt.is_some() || identity.api_keys.is_some();
+    tls::check_mtls_listener(&mut c, &identity, &listen);
+    let has_identity =
+        identity.jwt.is_some() || identity.api_keys.is_some() || identity.mtls.is_some();
     for r in routes.iter().filter(|r| r.auth == AuthMode::Required) {
         if !has_identity {
             c.err(
                 format!("{}.auth", r.id),
-                "is \"required\" but identity configures neither jwt nor api_keys",
+                "is \"required\" but identity configures none of jwt, api_keys, mtls",
             );
         }
     }
@@ -413,6 +412,7 @@ fn identity_settings(
             tenant_header,
             tier_header,
             forward_credentials: false,
+            mtls: None,
         };
     };
     if let Some(t) = &raw.default_tier {
@@ -467,6 +467,7 @@ fn identity_settings(
         tenant_header,
         tier_header,
         forward_credentials: raw.forward_credentials.unwrap_or(false),
+        mtls: raw.mtls.as_ref().and_then(|m| tls::mtls(c, m)),
     }
 }
 
@@ -622,6 +623,10 @@ fn upstream_settings(c: &mut Check, name: &str, u: &RawUpstream) -> Option<Upstr
             30_000,
         )),
         health_check,
+        tls: u
+            .tls
+            .as_ref()
+            .map(|t| tls::upstream_tls(c, &path, t, &u.backends)),
     })
 }
 
