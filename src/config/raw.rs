@@ -25,21 +25,20 @@ pub struct RawConfig {
 }
 
 /// One `listen` entry: a plain `"ip:port"` string, or `{ addr, tls, h2 }` (docs/DESIGN.md 4b).
-/// Parsed by hand so that a mistake inside the map is reported with its field path
-/// (`listen[1]: unknown field ...`) instead of serde's "did not match any variant".
+/// A map is kept as YAML and decoded into [`RawListenFull`] during validation, so that a mistake
+/// inside it is reported with its index (`listen[1].tls: unknown field ...`) instead of serde's
+/// "did not match any variant".
 #[derive(Debug)]
 pub enum RawListen {
     Addr(String),
-    Full(RawListenFull),
+    Full(serde_yaml::Value),
 }
 
 impl<'de> Deserialize<'de> for RawListen {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         match serde_yaml::Value::deserialize(d)? {
             serde_yaml::Value::String(s) => Ok(RawListen::Addr(s)),
-            v @ serde_yaml::Value::Mapping(_) => serde_yaml::from_value(v)
-                .map(RawListen::Full)
-                .map_err(serde::de::Error::custom),
+            v @ serde_yaml::Value::Mapping(_) => Ok(RawListen::Full(v)),
             _ => Err(serde::de::Error::custom(
                 "expected \"ip:port\" or { addr, tls, h2 }",
             )),
@@ -51,7 +50,8 @@ impl<'de> Deserialize<'de> for RawListen {
 #[serde(deny_unknown_fields)]
 pub struct RawListenFull {
     pub addr: String,
-    pub tls: Option<RawListenTls>,
+    /// Decoded into [`RawListenTls`] during validation (for error paths, see [`RawListen`]).
+    pub tls: Option<serde_yaml::Value>,
     pub h2: Option<bool>,
 }
 

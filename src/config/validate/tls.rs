@@ -4,7 +4,7 @@
 
 use super::Check;
 use crate::config::model::*;
-use crate::config::raw::{RawListen, RawListenTls, RawMtls, RawUpstreamTls};
+use crate::config::raw::{RawListen, RawListenFull, RawListenTls, RawMtls, RawUpstreamTls};
 
 /// `listen:`: plain `"ip:port"` strings or `{ addr, tls, h2 }`; addresses must be unique.
 pub(super) fn listen_settings(c: &mut Check, raw: &[RawListen]) -> Vec<ListenSettings> {
@@ -13,12 +13,25 @@ pub(super) fn listen_settings(c: &mut Check, raw: &[RawListen]) -> Vec<ListenSet
         let path = format!("listen[{i}]");
         let (addr_path, addr, tls, h2) = match entry {
             RawListen::Addr(a) => (path.clone(), a, None, false),
-            RawListen::Full(f) => (
-                format!("{path}.addr"),
-                &f.addr,
-                f.tls.as_ref(),
-                f.h2.unwrap_or(false),
-            ),
+            RawListen::Full(value) => {
+                match serde_yaml::from_value::<RawListenFull>(value.clone()) {
+                    Ok(f) => (
+                        format!("{path}.addr"),
+                        &f.addr.clone(),
+                        f.tls,
+                        f.h2.unwrap_or(false),
+                    ),
+                    Err(e) => {
+                        // serde_yaml prefixes a nested path ("tls: unknown field ...").
+                        let text = e.to_string();
+                        match text.split_once(": ") {
+                            Some((p, why)) if !p.contains(' ') => c.err(format!("{path}.{p}"), why),
+                            _ => c.err(&path, text),
+                        }
+                        continue;
+                    }
+                }
+            }
         };
         let Some(addr) = c.socket_addr(&addr_path, addr) else {
             continue;
@@ -26,7 +39,16 @@ pub(super) fn listen_settings(c: &mut Check, raw: &[RawListen]) -> Vec<ListenSet
         if out.iter().any(|l| l.addr == addr) {
             c.err(&addr_path, format!("duplicate listen address {addr}"));
         }
-        let tls = tls.and_then(|t| listen_tls(c, &format!("{path}.tls"), t));
+        let tls = tls.and_then(|value| {
+            let tls_path = format!("{path}.tls");
+            match serde_yaml::from_value::<RawListenTls>(value) {
+                Ok(t) => listen_tls(c, &tls_path, &t),
+                Err(e) => {
+                    c.err(tls_path, e.to_string());
+                    None
+                }
+            }
+        });
         out.push(ListenSettings { addr, tls, h2 });
     }
     out
@@ -56,11 +78,13 @@ fn listen_tls(c: &mut Check, path: &str, t: &RawListenTls) -> Option<ListenTls> 
             }
         }
     }
-    if certs.is_empty() {
+    if certs.is_empty() && t.cert_file.is_none() && t.key_file.is_none() {
         c.err(
             path,
             "needs a certificate: cert_file and key_file, or certs: [{ cert_file, key_file }]",
         );
+    }
+    if certs.is_empty() {
         return None;
     }
     if t.client_ca_file
@@ -149,6 +173,100 @@ pub(super) fn upstream_tls(
 #[cfg(test)]
 mod tests {
     use super::backend_host;
+    use crate::config::{parse, MtlsTenantFrom};
+
+    const TAIL: &str = r#"
+upstreams:
+  orders: { backends: ["localhost:443"], tls: { ca_file: "ca.pem" } }
+  plain: { backends: ["127.0.0.1:9001"] }
+routes:
+  - { path_prefix: "/", upstream: orders }
+"#;
+
+    fn errors(yaml: &str) -> Vec<String> {
+        parse(yaml)
+            .err()
+            .unwrap_or_default()
+            .iter()
+            .map(|e| e.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn listen_strings_and_maps_both_parse() {
+        let c = parse(&format!(
+            r#"listen:
+  - "127.0.0.1:8080"
+  - {{ addr: "127.0.0.1:8443", tls: {{ cert_file: a.crt, key_file: a.key, certs: [{{ cert_file: b.crt, key_file: b.key }}] }}, h2: true }}
+  - {{ addr: "127.0.0.1:8081", h2: true }}
+{TAIL}"#
+        ))
+        .unwrap();
+        assert_eq!(c.listen.len(), 3);
+        assert!(c.listen[0].tls.is_none() && !c.listen[0].h2);
+        let tls = c.listen[1].tls.as_ref().unwrap();
+        assert_eq!(tls.certs.len(), 2);
+        assert_eq!(tls.certs[0].cert_file, "a.crt");
+        assert_eq!(tls.certs[1].key_file, "b.key");
+        assert!(c.listen[1].h2);
+        assert!(c.listen[2].tls.is_none() && c.listen[2].h2);
+        let up = c.upstreams["orders"].tls.as_ref().unwrap();
+        assert_eq!(up.sni, "localhost", "SNI defaults to the backend host");
+        assert!(up.verify, "verification is on by default");
+        assert!(c.upstreams["plain"].tls.is_none());
+    }
+
+    #[test]
+    fn tls_mistakes_name_their_field() {
+        let e = errors(&format!(
+            "listen:\n  - {{ addr: \"127.0.0.1:8443\", tls: {{ cert_file: a.crt }} }}\n{TAIL}"
+        ));
+        assert_eq!(e, ["listen[0].tls.key_file: is required with cert_file"]);
+        let e = errors(&format!(
+            "listen:\n  - {{ addr: \"127.0.0.1:8443\", tls: {{}} }}\n{TAIL}"
+        ));
+        assert!(
+            e[0].starts_with("listen[0].tls: needs a certificate"),
+            "{e:?}"
+        );
+        let e = errors(&format!(
+            "listen:\n  - {{ addr: \"127.0.0.1:8443\", tls: {{ cert_fil: a }} }}\n{TAIL}"
+        ));
+        assert!(
+            e.len() == 1 && e[0].starts_with("listen[0].tls: unknown field `cert_fil`"),
+            "{e:?}"
+        );
+        let e = errors(&format!(
+            "listen: [\"127.0.0.1:1\", {{ addr: \"127.0.0.1:1\" }}]\n{TAIL}"
+        ));
+        assert_eq!(e, ["listen[1].addr: duplicate listen address 127.0.0.1:1"]);
+    }
+
+    #[test]
+    fn mtls_needs_a_verifying_listener_and_a_known_source() {
+        let e = errors(&format!(
+            "listen: [\"127.0.0.1:1\"]\nidentity: {{ mtls: {{ tenant_from: subject_cn }} }}\n{TAIL}"
+        ));
+        assert_eq!(
+            e,
+            ["identity.mtls: needs a listener with tls.client_ca_file (client certificates are only verified there)"]
+        );
+        let e = errors(&format!(
+            "listen: [\"127.0.0.1:1\"]\nidentity: {{ mtls: {{ tenant_from: serial }} }}\n{TAIL}"
+        ));
+        assert!(
+            e.contains(
+                &r#"identity.mtls.tenant_from: "serial" is not supported (subject_cn)"#.to_string()
+            ),
+            "{e:?}"
+        );
+        let c = parse(&format!(
+            "listen: [{{ addr: \"127.0.0.1:1\", tls: {{ cert_file: a, key_file: b, client_ca_file: c }} }}]\n\
+             identity: {{ mtls: {{ tenant_from: subject_cn }} }}\n{TAIL}"
+        ))
+        .unwrap();
+        assert_eq!(c.identity.mtls, Some(MtlsTenantFrom::SubjectCn));
+    }
 
     #[test]
     fn backend_host_strips_port_and_brackets() {
