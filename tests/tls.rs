@@ -39,13 +39,11 @@ async fn tls12_and_tls13_handshakes_h2_by_alpn_and_forwarded_proto() {
     let cert = ca.server("gw.test", &["gw.test"]);
     let backend = Backend::start("b");
     let tls_addr = free_addr();
-    let gw = Gateway::start(&tls_config(
-        &tls_addr,
-        &cert.yaml_pair(),
-        true,
-        &backend.addr(),
-        "",
-    ));
+    // The only route needs host gw.test: an h2 request (no Host header, only :authority) is
+    // routed by its authority.
+    let yaml = tls_config(&tls_addr, &cert.yaml_pair(), true, &backend.addr(), "")
+        .replace("- { path_prefix", "- { host: gw.test, path_prefix");
+    let gw = Gateway::start(&yaml);
     let url = https_url("gw.test", &tls_addr, "/x");
 
     for version in [
@@ -82,7 +80,12 @@ async fn tls12_and_tls13_handshakes_h2_by_alpn_and_forwarded_proto() {
     assert_eq!(v["path"], "/x");
 
     // The plain listener is unchanged: HTTP/1.1, X-Forwarded-Proto http.
-    let resp = client().get(gw.url("/x")).send().await.unwrap();
+    let resp = client()
+        .get(gw.url("/x"))
+        .header("host", "gw.test")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 200);
     assert_eq!(
         echo_header(resp, "x-forwarded-proto").await.as_deref(),
