@@ -91,6 +91,12 @@ async fn tls12_and_tls13_handshakes_h2_by_alpn_and_forwarded_proto() {
         echo_header(resp, "x-forwarded-proto").await.as_deref(),
         Some("http")
     );
+    // The admin readiness probe completes a handshake: no failed-handshake error at start.
+    assert!(
+        !gw.log().contains("handshake error"),
+        "log:\n{}",
+        gw.log_tail(20)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,6 +9,7 @@
 pub mod certs;
 pub mod listener;
 pub mod pem;
+pub mod probe;
 pub mod upstream;
 
 use crate::config::{Config, ConfigError};
