@@ -60,6 +60,7 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
         }
         let mut inner =
             pingora::proxy::http_proxy(&server.configuration, Proxy { app: app.clone() });
+        inner.h2_options = Some(h2_options());
         if h2c {
             let mut options = HttpServerOptions::default();
             options.h2c = true;
@@ -107,6 +108,23 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
     tracing::info!(listen = ?listen, admin = ?cfg.admin_listen, threads = cfg.server.threads, "tollgate starting");
     server.run(RunArgs::default());
     Ok(())
+}
+
+/// Concurrent streams one HTTP/2 client connection may open (announced in SETTINGS; further
+/// streams are refused by the protocol). nginx `http2_max_concurrent_streams` is 128, Envoy's
+/// default is much higher; 100 keeps one connection's share of the upstream slots bounded.
+pub const H2_MAX_CONCURRENT_STREAMS: u32 = 100;
+
+/// Request header block limit per HTTP/2 stream, bytes (decoded).
+pub const H2_MAX_HEADER_LIST_BYTES: u32 = 64 * 1024;
+
+/// Server-side HTTP/2 settings of every proxy listener.
+fn h2_options() -> pingora::protocols::http::v2::server::H2Options {
+    let mut options = pingora::protocols::http::v2::server::H2Options::new();
+    options
+        .max_concurrent_streams(H2_MAX_CONCURRENT_STREAMS)
+        .max_header_list_size(H2_MAX_HEADER_LIST_BYTES);
+    options
 }
 
 /// Adds listener `index` of the running config to `service`: plain TCP, or TLS with the

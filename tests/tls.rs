@@ -366,6 +366,11 @@ async fn h2_multiplexed_streams_are_each_charged_to_the_tenant() {
     // Another tenant's request first, so the Redis connection is up.
     let first = h2_get(&mut h2, "https", "gw.test", "/w", &[("x-api-key", warm)]);
     assert_eq!(h2_read(first).await.0, 200);
+    assert_eq!(
+        h2.current_max_send_streams(),
+        100,
+        "the gateway announces its bound on concurrent streams"
+    );
     let pending: Vec<_> = (0..100)
         .map(|i| {
             h2_get(
