@@ -70,6 +70,7 @@ error_log {tmp}/{name}.error.log warn;
 events {{ worker_connections 8192; }}
 http {{
   access_log off;
+  keepalive_requests 10000000;   # the default 1000 closes h2 connections; h2load does not reconnect
   client_body_temp_path {tmp}/{name}-body;
   proxy_temp_path {tmp}/{name}-proxy;
   fastcgi_temp_path {tmp}/{name}-fcgi;
@@ -117,6 +118,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1, help="tollgate threads = nginx workers")
     ap.add_argument("--conns", type=int, default=32, help="wrk connections (handshake test)")
     ap.add_argument("--skip-build", action="store_true")
+    ap.add_argument("--keep-tmp", action="store_true", help="keep configs and logs")
     ap.add_argument("--results-dir", default=str(ROOT / "bench" / "results"))
     args = ap.parse_args()
     for tool in ("nginx", "wrk", "h2load", "openssl"):
@@ -168,7 +170,9 @@ observability: {{ access_log: false }}
         for name, port in (("nginx", ngx_port), ("tollgate", gw_port)):
             wrk_rps(port, 1, args.conns)  # warm-up
             hs, hs_bad, _ = wrk_rps(port, args.duration, args.conns)
-            h2, h2_bad, _ = h2load_rps(port, args.duration)
+            h2, h2_bad, h2_out = h2load_rps(port, args.duration)
+            if h2 == 0 or hs_bad or h2_bad or os.environ.get("TLS_BENCH_VERBOSE"):
+                print(h2_out, flush=True)
             results[name] = {"handshakes_per_s": hs, "handshake_non_2xx": hs_bad,
                              "h2_req_per_s": h2, "h2_non_2xx": h2_bad}
             print(f"{name:9} handshakes/s {hs:10.0f}   h2 req/s {h2:10.0f}", flush=True)
@@ -193,7 +197,10 @@ observability: {{ access_log: false }}
                 p.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 p.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
+        if args.keep_tmp:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
