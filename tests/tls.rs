@@ -589,3 +589,37 @@ async fn mtls_client_certificate_subject_cn_is_the_tenant() {
     );
     assert_eq!(backend.stats().requests, 2);
 }
+
+/// Renewal in place: the certificate files are overwritten, the YAML is unchanged, SIGHUP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificate_files_renewed_in_place_are_served_after_sighup() {
+    let ca = Ca::new("renew");
+    let old = ca.server("old", &["gw.test"]);
+    let new = ca.server("new", &["gw.test"]);
+    let backend = Backend::start("b");
+    let tls_addr = free_addr();
+    let yaml = tls_config(&tls_addr, &old.yaml_pair(), false, &backend.addr(), "");
+    let gw = Gateway::start(&yaml);
+    let cn = || async {
+        let c = https_client(&ca, "gw.test", &tls_addr, false)
+            .build()
+            .unwrap();
+        let r = c
+            .get(https_url("gw.test", &tls_addr, "/"))
+            .send()
+            .await
+            .unwrap();
+        peer_cn(&r)
+    };
+    assert_eq!(cn().await.as_deref(), Some("old"));
+    std::fs::write(&old.cert_file, &new.cert_pem).unwrap();
+    std::fs::write(&old.key_file, &new.key_pem).unwrap();
+    gw.reload(&yaml);
+    let reloaded = "tollgate_config_reloads_total{result=\"ok\"}";
+    assert!(
+        eventually(Duration::from_secs(10), || gw.metric_or_zero(reloaded)
+            >= 2.0)
+        .await
+    );
+    assert_eq!(cn().await.as_deref(), Some("new"));
+}
