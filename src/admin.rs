@@ -95,14 +95,20 @@ impl BackgroundService for AdminService {
     async fn start(&self, mut shutdown: ShutdownWatch) {
         // Answer only once the proxy listeners accept, so "admin up" means "gateway up".
         let proxies = self.app.snapshot.load().config.listen.clone();
-        for addr in proxies {
+        for listen in proxies.iter() {
+            let addr = listen.addr;
+            // A handshake for TLS listeners (unless they demand client certificates).
+            let tls = listen
+                .tls
+                .as_ref()
+                .is_some_and(|t| t.client_ca_file.is_none());
             let target = if addr.ip().is_unspecified() {
                 SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
             } else {
                 addr
             };
             for _ in 0..500 {
-                if tokio::net::TcpStream::connect(target).await.is_ok() {
+                if crate::tls::probe::accepts(target, tls).await {
                     break;
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;

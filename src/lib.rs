@@ -5,6 +5,10 @@
 //! token bucket in Redis, one Lua script per decision) → [`upstream`] concurrency slot → backend.
 //! [`proxy`] is the thin Pingora glue that runs the stages in order.
 
+// The proxy's request_filter future nests every stage's future; its layout needs more depth
+// than the default 128.
+#![recursion_limit = "256"]
+
 pub mod admin;
 pub mod config;
 pub mod edge;
@@ -18,4 +22,5 @@ pub mod reload;
 pub mod response;
 pub mod server;
 pub mod snapshot;
+pub mod tls;
 pub mod upstream;

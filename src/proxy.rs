@@ -12,6 +12,8 @@ use crate::policy_headers;
 use crate::quota::{QuotaOutcome, TenantQuota};
 use crate::response::{self, send_problem, Problem, QuotaHeaders};
 use crate::snapshot::{App, Snapshot};
+use crate::tls::listener::ClientCert;
+use crate::tls::upstream::tls_failure_detail;
 use crate::upstream::router::normalize_host;
 use crate::upstream::slots::SlotGuard;
 use async_trait::async_trait;
@@ -52,6 +54,22 @@ impl Ctx {
             .or_else(|| self.identity.as_ref().and_then(|i| i.tier.as_deref()))
             .unwrap_or("-")
     }
+}
+
+/// The verified client certificate of the request's connection (TLS listeners with
+/// `tls.client_ca_file`), if any.
+fn client_cert(session: &Session) -> Option<&ClientCert> {
+    session
+        .digest()?
+        .ssl_digest
+        .as_ref()?
+        .extension
+        .get::<ClientCert>()
+}
+
+/// True when the request came over TLS.
+fn is_tls(session: &Session) -> bool {
+    session.digest().is_some_and(|d| d.ssl_digest.is_some())
 }
 
 /// The proxy service.
@@ -399,12 +417,21 @@ impl ProxyHttp for Proxy {
         ctx.route = Some(index);
         let auth = snap.config.routes[index].auth;
 
-        // 3. Identity.
+        // 3. Identity (a verified client certificate first, when `identity.mtls` is on).
         if auth != AuthMode::None {
-            match snap
-                .auth
-                .authenticate(&session.req_header().headers, unix_now_s())
-            {
+            let from_cert = snap
+                .config
+                .identity
+                .mtls
+                .and_then(|_| client_cert(session))
+                .map(|cert| snap.auth.identify_client_cert(&cert.subject_cn));
+            let identified = match from_cert {
+                Some(result) => result.map(Some),
+                None => snap
+                    .auth
+                    .authenticate(&session.req_header().headers, unix_now_s()),
+            };
+            match identified {
                 Ok(Some(id)) => {
                     METRICS.decision("identity", "admitted", id.tier.as_deref().unwrap_or("-"));
                     ctx.identity = Some(id);
@@ -438,7 +465,10 @@ impl ProxyHttp for Proxy {
             .pool
             .select()
             .ok_or_else(|| Error::explain(ErrorType::HTTPStatus(502), "no healthy backend"))?;
-        let mut peer = HttpPeer::new(backend.addr.clone(), false, String::new());
+        let mut peer = HttpPeer::new(backend.addr.clone(), upstream.tls.is_some(), String::new());
+        if let Some(tls) = &upstream.tls {
+            tls.apply(&mut peer);
+        }
         let s = &upstream.settings;
         peer.options.connection_timeout = Some(s.connect_timeout);
         peer.options.total_connection_timeout = Some(s.connect_timeout);
@@ -504,7 +534,8 @@ impl ProxyHttp for Proxy {
             None => peer,
         };
         upstream_request.insert_header("X-Forwarded-For", xff)?;
-        upstream_request.insert_header("X-Forwarded-Proto", "http")?;
+        let proto = if is_tls(session) { "https" } else { "http" };
+        upstream_request.insert_header("X-Forwarded-Proto", proto)?;
         upstream_request.insert_header("X-Request-Id", ctx.request_id.as_str())?;
         Ok(())
     }
@@ -536,6 +567,9 @@ impl ProxyHttp for Proxy {
             ),
             ConnectTimedout | ReadTimedout | WriteTimedout | TLSHandshakeTimedout => {
                 (504, "the upstream did not answer in time".to_string())
+            }
+            _ if e.esource() == &ErrorSource::Upstream && tls_failure_detail(e).is_some() => {
+                (502, tls_failure_detail(e).unwrap_or_default())
             }
             _ => match e.esource() {
                 ErrorSource::Upstream => (

@@ -26,10 +26,17 @@ pub fn mark_loaded() {
     METRICS.last_reload.set(now as i64);
 }
 
-/// Names of the process-level settings that differ (they need a restart).
+/// Names of the process-level settings that differ (they need a restart). Listener
+/// certificate files are not among them: they are re-read and swapped in by every reload.
 pub fn needs_restart(running: &Config, new: &Config) -> Vec<&'static str> {
     let mut out = Vec::new();
-    if running.listen != new.listen {
+    let same_listeners = running.listen.len() == new.listen.len()
+        && running
+            .listen
+            .iter()
+            .zip(&new.listen)
+            .all(|(a, b)| a.same_socket(b));
+    if !same_listeners {
         out.push("listen");
     }
     if running.admin_listen != new.admin_listen {
@@ -70,6 +77,7 @@ pub async fn reload(app: &Arc<App>) -> Result<(), Vec<ConfigError>> {
     if let Some(edge) = &built.config.edge {
         app.edge_buckets.resize(edge.max_clients);
     }
+    app.listener_certs.replace(&built.listener_tls);
     app.snapshot.store(Arc::new(built));
     Ok(())
 }

@@ -8,7 +8,7 @@ use crate::proxy::Proxy;
 use crate::reload::{mark_loaded, ReloadService};
 use crate::snapshot::{App, Snapshot};
 use async_trait::async_trait;
-use pingora::apps::ServerApp;
+use pingora::apps::{HttpServerOptions, ServerApp};
 use pingora::protocols::Stream;
 use pingora::server::configuration::{Opt, ServerConf};
 use pingora::server::{RunArgs, Server, ShutdownWatch};
@@ -48,20 +48,36 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
 
     let app = Arc::new(App::new(snapshot, path.to_path_buf()));
     let drain = Duration::from_millis(500).min(Duration::from_secs(cfg.server.grace_period_s) / 2);
-    let mut proxy = pingora::services::listening::Service::new(
-        "tollgate proxy".to_string(),
-        DrainingProxy {
-            inner: Arc::new(pingora::proxy::http_proxy(
-                &server.configuration,
-                Proxy { app: app.clone() },
-            )),
-            drain,
-        },
-    );
-    for addr in &cfg.listen {
-        proxy.add_tcp(&addr.to_string());
+    // Pingora's h2c switch is per service: plain listeners with `h2: true` get their own.
+    let (h2c, other): (Vec<_>, Vec<_>) =
+        (0..cfg.listen.len()).partition(|&i| cfg.listen[i].h2 && cfg.listen[i].tls.is_none());
+    for (name, listeners, h2c) in [
+        ("tollgate proxy", other, false),
+        ("tollgate proxy h2c", h2c, true),
+    ] {
+        if listeners.is_empty() {
+            continue;
+        }
+        let mut inner =
+            pingora::proxy::http_proxy(&server.configuration, Proxy { app: app.clone() });
+        inner.h2_options = Some(h2_options());
+        if h2c {
+            let mut options = HttpServerOptions::default();
+            options.h2c = true;
+            inner.server_options = Some(options);
+        }
+        let mut proxy = pingora::services::listening::Service::new(
+            name.to_string(),
+            DrainingProxy {
+                inner: Arc::new(inner),
+                drain,
+            },
+        );
+        for i in listeners {
+            add_listener(&mut proxy, &app, i).map_err(|e| vec![e])?;
+        }
+        server.add_service(proxy);
     }
-    server.add_service(proxy);
     if let Some(listen) = cfg.admin_listen {
         server.add_service(background_service(
             "admin",
@@ -80,8 +96,62 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
         crate::quota::fleet::FleetHeartbeat { app: app.clone() },
     ));
     server.add_service(background_service("health checks", HealthChecks { app }));
-    tracing::info!(listen = ?cfg.listen, admin = ?cfg.admin_listen, threads = cfg.server.threads, "tollgate starting");
+    let listen: Vec<String> = cfg
+        .listen
+        .iter()
+        .map(|l| {
+            let proto = match (&l.tls, l.h2) {
+                (Some(_), true) => "https+h2",
+                (Some(_), false) => "https",
+                (None, true) => "http+h2c",
+                (None, false) => "http",
+            };
+            format!("{proto}://{}", l.addr)
+        })
+        .collect();
+    tracing::info!(listen = ?listen, admin = ?cfg.admin_listen, threads = cfg.server.threads, "tollgate starting");
     server.run(RunArgs::default());
+    Ok(())
+}
+
+/// Concurrent streams one HTTP/2 client connection may open (announced in SETTINGS; further
+/// streams are refused by the protocol). nginx `http2_max_concurrent_streams` is 128, Envoy's
+/// default is much higher; 100 keeps one connection's share of the upstream slots bounded.
+pub const H2_MAX_CONCURRENT_STREAMS: u32 = 100;
+
+/// Request header block limit per HTTP/2 stream, bytes (decoded).
+pub const H2_MAX_HEADER_LIST_BYTES: u32 = 64 * 1024;
+
+/// Server-side HTTP/2 settings of every proxy listener.
+fn h2_options() -> pingora::protocols::http::v2::server::H2Options {
+    let mut options = pingora::protocols::http::v2::server::H2Options::new();
+    options
+        .max_concurrent_streams(H2_MAX_CONCURRENT_STREAMS)
+        .max_header_list_size(H2_MAX_HEADER_LIST_BYTES);
+    options
+}
+
+/// Adds listener `index` of the running config to `service`: plain TCP, or TLS with the
+/// listener's certificate resolver (SNI, reloadable), ALPN h2 and client CA.
+fn add_listener<A>(
+    service: &mut pingora::services::listening::Service<A>,
+    app: &App,
+    index: usize,
+) -> Result<(), ConfigError> {
+    let snap = app.snapshot.load();
+    let listen = &snap.config.listen[index];
+    let addr = listen.addr.to_string();
+    match (
+        &snap.listener_tls[index],
+        app.listener_certs.resolver(index),
+    ) {
+        (Some(loaded), Some(resolver)) => {
+            let settings = crate::tls::listener::tls_settings(loaded, resolver, listen.h2)
+                .map_err(|e| ConfigError::new(format!("listen[{index}].tls"), e))?;
+            service.add_tls_with_settings(&addr, None, settings);
+        }
+        _ => service.add_tcp(&addr),
+    }
     Ok(())
 }
 

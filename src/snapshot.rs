@@ -10,6 +10,8 @@ use crate::identity::Authenticator;
 use crate::limit::Rate;
 use crate::quota::local_store::AlgoStore;
 use crate::quota::QuotaService;
+use crate::tls::upstream::PeerTls;
+use crate::tls::ListenerTls;
 use crate::upstream::router::Router;
 use crate::upstream::Upstream;
 use arc_swap::ArcSwap;
@@ -27,6 +29,9 @@ pub struct Snapshot {
     pub auth: Authenticator,
     /// Tenant stage; `None` when no tier is configured.
     pub quota: Option<Arc<QuotaService>>,
+    /// Certificates and client CAs of the TLS listeners, by listener index (read from their
+    /// files at every build, so a reload picks up renewed certificates).
+    pub listener_tls: Vec<Option<ListenerTls>>,
 }
 
 impl Snapshot {
@@ -65,7 +70,17 @@ impl Snapshot {
             }
             _ => None,
         };
-        let (Some(auth), true) = (auth, errors.is_empty()) else {
+        let listener_tls = crate::tls::load_listeners(&config).map_err(|e| errors.extend(e));
+        let mut peer_tls = HashMap::new();
+        for (name, settings) in &config.upstreams {
+            if let Some(tls) = &settings.tls {
+                match PeerTls::load(&format!("upstreams.{name}"), tls) {
+                    Ok(t) => drop(peer_tls.insert(name.clone(), Arc::new(t))),
+                    Err(e) => errors.push(e),
+                }
+            }
+        }
+        let (Some(auth), Ok(listener_tls), true) = (auth, listener_tls, errors.is_empty()) else {
             return Err(errors);
         };
         let upstreams = config
@@ -73,7 +88,8 @@ impl Snapshot {
             .iter()
             .map(|(name, settings)| {
                 let prev = previous.and_then(|p| p.upstreams.get(name));
-                (name.clone(), Upstream::build(settings, prev))
+                let tls = peer_tls.get(name).cloned();
+                (name.clone(), Upstream::build(settings, prev, tls))
             })
             .collect();
         Ok(Snapshot {
@@ -81,6 +97,7 @@ impl Snapshot {
             upstreams,
             auth,
             quota,
+            listener_tls,
             config,
         })
     }
@@ -112,6 +129,8 @@ pub struct App {
     pub shutting_down: AtomicBool,
     /// Origin of the monotonic millisecond clock used by in-memory buckets.
     pub epoch: Instant,
+    /// Certificate resolvers of the TLS listeners (updated by every successful reload).
+    pub listener_certs: crate::tls::ListenerCerts,
 }
 
 impl App {
@@ -124,6 +143,7 @@ impl App {
             .map(|e| e.max_clients)
             .unwrap_or(1);
         App {
+            listener_certs: crate::tls::ListenerCerts::new(&snapshot.listener_tls),
             snapshot: ArcSwap::from_pointee(snapshot),
             edge_buckets: BucketStore::new(max_clients),
             edge_cells: std::sync::OnceLock::new(),

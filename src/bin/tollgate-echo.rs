@@ -2,8 +2,11 @@
 //! and the benchmark.
 //!
 //! ```text
-//! tollgate-echo --listen 127.0.0.1:9001 [--name a] [--threads N]
+//! tollgate-echo --listen 127.0.0.1:9001 [--name a] [--threads N] [--tls-cert F --tls-key F]
 //! ```
+//!
+//! With `--tls-cert` and `--tls-key` (PEM chain and key) it speaks HTTPS (TLS 1.2/1.3, rustls)
+//! instead of plain HTTP on the same port; everything else is identical.
 //!
 //! Once bound it prints exactly one line, `listening on <addr>`, to stdout (with `--listen
 //! 127.0.0.1:0` the line carries the port the kernel chose) and then logs nothing per request.
@@ -94,6 +97,31 @@ struct Args {
     /// Runtime worker threads; 0 means one per CPU.
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// PEM certificate chain: serve HTTPS (needs --tls-key).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<String>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<String>,
+}
+
+/// The TLS acceptor for `--tls-cert`/`--tls-key`; exits with a message on a bad file.
+fn tls_acceptor(cert: &str, key: &str) -> tokio_rustls::TlsAcceptor {
+    let fail = |what: String| -> ! {
+        eprintln!("tollgate-echo: {what}");
+        std::process::exit(1);
+    };
+    let certs = tollgate::tls::pem::read_certs(cert).unwrap_or_else(|e| fail(e));
+    let key = tollgate::tls::pem::read_key(key).unwrap_or_else(|e| fail(e));
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS12, &rustls::version::TLS13])
+    .unwrap_or_else(|e| fail(e.to_string()))
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .unwrap_or_else(|e| fail(format!("--tls-cert/--tls-key: {e}")));
+    tokio_rustls::TlsAcceptor::from(Arc::new(config))
 }
 
 /// Shared counters and the health switch.
@@ -383,7 +411,7 @@ async fn handle(
     Ok(json(status, &value))
 }
 
-async fn serve(listener: TcpListener, state: Arc<State>) {
+async fn serve(listener: TcpListener, state: Arc<State>, tls: Option<tokio_rustls::TlsAcceptor>) {
     let mut builder = http1::Builder::new();
     builder.keep_alive(true);
     let builder = Arc::new(builder);
@@ -399,12 +427,25 @@ async fn serve(listener: TcpListener, state: Arc<State>) {
         let _ = stream.set_nodelay(true);
         let state = state.clone();
         let builder = builder.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
             let service = service_fn(move |req| handle(state.clone(), req));
-            // Errors here are client-side (resets, malformed requests): nothing to report.
-            let _ = builder
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            // Errors here are client-side (resets, malformed requests, failed TLS handshakes):
+            // nothing to report.
+            match tls {
+                Some(acceptor) => {
+                    if let Ok(stream) = acceptor.accept(stream).await {
+                        let _ = builder
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    }
+                }
+                None => {
+                    let _ = builder
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                }
+            }
         });
     }
 }
@@ -420,6 +461,10 @@ fn main() {
         .build()
         .expect("cannot start the tokio runtime");
 
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(tls_acceptor(cert, key)),
+        _ => None,
+    };
     runtime.block_on(async move {
         let listener = match TcpListener::bind(args.listen).await {
             Ok(l) => l,
@@ -441,6 +486,6 @@ fn main() {
             peak_in_flight: AtomicI64::new(0),
             unhealthy: AtomicBool::new(false),
         });
-        serve(listener, state).await;
+        serve(listener, state, tls).await;
     });
 }

@@ -11,8 +11,9 @@ use std::time::Duration;
 /// A validated `gateway.yaml`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
-    /// Proxy listen addresses (needs restart to change).
-    pub listen: Vec<SocketAddr>,
+    /// Proxy listeners (addresses, TLS and h2 need a restart to change; certificate files are
+    /// re-read on reload).
+    pub listen: Vec<ListenSettings>,
     /// Admin listener (`/metrics`, `/healthz`, `/readyz`); `None` disables it.
     pub admin_listen: Option<SocketAddr>,
     pub server: ServerSettings,
@@ -29,6 +30,69 @@ pub struct Config {
     pub routes: Vec<RouteSettings>,
     pub response: ResponseSettings,
     pub observability: ObservabilitySettings,
+}
+
+/// One entry of `listen:`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListenSettings {
+    pub addr: SocketAddr,
+    /// TLS termination; `None` = plain TCP.
+    pub tls: Option<ListenTls>,
+    /// HTTP/2: via ALPN on TLS listeners, prior-knowledge h2c on plain ones.
+    pub h2: bool,
+}
+
+impl ListenSettings {
+    /// A plain HTTP/1.1 listener on `addr`.
+    pub fn plain(addr: SocketAddr) -> Self {
+        ListenSettings {
+            addr,
+            tls: None,
+            h2: false,
+        }
+    }
+
+    /// True when both open the same kind of socket (address, TLS or not, h2, client CA): what
+    /// a reload cannot change. Certificate files are not part of it.
+    pub fn same_socket(&self, other: &ListenSettings) -> bool {
+        let ca = |l: &ListenSettings| l.tls.as_ref().map(|t| t.client_ca_file.clone());
+        self.addr == other.addr && self.h2 == other.h2 && ca(self) == ca(other)
+    }
+}
+
+/// `listen[i].tls`: server certificates (the first is the default when SNI matches none) and
+/// optional client certificate verification.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListenTls {
+    /// `cert_file`/`key_file` first (when given), then `certs:` in order.
+    pub certs: Vec<CertFiles>,
+    /// PEM CA bundle; when set, every client must present a certificate it signed (mTLS).
+    pub client_ca_file: Option<String>,
+}
+
+/// A PEM certificate chain (leaf first) and its PEM private key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CertFiles {
+    pub cert_file: String,
+    pub key_file: String,
+}
+
+/// `upstreams.<name>.tls`: HTTPS to the backends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamTls {
+    /// Server name sent (SNI) and verified; default: the host of the first backend as written.
+    pub sni: String,
+    /// PEM CA bundle to verify the backends with; `None` = the system trust store.
+    pub ca_file: Option<String>,
+    /// Verify the backend certificate (chain and name). Default true.
+    pub verify: bool,
+}
+
+/// `identity.mtls`: where the tenant of a verified client certificate comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MtlsTenantFrom {
+    /// The certificate subject's common name (CN).
+    SubjectCn,
 }
 
 /// Process-level settings (`server:`); changing them needs a restart.
@@ -163,6 +227,8 @@ pub struct IdentitySettings {
     /// Pass the credential that identified the request (`Authorization` / API key header) on to
     /// the backend. Default false: the backend gets the tenant and tier headers instead.
     pub forward_credentials: bool,
+    /// `identity.mtls`: a verified client certificate identifies the tenant.
+    pub mtls: Option<MtlsTenantFrom>,
 }
 
 /// `identity.jwt`.
@@ -268,6 +334,8 @@ pub struct UpstreamSettings {
     pub connect_timeout: Duration,
     pub read_timeout: Duration,
     pub health_check: Option<HealthCheckSettings>,
+    /// HTTPS to the backends; `None` = plain HTTP.
+    pub tls: Option<UpstreamTls>,
 }
 
 /// Bounded FIFO wait for a concurrency slot.

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
-    pub listen: Vec<String>,
+    pub listen: Vec<RawListen>,
     pub admin: Option<RawAdmin>,
     pub server: Option<RawServer>,
     pub redis: Option<RawRedis>,
@@ -22,6 +22,53 @@ pub struct RawConfig {
     pub routes: Vec<RawRoute>,
     pub response: Option<RawResponse>,
     pub observability: Option<RawObservability>,
+}
+
+/// One `listen` entry: a plain `"ip:port"` string, or `{ addr, tls, h2 }` (docs/DESIGN.md 4b).
+/// A map is kept as YAML and decoded into [`RawListenFull`] during validation, so that a mistake
+/// inside it is reported with its index (`listen[1].tls: unknown field ...`) instead of serde's
+/// "did not match any variant".
+#[derive(Debug)]
+pub enum RawListen {
+    Addr(String),
+    Full(serde_yaml::Value),
+}
+
+impl<'de> Deserialize<'de> for RawListen {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match serde_yaml::Value::deserialize(d)? {
+            serde_yaml::Value::String(s) => Ok(RawListen::Addr(s)),
+            v @ serde_yaml::Value::Mapping(_) => Ok(RawListen::Full(v)),
+            _ => Err(serde::de::Error::custom(
+                "expected \"ip:port\" or { addr, tls, h2 }",
+            )),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawListenFull {
+    pub addr: String,
+    /// Decoded into [`RawListenTls`] during validation (for error paths, see [`RawListen`]).
+    pub tls: Option<serde_yaml::Value>,
+    pub h2: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawListenTls {
+    pub cert_file: Option<String>,
+    pub key_file: Option<String>,
+    pub certs: Option<Vec<RawCertPair>>,
+    pub client_ca_file: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCertPair {
+    pub cert_file: String,
+    pub key_file: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -111,6 +158,13 @@ pub struct RawIdentity {
     pub tenant_header: Option<String>,
     pub tier_header: Option<String>,
     pub forward_credentials: Option<bool>,
+    pub mtls: Option<RawMtls>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMtls {
+    pub tenant_from: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -187,6 +241,15 @@ pub struct RawUpstream {
     pub connect_timeout_ms: Option<i64>,
     pub read_timeout_ms: Option<i64>,
     pub health_check: Option<RawHealthCheck>,
+    pub tls: Option<RawUpstreamTls>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstreamTls {
+    pub sni: Option<String>,
+    pub ca_file: Option<String>,
+    pub verify: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -13,6 +13,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 mod policy;
+mod tls;
 
 /// Collects errors while validating.
 #[derive(Default)]
@@ -176,12 +177,7 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
     if raw.listen.is_empty() {
         c.err("listen", "needs at least one address");
     }
-    let listen: Vec<SocketAddr> = raw
-        .listen
-        .iter()
-        .enumerate()
-        .filter_map(|(i, a)| c.socket_addr(&format!("listen[{i}]"), a))
-        .collect();
+    let listen = tls::listen_settings(&mut c, &raw.listen);
     let admin_listen = raw
         .admin
         .as_ref()
@@ -320,12 +316,14 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
             );
         }
     }
-    let has_identity = identity.jwt.is_some() || identity.api_keys.is_some();
+    tls::check_mtls_listener(&mut c, &identity, &listen);
+    let has_identity =
+        identity.jwt.is_some() || identity.api_keys.is_some() || identity.mtls.is_some();
     for r in routes.iter().filter(|r| r.auth == AuthMode::Required) {
         if !has_identity {
             c.err(
                 format!("{}.auth", r.id),
-                "is \"required\" but identity configures neither jwt nor api_keys",
+                "is \"required\" but identity configures none of jwt, api_keys, mtls",
             );
         }
     }
@@ -613,6 +611,7 @@ fn identity_settings(
             tenant_header,
             tier_header,
             forward_credentials: false,
+            mtls: None,
         };
     };
     if let Some(t) = &raw.default_tier {
@@ -660,6 +659,7 @@ fn identity_settings(
         tenant_header,
         tier_header,
         forward_credentials: raw.forward_credentials.unwrap_or(false),
+        mtls: raw.mtls.as_ref().and_then(|m| tls::mtls(c, m)),
     }
 }
 
@@ -815,6 +815,10 @@ fn upstream_settings(c: &mut Check, name: &str, u: &RawUpstream) -> Option<Upstr
             30_000,
         )),
         health_check,
+        tls: u
+            .tls
+            .as_ref()
+            .map(|t| tls::upstream_tls(c, &path, t, &u.backends)),
     })
 }
 

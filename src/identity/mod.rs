@@ -36,7 +36,7 @@ pub struct Identity {
     pub tenant: String,
     /// resolved tier name; None when no tier applies
     pub tier: Option<String>,
-    /// "jwt" | "api_key"
+    /// "jwt" | "api_key" | "mtls"
     pub method: &'static str,
 }
 
@@ -226,6 +226,25 @@ impl Authenticator {
             }
         }
         Ok(None)
+    }
+
+    /// The identity of a verified client certificate whose subject CN is `cn`
+    /// (`identity.mtls: { tenant_from: subject_cn }`); the tier resolves as for an API key
+    /// without a tier: `tenants.<cn>.tier`, else `identity.default_tier`.
+    /// Errors: an empty CN or one starting with `ip:` (the anonymous prefix) is
+    /// `InvalidToken` (401); a tier that does not resolve is `UnknownTier` (403).
+    pub fn identify_client_cert(&self, cn: &str) -> Result<Identity, IdentityError> {
+        if cn.is_empty() || cn.starts_with(ANONYMOUS_PREFIX) {
+            return Err(IdentityError::InvalidToken(
+                "client certificate subject CN is not a usable tenant id".into(),
+            ));
+        }
+        let tier = self.resolve_tier(cn, None)?;
+        Ok(Identity {
+            tenant: cn.to_string(),
+            tier,
+            method: "mtls",
+        })
     }
 
     /// Header names (lower case) that must be stripped from client requests before proxying:
@@ -474,6 +493,7 @@ mod tests {
             tenant_header: "x-tollgate-tenant".into(),
             tier_header: "x-tollgate-tier".into(),
             forward_credentials: false,
+            mtls: None,
         }
     }
 

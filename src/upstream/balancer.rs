@@ -1,7 +1,8 @@
 //! Backends of one upstream: round robin over healthy backends, with an active HTTP health check
 //! run by one long-lived background loop over the current snapshot (see `server`).
 
-use crate::config::UpstreamSettings;
+use crate::config::{UpstreamSettings, UpstreamTls};
+use crate::tls::upstream::PeerTls;
 use pingora::http::RequestHeader;
 use pingora::lb::health_check::HttpHealthCheck;
 use pingora::lb::selection::RoundRobin;
@@ -18,17 +19,23 @@ pub struct Pool {
     /// Health check interval, when configured.
     pub check_interval: Option<Duration>,
     health_path: Option<String>,
+    tls: Option<UpstreamTls>,
 }
 
 impl Pool {
-    /// Builds the pool; addresses are already resolved.
-    pub fn new(settings: &UpstreamSettings) -> Self {
+    /// Builds the pool; addresses are already resolved. With `tls`, health checks speak HTTPS
+    /// with the same SNI, CA and verification as requests.
+    pub fn new(settings: &UpstreamSettings, tls: Option<&PeerTls>) -> Self {
         let mut lb = LoadBalancer::<RoundRobin>::try_from_iter(settings.backends.iter().copied())
             .expect("static backends from resolved addresses");
         if let Some(hc) = &settings.health_check {
-            let mut check = HttpHealthCheck::new("localhost", false);
+            let host = tls.map(|t| t.sni.as_str()).unwrap_or("localhost");
+            let mut check = HttpHealthCheck::new(host, tls.is_some());
+            if let Some(t) = tls {
+                t.apply(&mut check.peer_template);
+            }
             if let Ok(mut req) = RequestHeader::build("GET", hc.path.as_bytes(), None) {
-                let _ = req.insert_header("Host", "localhost");
+                let _ = req.insert_header("Host", host);
                 let _ = req.insert_header("User-Agent", "tollgate-health-check");
                 check.req = req;
             }
@@ -41,6 +48,7 @@ impl Pool {
             backends: settings.backends.clone(),
             check_interval: settings.health_check.as_ref().map(|h| h.interval),
             health_path: settings.health_check.as_ref().map(|h| h.path.clone()),
+            tls: settings.tls.clone(),
         }
     }
 
@@ -49,6 +57,7 @@ impl Pool {
         self.backends == settings.backends
             && self.check_interval == settings.health_check.as_ref().map(|h| h.interval)
             && self.health_path == settings.health_check.as_ref().map(|h| h.path.clone())
+            && self.tls == settings.tls
     }
 
     /// Next healthy backend (round robin), or `None` when every backend is unhealthy.

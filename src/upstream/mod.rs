@@ -6,6 +6,7 @@ pub mod router;
 pub mod slots;
 
 use crate::config::UpstreamSettings;
+use crate::tls::upstream::PeerTls;
 use balancer::Pool;
 use slots::Slots;
 use std::sync::Arc;
@@ -16,14 +17,21 @@ pub struct Upstream {
     pub pool: Arc<Pool>,
     /// `None` when `max_concurrency` is not set.
     pub slots: Option<Arc<Slots>>,
+    /// HTTPS settings of the backends; `None` = plain HTTP.
+    pub tls: Option<Arc<PeerTls>>,
 }
 
 impl Upstream {
-    /// Builds an upstream, reusing `previous`'s pool and slots where unchanged.
-    pub fn build(settings: &UpstreamSettings, previous: Option<&Upstream>) -> Self {
+    /// Builds an upstream, reusing `previous`'s pool and slots where unchanged. `tls` is the
+    /// loaded `settings.tls` (requests and health checks use it).
+    pub fn build(
+        settings: &UpstreamSettings,
+        previous: Option<&Upstream>,
+        tls: Option<Arc<PeerTls>>,
+    ) -> Self {
         let pool = match previous {
             Some(p) if p.pool.same_as(settings) => p.pool.clone(),
-            _ => Arc::new(Pool::new(settings)),
+            _ => Arc::new(Pool::new(settings, tls.as_deref())),
         };
         let slots =
             settings
@@ -36,6 +44,7 @@ impl Upstream {
             settings: settings.clone(),
             pool,
             slots,
+            tls,
         }
     }
 }

@@ -763,11 +763,17 @@ impl Backend {
     /// Spawns `tollgate-echo --listen 127.0.0.1:0 --name <name>` and waits (up to 10 s) for its
     /// `listening on` line; the kernel picks the port, so there is no race for it.
     pub fn start(name: &str) -> Self {
+        Self::start_with_args(name, &[])
+    }
+
+    /// [`start`](Self::start) with extra `tollgate-echo` arguments (e.g. `--tls-cert F`).
+    pub fn start_with_args(name: &str, extra: &[&str]) -> Self {
         let dir = test_dir("tollgate-echo-");
         let log = dir.path().join("echo.log");
         let (_, err) = log_stdio(&log);
         let mut child = Command::new(ECHO_BIN)
             .args(["--listen", "127.0.0.1:0", "--name", name, "--threads", "2"])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(err)
