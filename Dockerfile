@@ -5,9 +5,20 @@
 #
 # The image's default config is the demo gateway.yaml (it expects Redis and backends on
 # 127.0.0.1); mount your own at /etc/tollgate/gateway.yaml. docker-compose.yml runs the full demo.
+#
+# Build arguments (the defaults are the plain Docker build above):
+#   BUILDER_IMAGE  image that compiles the binaries              (default rust:1-bookworm)
+#   RUNTIME_IMAGE  base of the final image                       (default debian:bookworm-slim)
+#   BINARIES       image or stage holding /out/tollgate and /out/tollgate-echo (default: the
+#                  `builder` stage below). scripts/compose-demo.sh builds without any registry:
+#                  BINARIES is an image made from the host's release binaries, RUNTIME_IMAGE a
+#                  local debootstrap image, and the unused builder stage is skipped.
+ARG BUILDER_IMAGE=rust:1-bookworm
+ARG RUNTIME_IMAGE=debian:bookworm-slim
+ARG BINARIES=builder
 
 # ---- build ---------------------------------------------------------------------------------------
-FROM rust:1-bookworm AS builder
+FROM ${BUILDER_IMAGE} AS builder
 RUN apt-get update \
  && apt-get install -y --no-install-recommends cmake pkg-config \
  && rm -rf /var/lib/apt/lists/*
@@ -22,13 +33,20 @@ RUN cargo build --release --locked --bins \
  && mkdir -p /out \
  && cp target/release/tollgate target/release/tollgate-echo /out/
 
+# ---- binaries: the builder stage, or a prebuilt image given as BINARIES ---------------------------
+FROM ${BINARIES} AS binaries
+
 # ---- runtime -------------------------------------------------------------------------------------
-FROM debian:bookworm-slim
-RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates curl \
- && rm -rf /var/lib/apt/lists/* \
+FROM ${RUNTIME_IMAGE}
+LABEL org.opencontainers.image.title="tollgate"
+# curl serves the healthchecks; a base that already has it needs no package download.
+RUN if ! command -v curl >/dev/null; then \
+      apt-get update \
+      && apt-get install -y --no-install-recommends ca-certificates curl \
+      && rm -rf /var/lib/apt/lists/*; \
+    fi \
  && useradd --system --no-create-home --shell /usr/sbin/nologin tollgate
-COPY --from=builder /out/tollgate /out/tollgate-echo /usr/local/bin/
+COPY --from=binaries /out/tollgate /out/tollgate-echo /usr/local/bin/
 COPY gateway.yaml /etc/tollgate/gateway.yaml
 COPY demo/jwt-hs256.secret /etc/tollgate/demo/jwt-hs256.secret
 # secret_file paths in the config are relative to the working directory.

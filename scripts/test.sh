@@ -19,8 +19,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
 # ---- prerequisites -------------------------------------------------------------------------------
-# openssl: TLS test certificates (tests/redis_config.rs); redis-cli: cluster tests
-./scripts/prereqs.sh --rust-components openssl redis-cli:redis-tools || exit 1
+# openssl: TLS test certificates (tests/redis_config.rs); redis-cli: cluster tests;
+# prometheus + promtool: tests/observability.rs (dashboard queries, alert rules)
+./scripts/prereqs.sh --rust-components openssl redis-cli:redis-tools prometheus promtool:prometheus || exit 1
 
 # ---- steps ---------------------------------------------------------------------------------------
 NAMES=()

@@ -37,6 +37,8 @@ pub struct Metrics {
     pub reloads: IntCounterVec,
     /// Unix time of the last successful config load.
     pub last_reload: IntGauge,
+    /// 1 when the last load or reload of the config succeeded, 0 when the last one was rejected.
+    pub last_reload_ok: IntGauge,
     /// Client keys tracked by the edge limiter.
     pub edge_tracked: IntGauge,
     /// Edge entries evicted to respect `edge.max_clients`.
@@ -123,6 +125,11 @@ pub static METRICS: Lazy<Metrics> = Lazy::new(|| {
         last_reload: register_int_gauge!(
             "tollgate_config_last_reload_success_timestamp_seconds",
             "Unix time of the last successful config load"
+        )
+        .unwrap(),
+        last_reload_ok: register_int_gauge!(
+            "tollgate_config_last_reload_successful",
+            "1 when the last config (re)load succeeded, 0 when it was rejected"
         )
         .unwrap(),
         edge_tracked: register_int_gauge!(

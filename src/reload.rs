@@ -24,6 +24,7 @@ pub fn mark_loaded() {
         .map(|d| d.as_secs())
         .unwrap_or(0);
     METRICS.last_reload.set(now as i64);
+    METRICS.last_reload_ok.set(1);
 }
 
 /// Names of the process-level settings that differ (they need a restart). Listener
@@ -107,6 +108,7 @@ impl BackgroundService for ReloadService {
                         }
                         Err(errors) => {
                             METRICS.reloads.with_label_values(&["error"]).inc();
+                            METRICS.last_reload_ok.set(0);
                             for e in &errors {
                                 let field = if e.path.is_empty() { "(file)" } else { e.path.as_str() };
                                 tracing::error!(field, reason = %e.reason, "config reload rejected; keeping the running config");
