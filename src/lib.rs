@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod config;
 pub mod edge;
+pub mod http;
 pub mod identity;
 pub mod limit;
 pub mod metrics;

@@ -6,12 +6,12 @@
 
 use crate::config::{AuthMode, RouteSettings};
 use crate::edge::{self, client_ip, EdgeOutcome};
+use crate::http::target;
 use crate::identity::{Identity, IdentityError};
 use crate::metrics::{status_class, METRICS};
 use crate::quota::{QuotaOutcome, TenantQuota};
 use crate::response::{self, send_problem, Problem, QuotaHeaders};
 use crate::snapshot::{App, Snapshot};
-use crate::upstream::router::normalize_host;
 use crate::upstream::slots::SlotGuard;
 use async_trait::async_trait;
 use pingora::http::{RequestHeader, ResponseHeader};
@@ -81,6 +81,25 @@ impl Proxy {
         // A client that went away cannot be answered; that is not our error.
         let _ = send_problem(session, &problem, &ctx.request_id, &headers).await;
         Ok(true)
+    }
+
+    /// Answers a request target that cannot be normalised safely: 400, counted, logged.
+    async fn refuse_target(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        why: target::TargetError,
+    ) -> Result<bool> {
+        tracing::warn!(
+            request_id = %ctx.request_id,
+            client = %ctx.client,
+            reason = %why.as_str(),
+            target = %crate::http::log_escape(session.req_header().raw_path(), 200),
+            "request target refused"
+        );
+        let p = Problem::status(400, why.detail()).with("reason", json!(why.as_str()));
+        self.reject(session, ctx, "http", "bad_target", p, vec![])
+            .await
     }
 
     fn client_of(&self, session: &Session, snap: &Snapshot) -> IpAddr {
@@ -357,21 +376,18 @@ impl ProxyHttp for Proxy {
             }
         }
 
-        // 2. Route.
-        let req = session.req_header();
-        let host = req
-            .uri
-            .authority()
-            .map(|a| a.as_str().to_string())
-            .or_else(|| {
-                req.headers
-                    .get("host")
-                    .and_then(|h| h.to_str().ok())
-                    .map(str::to_string)
-            })
-            .map(|h| normalize_host(&h))
-            .unwrap_or_default();
-        let path = req.uri.path().to_string();
+        // 2. Request target (normalised or refused) and route.
+        let target = match target::normalise_target(session.req_header().raw_path()) {
+            Ok(t) => t,
+            Err(why) => return self.refuse_target(session, ctx, why).await,
+        };
+        let host = crate::http::routing_host(session.req_header(), &target);
+        if crate::http::apply_target(session.req_header_mut(), &target).is_err() {
+            return self
+                .refuse_target(session, ctx, target::TargetError::UnsupportedForm)
+                .await;
+        }
+        let path = target.path;
         let Some(index) = snap.router.find(&host, &path) else {
             let p = Problem::status(404, "no route matches this host and path");
             return self

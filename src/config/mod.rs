@@ -189,4 +189,19 @@ routes:
         );
         assert_eq!(errors(&yaml), ["tiers.t.per: must be at most 1d"]);
     }
+
+    #[test]
+    fn route_prefix_must_be_a_normalised_path() {
+        let prefix = |p: &str| BASE.replace("path_prefix: \"/\"", &format!("path_prefix: \"{p}\""));
+        assert_eq!(
+            errors(&prefix("/a/../%61dmin//x")),
+            ["routes[0].path_prefix: \"/a/../%61dmin//x\" is not a normalised path (requests are routed on normalised paths); write \"/admin/x\""]
+        );
+        assert_eq!(
+            errors(&prefix("/a%2Fb")),
+            ["routes[0].path_prefix: the path contains an encoded slash (%2F)"]
+        );
+        assert!(parse(&prefix("/a/b/")).is_ok());
+        assert!(parse(&prefix("/a%3Fb")).is_ok());
+    }
 }

@@ -656,6 +656,19 @@ fn route_settings(
     let path_prefix = r.path_prefix.clone().unwrap_or_else(|| "/".into());
     if !path_prefix.starts_with('/') {
         c.err(format!("{path}.path_prefix"), "must start with /");
+    } else {
+        // Requests are routed on normalised paths: a prefix in any other spelling never matches.
+        match crate::http::target::normalise_target(path_prefix.as_bytes()) {
+            Ok(t) if t.path == path_prefix && t.query.is_none() => {}
+            Ok(t) => c.err(
+                format!("{path}.path_prefix"),
+                format!(
+                    "\"{path_prefix}\" is not a normalised path (requests are routed on normalised paths); write \"{}\"",
+                    t.path
+                ),
+            ),
+            Err(e) => c.err(format!("{path}.path_prefix"), e.detail()),
+        }
     }
     let auth = match r.auth.as_deref() {
         None | Some("optional") => AuthMode::Optional,
