@@ -6,7 +6,7 @@
 
 use crate::config::{AuthMode, RouteSettings};
 use crate::edge::{self, client_ip, EdgeOutcome};
-use crate::http::target;
+use crate::http::{body, target};
 use crate::identity::{Identity, IdentityError};
 use crate::metrics::{status_class, METRICS};
 use crate::quota::{QuotaOutcome, TenantQuota};
@@ -39,6 +39,8 @@ pub struct Ctx {
     /// Layer that decided the request's fate and how (for the access log).
     decided: (&'static str, &'static str),
     connect_tries: usize,
+    /// Request body bytes received so far (for `routes[].max_body_bytes`).
+    body_bytes: u64,
 }
 
 impl Ctx {
@@ -56,6 +58,13 @@ impl Ctx {
 /// The proxy service.
 pub struct Proxy {
     pub app: Arc<App>,
+}
+
+fn body_limit_detail(max: Option<u64>) -> String {
+    format!(
+        "the request body is larger than this route's limit of {} bytes",
+        max.unwrap_or(0)
+    )
 }
 
 fn unix_now_s() -> u64 {
@@ -335,6 +344,7 @@ impl ProxyHttp for Proxy {
             slot: None,
             decided: ("upstream", "admitted"),
             connect_tries: 0,
+            body_bytes: 0,
         }
     }
 
@@ -396,6 +406,14 @@ impl ProxyHttp for Proxy {
         };
         ctx.route = Some(index);
         let auth = snap.config.routes[index].auth;
+        let max_body = snap.config.routes[index].max_body_bytes;
+        let declared = session.req_header().headers.get("content-length");
+        if body::declared_too_large(declared.map(|v| v.as_bytes()), max_body) {
+            let p = Problem::status(413, body_limit_detail(max_body));
+            return self
+                .reject(session, ctx, "http", "body_too_large", p, vec![])
+                .await;
+        }
 
         // 3. Identity.
         if auth != AuthMode::None {
@@ -464,6 +482,24 @@ impl ProxyHttp for Proxy {
             e.set_retry(true);
         }
         e
+    }
+
+    async fn request_body_filter(
+        &self,
+        _session: &mut Session,
+        chunk: &mut Option<bytes::Bytes>,
+        _end_of_stream: bool,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        let max = ctx.route(&ctx.snapshot).and_then(|r| r.max_body_bytes);
+        let len = chunk.as_ref().map_or(0, |c| c.len());
+        if body::streamed_too_large(&mut ctx.body_bytes, len, max) {
+            ctx.decided = ("http", "body_too_large");
+            METRICS.decision("http", "body_too_large", ctx.tier_label());
+            tracing::warn!(request_id = %ctx.request_id, client = %ctx.client, received = ctx.body_bytes, "request body over the route's limit; stopped reading");
+            return Error::e_explain(ErrorType::HTTPStatus(413), body_limit_detail(max));
+        }
+        Ok(())
     }
 
     async fn upstream_request_filter(
@@ -555,7 +591,9 @@ impl ProxyHttp for Proxy {
             status
         };
         if status > 0 && session.response_written().is_none() {
-            ctx.decided = ("upstream", "error");
+            if ctx.decided.0 != "http" {
+                ctx.decided = ("upstream", "error");
+            }
             // Pingora closes the downstream after an error: say so in the response.
             session.set_keepalive(None);
             let p = Problem::status(status, detail);

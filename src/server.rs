@@ -56,6 +56,8 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
                 Proxy { app: app.clone() },
             )),
             drain,
+            limits: cfg.server.http.clone(),
+            stop: tokio::sync::watch::channel(false).0,
         },
     );
     for addr in &cfg.listen {
@@ -85,9 +87,15 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
 /// connection parked waiting for its next request; during a binary upgrade or graceful shutdown
 /// a client may be writing a request on such a connection at that instant. The drain lets those
 /// requests be read and answered (with `Connection: close`) first.
+///
+/// HTTP/1 connections are served by [`crate::http::front`], which reads each request head within
+/// `server:`'s limits before Pingora parses it; `stop` tells its idle connections to close at
+/// cleanup, as Pingora does for its own parked reads.
 struct DrainingProxy {
     inner: Arc<pingora::proxy::HttpProxy<Proxy>>,
     drain: Duration,
+    limits: crate::config::HttpLimits,
+    stop: tokio::sync::watch::Sender<bool>,
 }
 
 #[async_trait]
@@ -97,11 +105,13 @@ impl ServerApp for DrainingProxy {
         session: Stream,
         shutdown: &ShutdownWatch,
     ) -> Option<Stream> {
-        self.inner.process_new(session, shutdown).await
+        let stop = self.stop.subscribe();
+        crate::http::front::serve(&self.inner, &self.limits, session, shutdown, stop).await
     }
 
     async fn cleanup(&self) {
         tokio::time::sleep(self.drain).await;
+        self.stop.send_replace(true);
         self.inner.cleanup().await;
     }
 }

@@ -223,3 +223,301 @@ fn request_targets_are_normalised_or_refused_table() {
         gw.log_tail(20)
     );
 }
+
+/// One anonymous catch-all route to `backend`; `server` is the body of a `server:` section and
+/// `route_extra` is added to the route (e.g. `, max_body_bytes: 100`).
+fn single_route_config(backend: &Backend, server: &str, route_extra: &str) -> String {
+    format!(
+        "listen: [\"{{listen}}\"]\n\
+         admin: {{ listen: \"{{admin}}\" }}\n\
+         server: {{ threads: 2, grace_period_s: 1{server} }}\n\
+         upstreams:\n\
+         \x20 echo: {{ backends: [\"{}\"], max_concurrency: 1 }}\n\
+         routes:\n\
+         \x20 - {{ path_prefix: \"/\", upstream: echo, auth: none{route_extra} }}\n",
+        backend.addr(),
+    )
+}
+
+fn exchange(gw: &Gateway, bytes: &[u8]) -> HttpReply {
+    raw_exchange(gw.listen_addr(), bytes, Duration::from_secs(10)).unwrap_or_else(|e| {
+        panic!(
+            "{:?}: {e}",
+            String::from_utf8_lossy(&bytes[..bytes.len().min(80)])
+        )
+    })
+}
+
+/// Fault 4 and the header limits: heads Pingora would answer with a bare 400 (or accept: it only
+/// caps heads at 1 MiB / 256 fields) get problem+json with a request id, are counted in
+/// `tollgate_requests_total{route="none"}` and by reason, and never reach the backend.
+#[test]
+fn parser_errors_and_header_limits_are_problem_json_and_counted() {
+    let backend = Backend::start("b");
+    let gw = Gateway::start(&single_route_config(&backend, "", ""));
+    let addr = gw.listen_addr().to_string();
+    let big_value = "v".repeat(70_000);
+    let many: String = (0..101).map(|i| format!("X-H{i}: {i}\r\n")).collect();
+    let long_target = format!("/{}", "p".repeat(70_000));
+    let cases: Vec<(&str, Vec<u8>, u16, &str)> = vec![
+        (
+            "duplicate Host",
+            format!(
+                "GET / HTTP/1.1\r\nHost: {addr}\r\nHost: other\r\nX-Request-Id: dup-host-1\r\n\r\n"
+            )
+            .into_bytes(),
+            400,
+            "malformed",
+        ),
+        (
+            "malformed request line",
+            b"GET / HTTP/1.1 trailing\r\nHost: x\r\n\r\n".to_vec(),
+            400,
+            "malformed",
+        ),
+        (
+            "invalid header name",
+            b"GET / HTTP/1.1\r\nHost: x\r\nBad Header: 1\r\n\r\n".to_vec(),
+            400,
+            "malformed",
+        ),
+        (
+            "conflicting Content-Length",
+            b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab"
+                .to_vec(),
+            400,
+            "malformed",
+        ),
+        (
+            "oversized header",
+            format!("GET / HTTP/1.1\r\nHost: x\r\nX-Big: {big_value}\r\n\r\n").into_bytes(),
+            431,
+            "headers_too_large",
+        ),
+        (
+            "too many headers",
+            format!("GET / HTTP/1.1\r\nHost: x\r\n{many}\r\n").into_bytes(),
+            431,
+            "too_many_headers",
+        ),
+        (
+            "oversized request line",
+            format!("GET {long_target} HTTP/1.1\r\nHost: x\r\n\r\n").into_bytes(),
+            414,
+            "uri_too_long",
+        ),
+    ];
+    for (name, bytes, status, reason) in &cases {
+        let r = exchange(&gw, bytes);
+        assert_eq!(r.status, *status, "{name}: {r:?}");
+        assert_eq!(
+            r.header("content-type"),
+            Some("application/problem+json"),
+            "{name}"
+        );
+        let p = problem(&r.body);
+        assert_eq!(p["status"], *status, "{name}");
+        assert_eq!(p["reason"], *reason, "{name}");
+        let rid = r.header("x-request-id").expect("request id header");
+        assert_eq!(p["request-id"], rid, "{name}");
+    }
+    // The client's request id is kept when the head could be read.
+    let r = exchange(&gw, &cases[0].1);
+    assert_eq!(r.header("x-request-id"), Some("dup-host-1"));
+
+    // Just under the limits is served normally.
+    let fine = format!(
+        "GET /ok HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\nConnection: close\r\n\r\n",
+        "v".repeat(60_000)
+    );
+    assert_eq!(exchange(&gw, fine.as_bytes()).status, 200);
+    assert_eq!(backend.stats().requests, 1);
+
+    let m = |series: &str| gw.metric_or_zero(series) as usize;
+    assert_eq!(
+        m(r#"tollgate_requests_total{route="none",status_class="4xx"}"#),
+        cases.len() + 1
+    );
+    assert_eq!(
+        m(r#"tollgate_decisions_total{layer="http",outcome="malformed",tier="-"}"#),
+        5
+    );
+    assert_eq!(
+        m(r#"tollgate_decisions_total{layer="http",outcome="headers_too_large",tier="-"}"#),
+        1
+    );
+    assert_eq!(
+        m(r#"tollgate_decisions_total{layer="http",outcome="too_many_headers",tier="-"}"#),
+        1
+    );
+    assert_eq!(
+        m(r#"tollgate_decisions_total{layer="http",outcome="uri_too_long",tier="-"}"#),
+        1
+    );
+    assert!(gw.wait_for_log("multiple Host header fields", Duration::from_secs(5)));
+}
+
+/// `server.max_header_bytes` and `server.max_headers` are configurable.
+#[test]
+fn configured_header_limits_apply() {
+    let backend = Backend::start("b");
+    let gw = Gateway::start(&single_route_config(
+        &backend,
+        ", max_header_bytes: 1024, max_headers: 5",
+        "",
+    ));
+    let ok = "GET / HTTP/1.1\r\nHost: x\r\nA: 1\r\nB: 2\r\nC: 3\r\nConnection: close\r\n\r\n";
+    assert_eq!(exchange(&gw, ok.as_bytes()).status, 200);
+    let six =
+        "GET / HTTP/1.1\r\nHost: x\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\nConnection: close\r\n\r\n";
+    assert_eq!(exchange(&gw, six.as_bytes()).status, 431);
+    let big = format!(
+        "GET / HTTP/1.1\r\nHost: x\r\nA: {}\r\n\r\n",
+        "v".repeat(1100)
+    );
+    assert_eq!(exchange(&gw, big.as_bytes()).status, 431);
+    assert_eq!(backend.stats().requests, 1);
+}
+
+/// `routes[].max_body_bytes`: a declared length over the limit is refused before anything is
+/// read or forwarded; a chunked body is cut off once the running total passes the limit, without
+/// waiting for its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn body_limit_refuses_with_413_without_reading_the_whole_body() {
+    let backend = Backend::start("b");
+    let gw = Gateway::start(&single_route_config(&backend, "", ", max_body_bytes: 100"));
+    let addr = gw.listen_addr().to_string();
+
+    let at_limit = format!(
+        "POST /u HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\nConnection: close\r\n\r\n{}",
+        "a".repeat(100)
+    );
+    let r = exchange(&gw, at_limit.as_bytes());
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(json(&r)["body_len"], 100);
+
+    // Declared too large: only the head is sent; the answer comes without the body.
+    let over = "POST /u HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n";
+    let mut conn = RawConn::connect(&addr, None).await.unwrap();
+    conn.write_raw(over.as_bytes()).await.unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(10), conn.read_reply())
+        .await
+        .expect("413 before the body was sent")
+        .unwrap();
+    assert_eq!(r.status, 413, "{r:?}");
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    assert_eq!(backend.stats().requests, 1);
+
+    // Chunked: 2 × 60 bytes, no final chunk; the limit is passed, the answer comes anyway.
+    let chunked = format!(
+        "POST /u HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3c\r\n{0}\r\n3c\r\n{0}\r\n",
+        "c".repeat(60)
+    );
+    let mut conn = RawConn::connect(&addr, None).await.unwrap();
+    conn.write_raw(chunked.as_bytes()).await.unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(10), conn.read_reply())
+        .await
+        .expect("413 before the body ended")
+        .unwrap();
+    assert_eq!(r.status, 413, "{r:?}");
+    assert_eq!(problem(&r.body)["status"], 413);
+    let counted = gw.metric_or_zero(
+        r#"tollgate_decisions_total{layer="http",outcome="body_too_large",tier="-"}"#,
+    );
+    assert_eq!(counted as usize, 2);
+}
+
+/// Slowloris: a client sending its head one byte every 300 ms under `header_read_timeout: 1s` is
+/// answered 408 and disconnected before its head is complete, while ordinary requests keep being
+/// served through the same upstream (which has a single concurrency slot).
+#[test]
+fn slow_header_client_is_disconnected_and_others_are_served() {
+    use std::io::{Read, Write};
+    let backend = Backend::start("b");
+    let gw = Gateway::start(&single_route_config(
+        &backend,
+        ", header_read_timeout: 1s",
+        "",
+    ));
+    let addr = gw.listen_addr().to_string();
+    let head = b"GET /slow HTTP/1.1\r\nHost: x\r\nX-Padding: 0123456789abcdef\r\n\r\n";
+    let trickler = {
+        let addr = addr.clone();
+        std::thread::spawn(move || {
+            let mut s = std::net::TcpStream::connect(&addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(300)))
+                .unwrap();
+            let (mut sent, mut got) = (0, Vec::new());
+            let mut closed = false;
+            let mut buf = [0u8; 4096];
+            while sent < head.len() {
+                if s.write_all(&head[sent..sent + 1]).is_err() {
+                    closed = true;
+                    break;
+                }
+                sent += 1;
+                match s.read(&mut buf) {
+                    Ok(0) => {
+                        closed = true;
+                        break;
+                    }
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                    Err(e)
+                        if e.kind() == std::io::ErrorKind::WouldBlock
+                            || e.kind() == std::io::ErrorKind::TimedOut => {}
+                    Err(_) => {
+                        closed = true;
+                        break;
+                    }
+                }
+            }
+            (sent, closed, String::from_utf8_lossy(&got).into_owned())
+        })
+    };
+    // Meanwhile, ordinary requests are served.
+    let mut served = 0;
+    while !trickler.is_finished() && served < 20 {
+        let r = http_get(&addr, "/normal").expect("normal request");
+        assert_eq!(r.status, 200);
+        served += 1;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (sent, closed, got) = trickler.join().unwrap();
+    assert!(
+        closed,
+        "the gateway never closed the slow connection ({sent} bytes sent)"
+    );
+    assert!(sent < head.len(), "the whole head was sent: {got:?}");
+    assert!(got.starts_with("HTTP/1.1 408"), "{got:?}");
+    assert!(served > 0);
+    assert_eq!(
+        gw.metric_or_zero(
+            r#"tollgate_decisions_total{layer="http",outcome="header_timeout",tier="-"}"#
+        ),
+        1.0
+    );
+    let r = http_get(&addr, "/after").unwrap();
+    assert_eq!(r.status, 200);
+}
+
+/// `server.keepalive_timeout`: an idle keep-alive connection is closed by the gateway (Pingora's
+/// own default would keep it 60 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_keepalive_connection_is_closed() {
+    let backend = Backend::start("b");
+    let gw = Gateway::start(&single_route_config(
+        &backend,
+        ", keepalive_timeout: 1s",
+        "",
+    ));
+    let mut conn = RawConn::connect(gw.listen_addr(), None).await.unwrap();
+    let r = conn.request("GET", "/one", &[]).await.unwrap();
+    assert_eq!(r.status, 200);
+    let r = conn.request("GET", "/two", &[]).await.unwrap();
+    assert_eq!(r.status, 200, "the connection is reused while active");
+    let idle = tokio::time::timeout(Duration::from_secs(20), conn.read_some(1)).await;
+    assert!(
+        matches!(idle, Ok(Ok(0)) | Ok(Err(_))),
+        "the idle connection was not closed: {idle:?}"
+    );
+}

@@ -1,8 +1,10 @@
-//! HTTP hardening in front of the stages: request-target normalisation ([`target`]).
-//!
-//! Everything here is pure (bytes and settings in, a decision out); `proxy` and the connection
-//! front end call it.
+//! HTTP hardening in front of the stages: request-target normalisation ([`target`]), request-head
+//! limits and parser errors ([`head`], pure), the connection front end that applies them
+//! ([`front`], I/O), and request-body limits ([`body`], pure).
 
+pub mod body;
+pub mod front;
+pub mod head;
 pub mod target;
 
 use pingora::http::RequestHeader;

@@ -417,6 +417,7 @@ mod tests {
                 upstream: "u".into(),
                 auth: AuthMode::None,
                 cost: 1,
+                max_body_bytes: None,
             }
         }
 
