@@ -26,6 +26,13 @@ pub fn mark_loaded() {
     METRICS.last_reload.set(now as i64);
 }
 
+/// Logs every [`config::warnings`] of `config` (startup and each successful reload).
+pub fn log_warnings(config: &Config) {
+    for w in config::warnings::warnings(config) {
+        tracing::warn!(field = %w.path, reason = %w.reason, "config warning");
+    }
+}
+
 /// Names of the process-level settings that differ (they need a restart).
 pub fn needs_restart(running: &Config, new: &Config) -> Vec<&'static str> {
     let mut out = Vec::new();
@@ -95,6 +102,7 @@ impl BackgroundService for ReloadService {
                     match reload(&self.app).await {
                         Ok(()) => {
                             mark_loaded();
+                            log_warnings(&self.app.snapshot.load().config);
                             tracing::info!(file = %self.app.config_path.display(), "config reloaded");
                         }
                         Err(errors) => {

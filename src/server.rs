@@ -29,6 +29,7 @@ pub fn load_snapshot(path: &Path) -> Result<Snapshot, Vec<ConfigError>> {
 pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
     let snapshot = load_snapshot(path)?;
     mark_loaded();
+    crate::reload::log_warnings(&snapshot.config);
     let cfg = snapshot.config.clone();
     let mut conf = ServerConf {
         threads: cfg.server.threads,

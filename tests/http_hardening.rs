@@ -521,3 +521,52 @@ async fn idle_keepalive_connection_is_closed() {
         "the idle connection was not closed: {idle:?}"
     );
 }
+
+/// `tollgate check` warns (exit 0) about trusting everyone or a broad range for X-Forwarded-For
+/// and about an open route taking requests from a protected one; startup logs the same warnings.
+#[test]
+fn check_warns_about_broad_trust_and_shadowed_auth_but_passes() {
+    let backend = Backend::start("b");
+    let yaml = format!(
+        "listen: [\"{{listen}}\"]\n\
+         admin: {{ listen: \"{{admin}}\" }}\n\
+         edge: {{ limit: 100, per: 1s, trusted_proxies: [\"0.0.0.0/0\", \"10.0.0.0/8\", \"10.1.2.3\"] }}\n\
+         identity:\n  api_keys:\n    keys:\n\
+         \x20     - {{ sha256: \"{}\", tenant: \"ops\" }}\n\
+         upstreams:\n  echo: {{ backends: [\"{}\"] }}\n\
+         routes:\n\
+         \x20 - {{ path_prefix: \"/admin\", upstream: echo, auth: required }}\n\
+         \x20 - {{ path_prefix: \"/admin/public\", upstream: echo, auth: none }}\n\
+         \x20 - {{ path_prefix: \"/\", upstream: echo, auth: none }}\n",
+        sha256_hex(KEY),
+        backend.addr(),
+    );
+    let out = check_config(&yaml);
+    assert_eq!(out.code(), Some(0), "{}", out.all());
+    let all = out.all();
+    assert!(all.contains("configuration ok"), "{all}");
+    let warnings: Vec<&str> = all.lines().filter(|l| l.starts_with("warning: ")).collect();
+    assert_eq!(warnings.len(), 3, "{all}");
+    assert!(
+        warnings[0].starts_with(
+            "warning: edge.trusted_proxies[0]: \"0.0.0.0/0\" trusts every IPv4 address"
+        ),
+        "{all}"
+    );
+    assert!(
+        warnings[1]
+            .starts_with("warning: edge.trusted_proxies[1]: \"10.0.0.0/8\" is a broad range"),
+        "{all}"
+    );
+    assert!(
+        warnings[2]
+            .starts_with("warning: routes[1].auth: is \"none\" but takes requests from routes[0]"),
+        "{all}"
+    );
+    let gw = Gateway::start(&yaml);
+    assert!(
+        gw.wait_for_log("config warning", Duration::from_secs(5)),
+        "{}",
+        gw.log_tail(20)
+    );
+}
