@@ -73,8 +73,9 @@ fn too_large(buf: &[u8], limits: &HttpLimits) -> HeadVerdict {
 
 /// Judges `buf`, the bytes received so far on a connection for its next request.
 pub fn check_head(buf: &[u8], limits: &HttpLimits) -> HeadVerdict {
-    let mut headers = vec![httparse::EMPTY_HEADER; limits.max_headers];
-    let mut req = httparse::Request::new(&mut headers);
+    // Pingora's own cap (and the largest `server.max_headers` validation allows).
+    let mut slots = [httparse::EMPTY_HEADER; 256];
+    let mut req = httparse::Request::new(&mut slots[..limits.max_headers.min(256)]);
     let len = match req.parse(buf) {
         Ok(httparse::Status::Partial) if buf.len() > limits.max_header_bytes => {
             return too_large(buf, limits)
