@@ -75,8 +75,8 @@ fn issue_11_spellings_of_a_protected_path_do_not_bypass_auth() {
 enum Want {
     /// 200 from this backend, which received exactly this path and query.
     Served(&'static str, &'static str, &'static str),
-    /// 400 problem+json; nothing reaches a backend.
-    Refused,
+    /// 400 problem+json with this `reason`; nothing reaches a backend.
+    Refused(&'static str),
 }
 
 /// The whole kind: for every spelling, the status and the exact path (and query) the backend got.
@@ -167,24 +167,27 @@ fn request_targets_are_normalised_or_refused_table() {
         (abs("/%61dmin?x=1"), Served("admin", "/admin", "x=1")),
         (abs(""), Served("pub", "/", "")),
         // Refused: encoded separators, backslashes, NUL and controls, bad escapes, climbing.
-        ("/admin%2Fusers".into(), Refused),
-        ("/public/..%2fadmin".into(), Refused),
-        ("/a%5Cb".into(), Refused),
-        ("/public/..%5cadmin".into(), Refused),
-        ("/public\\..\\admin".into(), Refused),
-        ("/a%00b".into(), Refused),
-        ("/a%0Ab".into(), Refused),
-        ("/a%7f".into(), Refused),
-        ("/a%zzb".into(), Refused),
-        ("/a%2".into(), Refused),
-        ("/a%".into(), Refused),
-        ("/..".into(), Refused),
-        ("/../admin/users".into(), Refused),
-        ("/public/../../admin".into(), Refused),
-        ("/%2e%2e/admin".into(), Refused),
-        ("/public/..;/admin/users".into(), Refused),
-        ("*".into(), Refused),
-        (abs("/%2e%2e/admin"), Refused),
+        ("/admin%2Fusers".into(), Refused("encoded_slash")),
+        ("/public/..%2fadmin".into(), Refused("encoded_slash")),
+        ("/a%5Cb".into(), Refused("encoded_backslash")),
+        ("/public/..%5cadmin".into(), Refused("encoded_backslash")),
+        ("/public\\..\\admin".into(), Refused("backslash")),
+        ("/a%00b".into(), Refused("control_character")),
+        ("/a%0Ab".into(), Refused("control_character")),
+        ("/a%7f".into(), Refused("control_character")),
+        ("/a%zzb".into(), Refused("bad_percent_encoding")),
+        ("/a%2".into(), Refused("bad_percent_encoding")),
+        ("/a%".into(), Refused("bad_percent_encoding")),
+        ("/..".into(), Refused("above_root")),
+        ("/../admin/users".into(), Refused("above_root")),
+        ("/public/../../admin".into(), Refused("above_root")),
+        ("/%2e%2e/admin".into(), Refused("above_root")),
+        (
+            "/public/..;/admin/users".into(),
+            Refused("dot_segment_parameters"),
+        ),
+        ("*".into(), Refused("unsupported_form")),
+        (abs("/%2e%2e/admin"), Refused("above_root")),
     ];
     let mut refused = 0;
     for (target, want) in &cases {
@@ -198,7 +201,7 @@ fn request_targets_are_normalised_or_refused_table() {
                 assert_eq!(v["path"], *path, "{target}");
                 assert_eq!(v["query"], *query, "{target}");
             }
-            Refused => {
+            Refused(reason) => {
                 refused += 1;
                 assert_eq!(r.status, 400, "{target}: {r:?}");
                 assert_eq!(
@@ -208,6 +211,7 @@ fn request_targets_are_normalised_or_refused_table() {
                 );
                 let p = problem(&r.body);
                 assert_eq!(p["status"], 400, "{target}");
+                assert_eq!(p["reason"], *reason, "{target}");
                 assert!(p["request-id"].as_str().is_some_and(|s| !s.is_empty()));
                 let after = (admin.stats().requests, public.stats().requests);
                 assert_eq!(before, after, "{target} reached a backend");

@@ -329,16 +329,9 @@ fn http_limits(c: &mut Check, raw: Option<&RawServer>) -> HttpLimits {
         d.max_headers,
         256,
     );
-    let mut timeout = |path: &str, text: Option<&String>, default: Duration| match text {
-        None => default,
-        Some(t) => match c.duration(path, t) {
-            Some(v) if v.is_zero() => {
-                c.err(path, "must be greater than zero");
-                default
-            }
-            Some(v) => v,
-            None => default,
-        },
+    // `parse_duration` refuses zero and negative values with the field path.
+    let mut timeout = |path: &str, text: Option<&String>, default: Duration| {
+        text.and_then(|t| c.duration(path, t)).unwrap_or(default)
     };
     HttpLimits {
         max_header_bytes,
