@@ -113,15 +113,17 @@ async fn read_head(
     stop: &mut watch::Receiver<bool>,
 ) -> ReadHead {
     let mut buf = BytesMut::with_capacity(4096);
+    // Reads of at most 8 KiB: the buffer never exceeds `max_header_bytes` + 8 KiB, well under
+    // the 1 MiB Pingora accepts as a prefix.
+    let mut chunk = [0u8; 8192];
     let mut deadline = Instant::now() + first_wait;
     loop {
         if buf.is_empty() && *stop.borrow() {
             return ReadHead::Gone;
         }
-        buf.reserve(8192);
         let idle = buf.is_empty();
         let read = tokio::select! {
-            r = tokio::time::timeout_at(deadline, stream.read_buf(&mut buf)) => r,
+            r = tokio::time::timeout_at(deadline, stream.read(&mut chunk)) => r,
             _ = stop.changed(), if idle => return ReadHead::Gone,
         };
         match read {
@@ -131,7 +133,7 @@ async fn read_head(
                 }
             }
             Ok(Err(_)) | Ok(Ok(0)) => return ReadHead::Gone,
-            Ok(Ok(_)) => {}
+            Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
         }
         if idle && reused {
             deadline = Instant::now() + limits.header_read_timeout;
