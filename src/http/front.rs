@@ -118,15 +118,22 @@ async fn read_head(
     let mut chunk = [0u8; 8192];
     let mut deadline = Instant::now() + first_wait;
     loop {
-        if buf.is_empty() && *stop.borrow() {
-            return ReadHead::Gone;
-        }
         let idle = buf.is_empty();
+        // Stopping while idle: bytes already received are still read (one attempt that does not
+        // wait), like Pingora's biased select; only a connection with nothing pending closes.
+        let stopping = idle && *stop.borrow();
+        let until = if stopping { Instant::now() } else { deadline };
         let read = tokio::select! {
-            r = tokio::time::timeout_at(deadline, stream.read(&mut chunk)) => r,
-            _ = stop.changed(), if idle => return ReadHead::Gone,
+            biased;
+            r = tokio::time::timeout_at(until, stream.read(&mut chunk)) => r,
+            // Changed: loop once more as `stopping`. Sender gone: the service is gone too.
+            changed = stop.changed(), if idle && !stopping => match changed {
+                Ok(()) => continue,
+                Err(_) => return ReadHead::Gone,
+            },
         };
         match read {
+            Err(_) if stopping => return ReadHead::Gone,
             Err(_) => {
                 return ReadHead::TimedOut {
                     received: buf.len(),
