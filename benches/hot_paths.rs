@@ -376,8 +376,35 @@ routes:
     g.finish();
 }
 
+/// The per-request HTTP hardening work: the request-head check done before Pingora parses the
+/// head, and the request-target normalisation done before routing.
+fn bench_http_hardening(c: &mut Criterion) {
+    let limits = tollgate::config::HttpLimits::default();
+    let head = b"GET /v1/orders/42?expand=items HTTP/1.1\r\nHost: api.example.com\r\n\
+        User-Agent: bench/1.0\r\nAccept: application/json\r\nX-API-Key: bench-api-key-0042\r\n\
+        X-Request-Id: 3f1c7a52-0d4e-4f8e-9a63-1b2c3d4e5f60\r\n\r\n";
+    let mut g = c.benchmark_group("http");
+    g.bench_function("head::check_head/typical", |b| {
+        b.iter(|| tollgate::http::head::check_head(black_box(head), &limits))
+    });
+    g.bench_function("target::normalise_target/plain", |b| {
+        b.iter(|| {
+            tollgate::http::target::normalise_target(black_box(b"/v1/orders/42?expand=items"))
+        })
+    });
+    g.bench_function("target::normalise_target/dots_and_escapes", |b| {
+        b.iter(|| {
+            tollgate::http::target::normalise_target(black_box(
+                b"/public/../v1//%6Frders/./42/%2e%2E/43?x=1",
+            ))
+        })
+    });
+    g.finish();
+}
+
 criterion_group!(
     hot_paths,
+    bench_http_hardening,
     bench_token_bucket,
     bench_algorithms,
     bench_client_ip,

@@ -12,6 +12,7 @@
 pub mod admin;
 pub mod config;
 pub mod edge;
+pub mod http;
 pub mod identity;
 pub mod limit;
 pub mod metrics;

@@ -87,7 +87,10 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Check => match tollgate::server::load_snapshot(&cli.config) {
-            Ok(_) => {
+            Ok(snapshot) => {
+                for w in tollgate::config::warnings::warnings(&snapshot.config) {
+                    eprintln!("warning: {w}");
+                }
                 println!("{}: configuration ok", cli.config.display());
                 ExitCode::SUCCESS
             }

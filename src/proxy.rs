@@ -6,6 +6,7 @@
 
 use crate::config::{AuthMode, RouteSettings};
 use crate::edge::{self, client_ip, EdgeOutcome};
+use crate::http::{body, target};
 use crate::identity::{tenant_id, Identity, IdentityError};
 use crate::metrics::{status_class, METRICS};
 use crate::policy_headers;
@@ -14,7 +15,6 @@ use crate::response::{self, send_problem, Problem, QuotaHeaders};
 use crate::snapshot::{App, Snapshot};
 use crate::tls::listener::ClientCert;
 use crate::tls::upstream::tls_failure_detail;
-use crate::upstream::router::normalize_host;
 use crate::upstream::slots::SlotGuard;
 use async_trait::async_trait;
 use pingora::http::{RequestHeader, ResponseHeader};
@@ -42,6 +42,8 @@ pub struct Ctx {
     /// Layer that decided the request's fate and how (for the access log).
     decided: (&'static str, &'static str),
     connect_tries: usize,
+    /// Request body bytes received so far (for `routes[].max_body_bytes`).
+    body_bytes: u64,
 }
 
 impl Ctx {
@@ -77,6 +79,13 @@ pub struct Proxy {
     pub app: Arc<App>,
 }
 
+fn body_limit_detail(max: Option<u64>) -> String {
+    format!(
+        "the request body is larger than this route's limit of {} bytes",
+        max.unwrap_or(0)
+    )
+}
+
 fn unix_now_s() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -100,6 +109,25 @@ impl Proxy {
         // A client that went away cannot be answered; that is not our error.
         let _ = send_problem(session, &problem, &ctx.request_id, &headers).await;
         Ok(true)
+    }
+
+    /// Answers a request target that cannot be normalised safely: 400, counted, logged.
+    async fn refuse_target(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        why: target::TargetError,
+    ) -> Result<bool> {
+        tracing::warn!(
+            request_id = %ctx.request_id,
+            client = %ctx.client,
+            reason = %why.as_str(),
+            target = %crate::http::log_escape(session.req_header().raw_path(), 200),
+            "request target refused"
+        );
+        let p = Problem::status(400, why.detail()).with("reason", json!(why.as_str()));
+        self.reject(session, ctx, "http", "bad_target", p, vec![])
+            .await
     }
 
     fn client_of(&self, session: &Session, snap: &Snapshot) -> IpAddr {
@@ -350,6 +378,7 @@ impl ProxyHttp for Proxy {
             slot: None,
             decided: ("upstream", "admitted"),
             connect_tries: 0,
+            body_bytes: 0,
         }
     }
 
@@ -393,21 +422,18 @@ impl ProxyHttp for Proxy {
             }
         }
 
-        // 2. Route.
-        let req = session.req_header();
-        let host = req
-            .uri
-            .authority()
-            .map(|a| a.as_str().to_string())
-            .or_else(|| {
-                req.headers
-                    .get("host")
-                    .and_then(|h| h.to_str().ok())
-                    .map(str::to_string)
-            })
-            .map(|h| normalize_host(&h))
-            .unwrap_or_default();
-        let path = req.uri.path().to_string();
+        // 2. Request target (normalised or refused) and route.
+        let target = match target::normalise_target(session.req_header().raw_path()) {
+            Ok(t) => t,
+            Err(why) => return self.refuse_target(session, ctx, why).await,
+        };
+        let host = crate::http::routing_host(session.req_header(), &target);
+        if crate::http::apply_target(session.req_header_mut(), &target).is_err() {
+            return self
+                .refuse_target(session, ctx, target::TargetError::UnsupportedForm)
+                .await;
+        }
+        let path = target.path;
         let Some(index) = snap.router.find(&host, &path) else {
             let p = Problem::status(404, "no route matches this host and path");
             return self
@@ -416,6 +442,14 @@ impl ProxyHttp for Proxy {
         };
         ctx.route = Some(index);
         let auth = snap.config.routes[index].auth;
+        let max_body = snap.config.routes[index].max_body_bytes;
+        let declared = session.req_header().headers.get("content-length");
+        if body::declared_too_large(declared.map(|v| v.as_bytes()), max_body) {
+            let p = Problem::status(413, body_limit_detail(max_body));
+            return self
+                .reject(session, ctx, "http", "body_too_large", p, vec![])
+                .await;
+        }
 
         // 3. Identity (a verified client certificate first, when `identity.mtls` is on).
         if auth != AuthMode::None {
@@ -496,6 +530,24 @@ impl ProxyHttp for Proxy {
             e.set_retry(true);
         }
         e
+    }
+
+    async fn request_body_filter(
+        &self,
+        _session: &mut Session,
+        chunk: &mut Option<bytes::Bytes>,
+        _end_of_stream: bool,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        let max = ctx.route(&ctx.snapshot).and_then(|r| r.max_body_bytes);
+        let len = chunk.as_ref().map_or(0, |c| c.len());
+        if body::streamed_too_large(&mut ctx.body_bytes, len, max) {
+            ctx.decided = ("http", "body_too_large");
+            METRICS.decision("http", "body_too_large", ctx.tier_label());
+            tracing::warn!(request_id = %ctx.request_id, client = %ctx.client, received = ctx.body_bytes, "request body over the route's limit; stopped reading");
+            return Error::e_explain(ErrorType::HTTPStatus(413), body_limit_detail(max));
+        }
+        Ok(())
     }
 
     async fn upstream_request_filter(
@@ -593,7 +645,9 @@ impl ProxyHttp for Proxy {
             status
         };
         if status > 0 && session.response_written().is_none() {
-            ctx.decided = ("upstream", "error");
+            if ctx.decided.0 != "http" {
+                ctx.decided = ("upstream", "error");
+            }
             // Pingora closes the downstream after an error: say so in the response.
             session.set_keepalive(None);
             let p = Problem::status(status, detail);

@@ -27,6 +27,13 @@ pub fn mark_loaded() {
     METRICS.last_reload_ok.set(1);
 }
 
+/// Logs every [`config::warnings`] of `config` (startup and each successful reload).
+pub fn log_warnings(config: &Config) {
+    for w in config::warnings::warnings(config) {
+        tracing::warn!(field = %w.path, reason = %w.reason, "config warning");
+    }
+}
+
 /// Names of the process-level settings that differ (they need a restart). Listener
 /// certificate files are not among them: they are re-read and swapped in by every reload.
 pub fn needs_restart(running: &Config, new: &Config) -> Vec<&'static str> {
@@ -104,6 +111,7 @@ impl BackgroundService for ReloadService {
                     match reload(&self.app).await {
                         Ok(()) => {
                             mark_loaded();
+                            log_warnings(&self.app.snapshot.load().config);
                             tracing::info!(file = %self.app.config_path.display(), "config reloaded");
                         }
                         Err(errors) => {

@@ -210,6 +210,22 @@ pub async fn send_problem(
     session.write_response_body(Some(body), true).await
 }
 
+/// A complete HTTP/1.1 problem+json response as bytes, with `Connection: close`, for answers
+/// written straight to a connection before Pingora has a session (request-head errors).
+pub fn problem_response_bytes(problem: &Problem, request_id: &str) -> Vec<u8> {
+    let body = problem.to_body(request_id);
+    let mut out = format!(
+        "HTTP/1.1 {} {}\r\nContent-Type: application/problem+json\r\nContent-Length: {}\r\n\
+         X-Request-Id: {request_id}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
+        problem.status,
+        problem.title,
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(&body);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,5 +314,21 @@ mod tests {
         assert_eq!(v["type"], QUOTA_EXCEEDED);
         assert_eq!(v["violated-policies"][0], "free");
         assert_eq!(v["request-id"], "rid");
+    }
+
+    #[test]
+    fn raw_problem_response_is_framed() {
+        let p = Problem::status(431, "too big");
+        let bytes = problem_response_bytes(&p, "rid");
+        let text = String::from_utf8(bytes).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"));
+        assert!(head.contains(&format!("Content-Length: {}", body.len())));
+        assert!(head.contains("Connection: close"));
+        assert_eq!(problem(body)["status"], 431);
+    }
+
+    fn problem(body: &str) -> Value {
+        serde_json::from_str(body).unwrap()
     }
 }

@@ -29,6 +29,7 @@ pub fn load_snapshot(path: &Path) -> Result<Snapshot, Vec<ConfigError>> {
 pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
     let snapshot = load_snapshot(path)?;
     mark_loaded();
+    crate::reload::log_warnings(&snapshot.config);
     let cfg = snapshot.config.clone();
     let mut conf = ServerConf {
         threads: cfg.server.threads,
@@ -71,6 +72,9 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
             DrainingProxy {
                 inner: Arc::new(inner),
                 drain,
+                limits: cfg.server.http.clone(),
+                stop: tokio::sync::watch::channel(false).0,
+                h2c,
             },
         );
         for i in listeners {
@@ -159,9 +163,17 @@ fn add_listener<A>(
 /// connection parked waiting for its next request; during a binary upgrade or graceful shutdown
 /// a client may be writing a request on such a connection at that instant. The drain lets those
 /// requests be read and answered (with `Connection: close`) first.
+///
+/// HTTP/1 connections are served by [`crate::http::front`], which reads each request head within
+/// `server:`'s limits before Pingora parses it; `stop` tells its idle connections to close at
+/// cleanup, as Pingora does for its own parked reads.
 struct DrainingProxy {
     inner: Arc<pingora::proxy::HttpProxy<Proxy>>,
     drain: Duration,
+    limits: crate::config::HttpLimits,
+    stop: tokio::sync::watch::Sender<bool>,
+    /// Cleartext HTTP/2 (prior knowledge) is accepted on this service's listeners.
+    h2c: bool,
 }
 
 #[async_trait]
@@ -171,11 +183,14 @@ impl ServerApp for DrainingProxy {
         session: Stream,
         shutdown: &ShutdownWatch,
     ) -> Option<Stream> {
-        self.inner.process_new(session, shutdown).await
+        let stop = self.stop.subscribe();
+        crate::http::front::serve(&self.inner, &self.limits, self.h2c, session, shutdown, stop)
+            .await
     }
 
     async fn cleanup(&self) {
         tokio::time::sleep(self.drain).await;
+        self.stop.send_replace(true);
         self.inner.cleanup().await;
     }
 }

@@ -7,6 +7,7 @@ pub mod duration;
 pub mod model;
 pub mod raw;
 mod validate;
+pub mod warnings;
 
 pub use model::*;
 
@@ -258,5 +259,57 @@ routes:
             "{BASE}\nredis: {{ url: \"redis://h:1\" }}\ntiers:\n  t: {{ limit: 5, per: 2d }}\n"
         );
         assert_eq!(errors(&yaml), ["tiers.t.per: must be at most 1d"]);
+    }
+
+    #[test]
+    fn route_prefix_must_be_a_normalised_path() {
+        let prefix = |p: &str| BASE.replace("path_prefix: \"/\"", &format!("path_prefix: \"{p}\""));
+        assert_eq!(
+            errors(&prefix("/a/../%61dmin//x")),
+            ["routes[0].path_prefix: \"/a/../%61dmin//x\" is not a normalised path (requests are routed on normalised paths); write \"/admin/x\""]
+        );
+        assert_eq!(
+            errors(&prefix("/a%2Fb")),
+            ["routes[0].path_prefix: the path contains an encoded slash (%2F)"]
+        );
+        assert!(parse(&prefix("/a/b/")).is_ok());
+        assert!(parse(&prefix("/a%3Fb")).is_ok());
+    }
+
+    #[test]
+    fn http_limits_defaults_and_field_paths() {
+        let c = parse(BASE).unwrap();
+        assert_eq!(c.server.http, HttpLimits::default());
+        assert_eq!(c.server.http.max_header_bytes, 65_536);
+        assert_eq!(c.server.http.max_headers, 100);
+        assert_eq!(c.server.http.header_read_timeout.as_secs(), 10);
+        assert_eq!(c.server.http.keepalive_timeout.as_secs(), 60);
+        assert_eq!(c.routes[0].max_body_bytes, None);
+        let yaml = format!(
+            "{}server: {{ max_header_bytes: 600000, max_headers: 300, header_read_timeout: 0s, keepalive_timeout: soon }}\n",
+            BASE.replace("upstream: orders }", "upstream: orders, max_body_bytes: 0 }")
+        );
+        let e = errors(&yaml);
+        for want in [
+            "server.max_header_bytes: must be at most 524288 (got 600000)",
+            "server.max_headers: must be at most 256 (got 300)",
+            "server.header_read_timeout: \"0s\" must be greater than zero",
+            "routes[0].max_body_bytes: must be greater than zero (got 0)",
+        ] {
+            assert!(e.contains(&want.to_string()), "{want} not in {e:?}");
+        }
+        assert!(
+            e.iter()
+                .any(|m| m.starts_with("server.keepalive_timeout: ")),
+            "{e:?}"
+        );
+        let ok = format!(
+            "{}server: {{ max_header_bytes: 1024, max_headers: 5, header_read_timeout: 1500ms, keepalive_timeout: 5s }}\n",
+            BASE.replace("upstream: orders }", "upstream: orders, max_body_bytes: 10 }")
+        );
+        let c = parse(&ok).unwrap();
+        assert_eq!(c.server.http.max_headers, 5);
+        assert_eq!(c.server.http.header_read_timeout.as_millis(), 1500);
+        assert_eq!(c.routes[0].max_body_bytes, Some(10));
     }
 }

@@ -108,6 +108,35 @@ pub struct ServerSettings {
     pub upgrade_sock: String,
     /// Pid file path.
     pub pid_file: String,
+    /// HTTP/1 limits enforced before a request reaches the stages (`crate::http`).
+    pub http: HttpLimits,
+}
+
+/// `server.max_header_bytes` and friends (docs/DESIGN.md 4b); defaults in the style of nginx.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpLimits {
+    /// Bytes of the whole request head (request line and header fields); 431 beyond
+    /// (414 when the request line alone is longer). Default 65536, at most 524288.
+    pub max_header_bytes: usize,
+    /// Number of header fields; 431 beyond. Default 100, at most 256 (Pingora's own cap).
+    pub max_headers: usize,
+    /// Time allowed to receive a whole request head: from accept on a new connection, from the
+    /// first byte on a reused one. Beyond it: 408 (when bytes arrived) and the connection closes.
+    /// Default 10 s.
+    pub header_read_timeout: Duration,
+    /// How long an idle keep-alive connection waits for its next request. Default 60 s.
+    pub keepalive_timeout: Duration,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            max_header_bytes: 65_536,
+            max_headers: 100,
+            header_read_timeout: Duration::from_secs(10),
+            keepalive_timeout: Duration::from_secs(60),
+        }
+    }
 }
 
 /// What the tenant stage does when Redis cannot decide (docs/DESIGN.md section 3).
@@ -384,6 +413,8 @@ pub struct RouteSettings {
     pub auth: AuthMode,
     /// Tokens one request costs.
     pub cost: u64,
+    /// Largest request body in bytes (413 beyond); `None` = unlimited.
+    pub max_body_bytes: Option<u64>,
 }
 
 /// Which rate-limit header families to send.

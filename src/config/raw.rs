@@ -85,6 +85,10 @@ pub struct RawServer {
     pub graceful_shutdown_timeout_s: Option<i64>,
     pub upgrade_sock: Option<String>,
     pub pid_file: Option<String>,
+    pub max_header_bytes: Option<i64>,
+    pub max_headers: Option<i64>,
+    pub header_read_timeout: Option<String>,
+    pub keepalive_timeout: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -274,6 +278,7 @@ pub struct RawRoute {
     pub upstream: String,
     pub auth: Option<String>,
     pub cost: Option<i64>,
+    pub max_body_bytes: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -369,6 +369,50 @@ fn server_settings(c: &mut Check, raw: Option<&RawServer>) -> ServerSettings {
         pid_file: raw
             .and_then(|s| s.pid_file.clone())
             .unwrap_or_else(|| "/tmp/tollgate.pid".into()),
+        http: http_limits(c, raw),
+    }
+}
+
+/// `server.max_header_bytes`, `max_headers`, `header_read_timeout`, `keepalive_timeout`.
+fn http_limits(c: &mut Check, raw: Option<&RawServer>) -> HttpLimits {
+    let d = HttpLimits::default();
+    let mut bounded = |path: &str, value: Option<i64>, default: usize, max: usize| -> usize {
+        let v = c.opt_positive(path, value, default as u64) as usize;
+        if v > max {
+            c.err(path, format!("must be at most {max} (got {v})"));
+            return default;
+        }
+        v
+    };
+    let max_header_bytes = bounded(
+        "server.max_header_bytes",
+        raw.and_then(|s| s.max_header_bytes),
+        d.max_header_bytes,
+        524_288,
+    );
+    let max_headers = bounded(
+        "server.max_headers",
+        raw.and_then(|s| s.max_headers),
+        d.max_headers,
+        256,
+    );
+    // `parse_duration` refuses zero and negative values with the field path.
+    let mut timeout = |path: &str, text: Option<&String>, default: Duration| {
+        text.and_then(|t| c.duration(path, t)).unwrap_or(default)
+    };
+    HttpLimits {
+        max_header_bytes,
+        max_headers,
+        header_read_timeout: timeout(
+            "server.header_read_timeout",
+            raw.and_then(|s| s.header_read_timeout.as_ref()),
+            d.header_read_timeout,
+        ),
+        keepalive_timeout: timeout(
+            "server.keepalive_timeout",
+            raw.and_then(|s| s.keepalive_timeout.as_ref()),
+            d.keepalive_timeout,
+        ),
     }
 }
 
@@ -853,6 +897,19 @@ fn route_settings(
     let path_prefix = r.path_prefix.clone().unwrap_or_else(|| "/".into());
     if !path_prefix.starts_with('/') {
         c.err(format!("{path}.path_prefix"), "must start with /");
+    } else {
+        // Requests are routed on normalised paths: a prefix in any other spelling never matches.
+        match crate::http::target::normalise_target(path_prefix.as_bytes()) {
+            Ok(t) if t.path == path_prefix && t.query.is_none() => {}
+            Ok(t) => c.err(
+                format!("{path}.path_prefix"),
+                format!(
+                    "\"{path_prefix}\" is not a normalised path (requests are routed on normalised paths); write \"{}\"",
+                    t.path
+                ),
+            ),
+            Err(e) => c.err(format!("{path}.path_prefix"), e.detail()),
+        }
     }
     let auth = match r.auth.as_deref() {
         None | Some("optional") => AuthMode::Optional,
@@ -873,6 +930,9 @@ fn route_settings(
         upstream: r.upstream.clone(),
         auth,
         cost: c.opt_positive(&format!("{path}.cost"), r.cost, 1),
+        max_body_bytes: r
+            .max_body_bytes
+            .and_then(|v| c.positive(&format!("{path}.max_body_bytes"), v)),
     })
 }
 

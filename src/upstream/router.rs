@@ -79,6 +79,7 @@ mod tests {
             upstream: upstream.into(),
             auth: AuthMode::None,
             cost: 1,
+            max_body_bytes: None,
         }
     }
 

@@ -1431,6 +1431,12 @@ impl RawConn {
     pub fn close(self) {
         drop(self.stream);
     }
+
+    /// Writes `bytes` exactly as given (a hand-made head, part of a body).
+    pub async fn write_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        use tokio::io::AsyncWriteExt;
+        self.stream.write_all(bytes).await
+    }
 }
 
 /// Decodes a complete chunked body at the start of `data`: `(body, bytes used)`, or `None` when
@@ -1461,4 +1467,33 @@ fn dechunk_prefix(data: &[u8]) -> Option<(Vec<u8>, usize)> {
         }
         pos += 2;
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Arbitrary bytes on one connection (appended for tests/http_hardening.rs)
+// ---------------------------------------------------------------------------------------------
+
+/// Writes `bytes` exactly as given on a new connection to `addr`, then reads until the server
+/// closes (or `timeout` passes between reads) and parses the answer. For malformed requests.
+pub fn raw_exchange(addr: &str, bytes: &[u8], timeout: Duration) -> std::io::Result<HttpReply> {
+    let sock: SocketAddr = addr
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| std::io::Error::other(format!("cannot resolve {addr}")))?;
+    let mut stream = TcpStream::connect_timeout(&sock, timeout)?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    // The server may answer and close before every byte is written: keep what it said.
+    let _ = stream.write_all(bytes);
+    let mut raw = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        match stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => raw.extend_from_slice(&chunk[..n]),
+            Err(_) if !raw.is_empty() => break,
+            Err(e) => return Err(e),
+        }
+    }
+    parse_http_reply(&raw)
 }

@@ -1,0 +1,219 @@
+//! Things a valid config may get wrong on purpose but usually does by accident. `tollgate check`
+//! prints them and startup / reload log them; none of them fails a load.
+//!
+//! - `edge.trusted_proxies` trusting everyone (`0.0.0.0/0`, `::/0`) or a broad range: IPv4 wider
+//!   than /16 (more than 65 536 addresses, e.g. `10.0.0.0/8`), IPv6 wider than /48 (a whole site).
+//!   Any client inside a trusted range chooses its own edge bucket with `X-Forwarded-For`; list the
+//!   proxies actually in front of the gateway.
+//! - a route with `auth: none` or `optional` that takes requests from an `auth: required` route:
+//!   a longer prefix under it on the same host (`/admin/public` under `/admin`), the same or an
+//!   overlapping prefix on a more specific host (exact beats `*.suffix` beats any host), or the
+//!   very same prefix on a broader host to the same upstream (other `Host` values reach the
+//!   protected backend without credentials).
+
+use super::{AuthMode, Config, ConfigError, HostMatch, RouteSettings};
+use ipnet::IpNet;
+
+/// Narrowest IPv4 prefix length that is not "broad" (a /16: 65 536 addresses).
+pub const BROAD_IPV4_PREFIX: u8 = 16;
+/// Narrowest IPv6 prefix length that is not "broad" (a /48: one site).
+pub const BROAD_IPV6_PREFIX: u8 = 48;
+
+/// Every warning for `config`, each with the field path it is about.
+pub fn warnings(config: &Config) -> Vec<ConfigError> {
+    let mut out = Vec::new();
+    if let Some(edge) = &config.edge {
+        for (i, net) in edge.trusted_proxies.iter().enumerate() {
+            if let Some(reason) = broad_trust(net) {
+                out.push(ConfigError::new(
+                    format!("edge.trusted_proxies[{i}]"),
+                    reason,
+                ));
+            }
+        }
+    }
+    for required in config
+        .routes
+        .iter()
+        .filter(|r| r.auth == AuthMode::Required)
+    {
+        for open in config
+            .routes
+            .iter()
+            .filter(|r| r.auth != AuthMode::Required)
+        {
+            if let Some(how) = shadows(open, required) {
+                let auth = if open.auth == AuthMode::None {
+                    "none"
+                } else {
+                    "optional"
+                };
+                out.push(ConfigError::new(
+                    format!("{}.auth", open.id),
+                    format!(
+                        "is \"{auth}\" but takes requests from {} (auth: required, path_prefix \"{}\"): {how}",
+                        required.id, required.path_prefix
+                    ),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Why trusting `net` for `X-Forwarded-For` is risky, if it is.
+fn broad_trust(net: &IpNet) -> Option<String> {
+    let (len, narrowest, family) = match net {
+        IpNet::V4(n) => (n.prefix_len(), BROAD_IPV4_PREFIX, "IPv4"),
+        // IPv4-mapped IPv6 (::ffff:0:0/96) is IPv4 in disguise.
+        IpNet::V6(n) if n.prefix_len() >= 96 && n.network().to_ipv4_mapped().is_some() => {
+            (n.prefix_len() - 96, BROAD_IPV4_PREFIX, "IPv4")
+        }
+        IpNet::V6(n) => (n.prefix_len(), BROAD_IPV6_PREFIX, "IPv6"),
+    };
+    if len == 0 {
+        Some(format!(
+            "\"{net}\" trusts every {family} address: any client can choose its own edge bucket with X-Forwarded-For"
+        ))
+    } else if len < narrowest {
+        Some(format!(
+            "\"{net}\" is a broad range (wider than /{narrowest}): any client inside it can choose its own edge bucket with X-Forwarded-For; list only the proxies in front of the gateway"
+        ))
+    } else {
+        None
+    }
+}
+
+/// Whether path prefix `inner` is at or below `outer` on segment boundaries (router semantics).
+fn under(inner: &str, outer: &str) -> bool {
+    inner.starts_with(outer)
+        && (outer.ends_with('/')
+            || inner.len() == outer.len()
+            || inner.as_bytes()[outer.len()] == b'/')
+}
+
+/// How specific a host match is, and whether `a` covers every host `b` matches.
+fn rank(h: &HostMatch) -> u8 {
+    match h {
+        HostMatch::Any => 0,
+        HostMatch::Suffix(_) => 1,
+        HostMatch::Exact(_) => 2,
+    }
+}
+
+fn covers(a: &HostMatch, b: &HostMatch) -> bool {
+    match (a, b) {
+        (HostMatch::Any, _) => true,
+        (HostMatch::Suffix(s), HostMatch::Exact(h)) => h.len() > s.len() && h.ends_with(s),
+        (HostMatch::Suffix(s), HostMatch::Suffix(t)) => t.ends_with(s.as_str()),
+        (x, y) => x == y,
+    }
+}
+
+/// How route `open` takes requests meant for `required`, if it does.
+fn shadows(open: &RouteSettings, required: &RouteSettings) -> Option<&'static str> {
+    let (o, r) = (&open.path_prefix, &required.path_prefix);
+    if open.host == required.host && o != r && under(o, r) {
+        return Some("a longer prefix on the same host wins");
+    }
+    let more_specific = covers(&required.host, &open.host)
+        && rank(&open.host) > rank(&required.host)
+        || matches!((&open.host, &required.host), (HostMatch::Suffix(a), HostMatch::Suffix(b)) if a.len() > b.len() && a.ends_with(b.as_str()));
+    if more_specific && (under(o, r) || under(r, o)) {
+        return Some("a more specific host wins over any prefix");
+    }
+    if o == r && open.upstream == required.upstream && covers(&open.host, &required.host) {
+        return Some("the same prefix on a broader host reaches the same upstream");
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(edge: &str, routes: &str) -> Config {
+        let yaml = format!(
+            "listen: [\"127.0.0.1:8080\"]\n{edge}\
+             identity: {{ api_keys: {{ keys: [] }} }}\n\
+             upstreams:\n  a: {{ backends: [\"127.0.0.1:9001\"] }}\n  b: {{ backends: [\"127.0.0.1:9002\"] }}\n\
+             routes:\n{routes}"
+        );
+        super::super::parse(&yaml).unwrap_or_else(|e| panic!("{e:?}"))
+    }
+
+    fn texts(c: &Config) -> Vec<String> {
+        warnings(c).iter().map(|w| w.to_string()).collect()
+    }
+
+    const ONE_ROUTE: &str = "  - { path_prefix: \"/\", upstream: a }\n";
+
+    #[test]
+    fn trusted_proxy_ranges() {
+        let edge =
+            |list: &str| format!("edge: {{ limit: 1, per: 1s, trusted_proxies: [{list}] }}\n");
+        let w = texts(&config(&edge("\"0.0.0.0/0\", \"::/0\""), ONE_ROUTE));
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w[0].starts_with("edge.trusted_proxies[0]: \"0.0.0.0/0\" trusts every IPv4 address")
+        );
+        assert!(w[1].starts_with("edge.trusted_proxies[1]: \"::/0\" trusts every IPv6 address"));
+        let w = texts(&config(
+            &edge("\"10.0.0.0/8\", \"172.16.0.0/12\", \"2001:db8::/32\", \"::ffff:0:0/96\""),
+            ONE_ROUTE,
+        ));
+        assert_eq!(w.len(), 4, "{w:?}");
+        assert!(w[0].contains("broad range (wider than /16)"), "{w:?}");
+        assert!(w[2].contains("wider than /48"), "{w:?}");
+        assert!(w[3].contains("trusts every IPv4 address"), "{w:?}");
+        let narrow = edge("\"192.168.0.0/16\", \"10.1.2.3\", \"2001:db8:1::/48\", \"fd00::1\"");
+        assert!(texts(&config(&narrow, ONE_ROUTE)).is_empty());
+    }
+
+    #[test]
+    fn open_routes_shadowing_required_ones() {
+        let req = "  - { path_prefix: \"/admin\", upstream: a, auth: required }\n";
+        // A longer prefix under the protected one, same host.
+        let w = texts(&config(
+            "",
+            &format!("{req}  - {{ path_prefix: \"/admin/public\", upstream: a, auth: none }}\n"),
+        ));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("routes[1].auth: is \"none\" but takes requests from routes[0]"),
+            "{w:?}"
+        );
+        // Optional counts too.
+        let w = texts(&config(
+            "",
+            &format!("{req}  - {{ path_prefix: \"/admin/x/\", upstream: b, auth: optional }}\n"),
+        ));
+        assert_eq!(w.len(), 1, "{w:?}");
+        // A more specific host wins whatever the prefix.
+        let w = texts(&config(
+            "",
+            &format!("{req}  - {{ host: \"api.example.com\", path_prefix: \"/\", upstream: b, auth: none }}\n"),
+        ));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("more specific host"), "{w:?}");
+        // Same prefix on a broader host to the same upstream.
+        let w = texts(&config(
+            "",
+            "  - { host: \"api.example.com\", path_prefix: \"/admin\", upstream: a, auth: required }\n  \
+             - { path_prefix: \"/admin\", upstream: a, auth: none }\n",
+        ));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("broader host"), "{w:?}");
+    }
+
+    #[test]
+    fn ordinary_layouts_do_not_warn() {
+        // The issue's layout: a catch-all open route and a protected prefix.
+        let ok = "  - { path_prefix: \"/admin\", upstream: a, auth: required }\n  \
+                  - { path_prefix: \"/\", upstream: a, auth: none }\n  \
+                  - { path_prefix: \"/administrator\", upstream: b, auth: none }\n  \
+                  - { host: \"api.example.com\", path_prefix: \"/orders\", upstream: a, auth: required }\n  \
+                  - { host: \"api.example.com\", path_prefix: \"/public\", upstream: a, auth: none }\n";
+        assert_eq!(texts(&config("", ok)), Vec::<String>::new());
+    }
+}

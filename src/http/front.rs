@@ -1,0 +1,220 @@
+//! The HTTP/1 connection front end: reads every request head itself, bounded in time
+//! (`server.header_read_timeout`, `server.keepalive_timeout`) and size (`server.max_header_bytes`,
+//! `server.max_headers`), answers a head that cannot be served with problem+json (counted and
+//! logged), and hands a complete head to Pingora's proxy as an already-read prefix.
+//!
+//! Why here: Pingora 0.9 parses the head in `HttpProxy::handle_new_request` before any
+//! `ProxyHttp` hook or CTX exists, answers its own parse errors with a bare `400` (no body, no
+//! request id, no hook called, nothing counted), bounds each read but not the whole head (a client
+//! sending one byte a second is never timed out), and caps heads only at 1 MiB / 256 fields.
+//! The prefix goes back through `ServerSession::set_pipelined_prefix`, so Pingora parses exactly
+//! the bytes read here and then continues on the same stream (body included).
+
+use super::head::{check_head, HeadRefusal, HeadVerdict};
+use crate::config::HttpLimits;
+use crate::metrics::{status_class, METRICS};
+use crate::proxy::Proxy;
+use crate::response::{problem_response_bytes, Problem};
+use bytes::BytesMut;
+use pingora::apps::{HttpPersistentSettings, HttpServerApp};
+use pingora::protocols::http::ServerSession;
+use pingora::protocols::{Stream, ALPN};
+use pingora::proxy::HttpProxy;
+use pingora::server::ShutdownWatch;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// How long a refused connection is drained after the answer (so closing it does not reset the
+/// connection before the client has read the answer), and how many bytes at most.
+const LINGER: Duration = Duration::from_secs(1);
+const LINGER_BYTES: usize = 1 << 20;
+
+/// The HTTP/2 connection preface (RFC 9113 section 3.4).
+const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// What reading one request head gave.
+enum ReadHead {
+    /// A complete head (possibly followed by body bytes).
+    Head(BytesMut),
+    /// Refused by [`check_head`].
+    Refused(HeadRefusal),
+    /// The head did not arrive in time; `received` bytes of it had.
+    TimedOut { received: usize },
+    /// The client closed, the read failed, or the service is stopping while idle.
+    Gone,
+}
+
+/// Serves one accepted connection until it closes. HTTP/2 (negotiated by ALPN, or cleartext
+/// prior knowledge when `h2c` is on: the connection preface is peeked, not consumed, within
+/// `header_read_timeout`) goes to Pingora unchanged: its frames carry their own limits.
+pub async fn serve(
+    proxy: &Arc<HttpProxy<Proxy>>,
+    limits: &HttpLimits,
+    h2c: bool,
+    mut stream: Stream,
+    shutdown: &ShutdownWatch,
+    mut stop: watch::Receiver<bool>,
+) -> Option<Stream> {
+    let h2 = matches!(stream.selected_alpn_proto(), Some(ALPN::H2))
+        || (h2c && stream.get_ssl_digest().is_none() && {
+            let mut preface = [0u8; H2_PREFACE.len()];
+            let peek =
+                tokio::time::timeout(limits.header_read_timeout, stream.try_peek(&mut preface));
+            match peek.await {
+                Ok(Ok(true)) => preface == *H2_PREFACE,
+                Ok(Ok(false)) => false,
+                // A client that sends nothing in time, or a failed read: nothing to serve.
+                Ok(Err(_)) | Err(_) => return None,
+            }
+        });
+    if h2 {
+        return pingora::apps::ServerApp::process_new(proxy, stream, shutdown).await;
+    }
+    let keepalive_s = limits.keepalive_timeout.as_secs_f64().ceil().max(1.0) as u64;
+    let mut previous: Option<Option<HttpPersistentSettings>> = None;
+    loop {
+        let first_wait = if previous.is_some() {
+            limits.keepalive_timeout
+        } else {
+            limits.header_read_timeout
+        };
+        let reused = previous.is_some();
+        let buf = match read_head(&mut stream, limits, first_wait, reused, &mut stop).await {
+            ReadHead::Head(buf) => buf,
+            ReadHead::Gone => return None,
+            ReadHead::TimedOut { received: 0 } => return None,
+            ReadHead::TimedOut { received } => {
+                let refusal = HeadRefusal {
+                    status: 408,
+                    outcome: "header_timeout",
+                    detail: format!(
+                        "the request head was not received within {:?} ({received} bytes arrived)",
+                        limits.header_read_timeout
+                    ),
+                    request_id: None,
+                };
+                answer(&mut stream, refusal).await;
+                return None;
+            }
+            ReadHead::Refused(refusal) => {
+                answer(&mut stream, refusal).await;
+                return None;
+            }
+        };
+        let mut session = ServerSession::new_http1(stream);
+        match previous.take().flatten() {
+            Some(settings) => settings.apply_to_session(&mut session),
+            None => session.set_keepalive(Some(keepalive_s)),
+        }
+        if *shutdown.borrow() {
+            session.set_keepalive(None);
+        }
+        session.set_pipelined_prefix(buf);
+        let (next, settings) = proxy.process_new_http(session, shutdown).await?.consume();
+        stream = next;
+        previous = Some(settings);
+    }
+}
+
+/// Reads until `buf` holds a complete head, a refusal, or time runs out. The first byte may take
+/// `first_wait`; the whole head must then arrive within `header_read_timeout`, counted from accept
+/// on a new connection and from its first byte on a reused one.
+async fn read_head(
+    stream: &mut Stream,
+    limits: &HttpLimits,
+    first_wait: Duration,
+    reused: bool,
+    stop: &mut watch::Receiver<bool>,
+) -> ReadHead {
+    let mut buf = BytesMut::with_capacity(4096);
+    // Reads of at most 8 KiB: the buffer never exceeds `max_header_bytes` + 8 KiB, well under
+    // the 1 MiB Pingora accepts as a prefix.
+    let mut chunk = [0u8; 8192];
+    let mut deadline = Instant::now() + first_wait;
+    loop {
+        let idle = buf.is_empty();
+        // Stopping while idle: bytes already received are still read (one attempt that does not
+        // wait), like Pingora's biased select; only a connection with nothing pending closes.
+        let stopping = idle && *stop.borrow();
+        let until = if stopping { Instant::now() } else { deadline };
+        let read = tokio::select! {
+            biased;
+            r = tokio::time::timeout_at(until, stream.read(&mut chunk)) => r,
+            // Changed: loop once more as `stopping`. Sender gone: the service is gone too.
+            changed = stop.changed(), if idle && !stopping => match changed {
+                Ok(()) => continue,
+                Err(_) => return ReadHead::Gone,
+            },
+        };
+        match read {
+            Err(_) if stopping => return ReadHead::Gone,
+            Err(_) => {
+                return ReadHead::TimedOut {
+                    received: buf.len(),
+                }
+            }
+            Ok(Err(_)) | Ok(Ok(0)) => return ReadHead::Gone,
+            Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
+        }
+        if idle && reused {
+            deadline = Instant::now() + limits.header_read_timeout;
+        }
+        match check_head(&buf, limits) {
+            HeadVerdict::Partial => {}
+            HeadVerdict::Complete(_) => return ReadHead::Head(buf),
+            HeadVerdict::Refused(r) => return ReadHead::Refused(r),
+        }
+    }
+}
+
+/// Writes the problem+json answer, counts and logs it, then closes the connection gracefully.
+async fn answer(stream: &mut Stream, refusal: HeadRefusal) {
+    let request_id = refusal
+        .request_id
+        .clone()
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let client = stream
+        .get_socket_digest()
+        .and_then(|d| d.peer_addr().map(|a| a.to_string()))
+        .unwrap_or_default();
+    METRICS
+        .requests
+        .with_label_values(&["none", status_class(refusal.status)])
+        .inc();
+    METRICS.decision("http", refusal.outcome, "-");
+    tracing::warn!(
+        request_id = %request_id,
+        client = %client,
+        status = refusal.status,
+        reason = %refusal.outcome,
+        detail = %refusal.detail,
+        "request head refused"
+    );
+    let problem = Problem::status(refusal.status, refusal.detail)
+        .with("reason", serde_json::json!(refusal.outcome));
+    let bytes = problem_response_bytes(&problem, &request_id);
+    let written = tokio::time::timeout(LINGER, async {
+        stream.write_all(&bytes).await?;
+        stream.flush().await?;
+        AsyncWriteExt::shutdown(stream).await
+    })
+    .await;
+    if !matches!(written, Ok(Ok(()))) {
+        return;
+    }
+    // Lingering close: read and drop what the client still sends, for a bounded time.
+    let _ = tokio::time::timeout(LINGER, async {
+        let mut sink = vec![0u8; 16 * 1024];
+        let mut total = 0;
+        while total < LINGER_BYTES {
+            match stream.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n,
+            }
+        }
+    })
+    .await;
+}

@@ -1,0 +1,294 @@
+//! Checks a request head (request line and header fields, HTTP/1.x) before Pingora parses it, so
+//! that what Pingora would answer with a plain-text 400 (or a limit it does not have) becomes a
+//! counted, logged problem+json answer with a request id.
+//!
+//! Pure: the bytes read so far and the limits in, a verdict out. Parsing is `httparse`, the parser
+//! Pingora uses, so a head accepted here is parsed the same way there. The semantic checks mirror
+//! Pingora 0.9's `validate_request` (RFC 9112): one `Host`, no userinfo in it, a `Host` equal to an
+//! absolute-form authority, agreeing `Content-Length` values, `Transfer-Encoding` only on HTTP/1.1
+//! and ending in `chunked`.
+
+use crate::config::HttpLimits;
+
+/// Why a head is refused: status, a stable outcome label (metrics), and a detail sentence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeadRefusal {
+    /// 400, 414 or 431.
+    pub status: u16,
+    /// `malformed`, `headers_too_large`, `too_many_headers` or `uri_too_long`.
+    pub outcome: &'static str,
+    /// Human-readable reason for the problem `detail` and the log.
+    pub detail: String,
+    /// The client's `X-Request-Id` when the head was complete enough to read it.
+    pub request_id: Option<String>,
+}
+
+/// What the bytes read so far amount to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeadVerdict {
+    /// Not a complete head yet and within limits: read more.
+    Partial,
+    /// A complete, acceptable head of this many bytes (body bytes may follow in the buffer).
+    Complete(usize),
+    /// Refuse the request and close the connection.
+    Refused(HeadRefusal),
+}
+
+fn refuse(status: u16, outcome: &'static str, detail: impl Into<String>) -> HeadVerdict {
+    HeadVerdict::Refused(HeadRefusal {
+        status,
+        outcome,
+        detail: detail.into(),
+        request_id: None,
+    })
+}
+
+fn too_large(buf: &[u8], limits: &HttpLimits) -> HeadVerdict {
+    // Leading empty lines are allowed before the request line (RFC 9112 2.2).
+    let start = buf
+        .iter()
+        .position(|b| !matches!(b, b'\r' | b'\n'))
+        .unwrap_or(buf.len());
+    let line_end = buf[start..].iter().position(|&b| b == b'\n');
+    if line_end.is_none_or(|end| end > limits.max_header_bytes) {
+        refuse(
+            414,
+            "uri_too_long",
+            format!(
+                "the request line is longer than {} bytes",
+                limits.max_header_bytes
+            ),
+        )
+    } else {
+        refuse(
+            431,
+            "headers_too_large",
+            format!(
+                "the request head is larger than {} bytes",
+                limits.max_header_bytes
+            ),
+        )
+    }
+}
+
+/// Judges `buf`, the bytes received so far on a connection for its next request.
+pub fn check_head(buf: &[u8], limits: &HttpLimits) -> HeadVerdict {
+    // Pingora's own cap (and the largest `server.max_headers` validation allows).
+    let mut slots = [httparse::EMPTY_HEADER; 256];
+    let mut req = httparse::Request::new(&mut slots[..limits.max_headers.min(256)]);
+    let len = match req.parse(buf) {
+        Ok(httparse::Status::Partial) if buf.len() > limits.max_header_bytes => {
+            return too_large(buf, limits)
+        }
+        Ok(httparse::Status::Partial) => return HeadVerdict::Partial,
+        Ok(httparse::Status::Complete(n)) if n > limits.max_header_bytes => {
+            return too_large(buf, limits)
+        }
+        Ok(httparse::Status::Complete(n)) => n,
+        Err(httparse::Error::TooManyHeaders) => {
+            return refuse(
+                431,
+                "too_many_headers",
+                format!("more than {} header fields", limits.max_headers),
+            )
+        }
+        Err(e) => return refuse(400, "malformed", format!("malformed request head: {e}")),
+    };
+    let values = |name: &str| -> Vec<&[u8]> {
+        req.headers
+            .iter()
+            .filter(|h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| h.value)
+            .collect()
+    };
+    let request_id = values("x-request-id")
+        .first()
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .filter(|v| !v.is_empty() && v.len() <= 200 && v.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_string);
+    let problem = semantic_problem(
+        req.version.unwrap_or(1),
+        req.path.unwrap_or("").as_bytes(),
+        &values("host"),
+        &values("content-length"),
+        &values("transfer-encoding"),
+    );
+    match problem {
+        None => HeadVerdict::Complete(len),
+        Some(detail) => HeadVerdict::Refused(HeadRefusal {
+            status: 400,
+            outcome: "malformed",
+            detail: detail.to_string(),
+            request_id,
+        }),
+    }
+}
+
+/// The first RFC 9112 framing / authority problem of a parsed head, if any.
+fn semantic_problem(
+    minor_version: u8,
+    target: &[u8],
+    hosts: &[&[u8]],
+    content_lengths: &[&[u8]],
+    transfer_encodings: &[&[u8]],
+) -> Option<&'static str> {
+    if hosts.len() > 1 {
+        return Some("multiple Host header fields");
+    }
+    let host = hosts.first().map(|h| h.trim_ascii());
+    if host.is_some_and(|h| h.contains(&b'@')) {
+        return Some("userinfo in the Host header");
+    }
+    if let Some(authority) = absolute_authority(target) {
+        if authority.contains(&b'@') {
+            return Some("userinfo in the request target");
+        }
+        if host.is_some_and(|h| h != authority) {
+            return Some("the Host header differs from the request-target authority");
+        }
+    }
+    if !transfer_encodings.is_empty() {
+        if minor_version == 0 {
+            return Some("Transfer-Encoding is not allowed in HTTP/1.0 requests");
+        }
+        let last = transfer_encodings
+            .iter()
+            .flat_map(|v| v.split(|&b| b == b','))
+            .map(|c| c.trim_ascii())
+            .rfind(|c| !c.is_empty());
+        if !last.is_some_and(|c| c.eq_ignore_ascii_case(b"chunked")) {
+            return Some("the final Transfer-Encoding is not chunked");
+        }
+        return None; // Content-Length is ignored when Transfer-Encoding is present.
+    }
+    let mut length: Option<&[u8]> = None;
+    for value in content_lengths
+        .iter()
+        .flat_map(|v| v.split(|&b| b == b','))
+        .map(|v| v.trim_ascii())
+    {
+        if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
+            return Some("Content-Length is not a number");
+        }
+        if length.is_some_and(|l| l != value) {
+            return Some("conflicting Content-Length values");
+        }
+        length = Some(value);
+    }
+    None
+}
+
+/// The authority of an `http(s)://authority/...` target.
+fn absolute_authority(target: &[u8]) -> Option<&[u8]> {
+    let lower: Vec<u8> = target.iter().take(8).map(u8::to_ascii_lowercase).collect();
+    let rest = if lower.starts_with(b"http://") {
+        &target[7..]
+    } else if lower.starts_with(b"https://") {
+        &target[8..]
+    } else {
+        return None;
+    };
+    let end = rest
+        .iter()
+        .position(|&b| matches!(b, b'/' | b'?' | b'#'))
+        .unwrap_or(rest.len());
+    Some(&rest[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(bytes: usize, count: usize) -> HttpLimits {
+        HttpLimits {
+            max_header_bytes: bytes,
+            max_headers: count,
+            ..HttpLimits::default()
+        }
+    }
+
+    fn verdict(head: &str) -> HeadVerdict {
+        check_head(head.as_bytes(), &limits(200, 4))
+    }
+
+    fn refused(head: &str) -> (u16, &'static str, String) {
+        match verdict(head) {
+            HeadVerdict::Refused(r) => (r.status, r.outcome, r.detail),
+            other => panic!("{head:?} not refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn complete_and_partial_heads() {
+        let head = "GET /a HTTP/1.1\r\nHost: h\r\n\r\nbody";
+        assert_eq!(verdict(head), HeadVerdict::Complete(head.len() - 4));
+        assert_eq!(verdict("GET /a HTTP/1.1\r\nHo"), HeadVerdict::Partial);
+        assert_eq!(verdict(""), HeadVerdict::Partial);
+        assert_eq!(
+            verdict("\r\nGET / HTTP/1.1\r\n\r\n"),
+            HeadVerdict::Complete(20)
+        );
+    }
+
+    #[test]
+    fn limits_give_431_or_414() {
+        let many = "GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\nE: 5\r\n\r\n";
+        assert_eq!(refused(many).0, 431);
+        assert_eq!(refused(many).1, "too_many_headers");
+        let big = format!("GET / HTTP/1.1\r\nA: {}\r\n\r\n", "x".repeat(300));
+        assert_eq!(refused(&big).1, "headers_too_large");
+        let partial_big = format!("GET / HTTP/1.1\r\nA: {}", "x".repeat(300));
+        assert_eq!(refused(&partial_big).0, 431);
+        let long_line = format!("GET /{}", "x".repeat(300));
+        assert_eq!(refused(&long_line).0, 414);
+        let long_line = format!("GET /{} HTTP/1.1\r\nHost: h\r\n\r\n", "x".repeat(300));
+        assert_eq!(refused(&long_line).0, 414);
+        // Exactly at the limit is fine.
+        let at = format!("GET / HTTP/1.1\r\nA: {}\r\n\r\n", "x".repeat(200 - 23));
+        assert_eq!(at.len(), 200);
+        assert_eq!(verdict(&at), HeadVerdict::Complete(200));
+    }
+
+    #[test]
+    fn malformed_heads_are_400() {
+        for head in [
+            "GET /a b HTTP/1.1\r\n\r\n",
+            "GET / HTTP/9.9\r\n\r\n",
+            "GET / HTTP/1.1\r\nBad Name: x\r\n\r\n",
+            "\x01GET / HTTP/1.1\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: u@h\r\n\r\n",
+            "GET http://a/x HTTP/1.1\r\nHost: b\r\n\r\n",
+            "GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+            "GET / HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
+            "GET / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "GET / HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+        ] {
+            let (status, outcome, _) = refused(head);
+            assert_eq!((status, outcome), (400, "malformed"), "{head:?}");
+        }
+    }
+
+    #[test]
+    fn acceptable_framing() {
+        for head in [
+            "GET / HTTP/1.1\r\nContent-Length: 5, 5\r\n\r\n",
+            "GET / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+            "GET http://a/x HTTP/1.1\r\nHost: a\r\n\r\n",
+            "GET http://a/x HTTP/1.1\r\n\r\n",
+        ] {
+            assert!(
+                matches!(verdict(head), HeadVerdict::Complete(_)),
+                "{head:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn request_id_is_kept_on_refusal() {
+        match verdict("GET / HTTP/1.1\r\nX-Request-Id: r1\r\nHost: a\r\nHost: b\r\n\r\n") {
+            HeadVerdict::Refused(r) => assert_eq!(r.request_id.as_deref(), Some("r1")),
+            other => panic!("{other:?}"),
+        }
+    }
+}

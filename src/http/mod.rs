@@ -1,0 +1,56 @@
+//! HTTP hardening in front of the stages: request-target normalisation ([`target`]), request-head
+//! limits and parser errors ([`head`], pure), the connection front end that applies them
+//! ([`front`], I/O), and request-body limits ([`body`], pure).
+
+pub mod body;
+pub mod front;
+pub mod head;
+pub mod target;
+
+use pingora::http::RequestHeader;
+use target::Target;
+
+/// Host used for routing: the absolute-form authority when there is one (RFC 9112 3.2.2: it wins
+/// over `Host`; Pingora already refuses a `Host` that differs from it), else the h2 `:authority`,
+/// else `Host`; lower-cased and without port (see [`crate::upstream::router::normalize_host`]).
+pub fn routing_host(req: &RequestHeader, target: &Target) -> String {
+    let raw = target
+        .authority
+        .clone()
+        .or_else(|| req.uri.authority().map(|a| a.as_str().to_string()))
+        .or_else(|| {
+            req.headers
+                .get("host")
+                .and_then(|h| h.to_str().ok())
+                .map(str::to_string)
+        });
+    raw.map(|h| crate::upstream::router::normalize_host(&h))
+        .unwrap_or_default()
+}
+
+/// Makes `req` carry the normalised target in origin-form (what routing saw is what the backend
+/// gets). An absolute-form authority becomes the `Host` header when the request had none.
+/// Errors: the target cannot be represented (Pingora refuses it), which callers answer with 400.
+pub fn apply_target(req: &mut RequestHeader, target: &Target) -> pingora::Result<()> {
+    let authority = target
+        .authority
+        .clone()
+        .or_else(|| req.uri.authority().map(|a| a.as_str().to_string()));
+    req.set_raw_path(&target.origin_form())?;
+    if let Some(authority) = authority {
+        if req.headers.get("host").is_none() {
+            req.insert_header("Host", authority)?;
+        }
+    }
+    Ok(())
+}
+
+/// The first `max` bytes of a raw target, escaped for a log line.
+pub fn log_escape(raw: &[u8], max: usize) -> String {
+    let cut = &raw[..raw.len().min(max)];
+    let mut s = cut.escape_ascii().to_string();
+    if raw.len() > max {
+        s.push('…');
+    }
+    s
+}

@@ -1,0 +1,467 @@
+//! Request-target normalisation: the one spelling of a path that routing, auth, cost, limits and
+//! the backend all see (docs/DESIGN.md 4c "Request target").
+//!
+//! Pure: bytes in, a normalised target or a typed refusal out. Rules, applied to the path only
+//! (the query string is kept byte for byte):
+//!
+//! 1. Form: origin-form (`/p?q`) or absolute-form (`http[s]://authority/p?q`, RFC 9112 3.2.2; the
+//!    authority is returned for Host routing, an empty path becomes `/`). Anything else
+//!    (`*`, authority-form, relative paths) is refused.
+//! 2. Percent-escapes (RFC 3986 2.1): `%XY` needs two hex digits. An escaped unreserved character
+//!    (`A-Z a-z 0-9 - . _ ~`, RFC 3986 2.3) is decoded; an escaped `/` or `\` is refused (it would
+//!    change the segment structure for some backends but not for others), an escaped control
+//!    character (`%00`-`%1F`, `%7F`) is refused; every other escape is kept with upper-case hex
+//!    (RFC 3986 6.2.2.1). Nothing is decoded twice: `%252e` stays `%252e` (`%25` then `2e`).
+//! 3. Raw bytes: `\` and control characters (incl. space and DEL) are refused; bytes outside the
+//!    RFC 3986 `pchar` set (e.g. non-ASCII UTF-8, `{`, `|`) are percent-encoded.
+//! 4. Segments (RFC 3986 5.2.4 "remove_dot_segments"): empty segments (`//`) and `.` are dropped,
+//!    `..` removes the previous segment; `..` with nothing left to remove (climbing above `/`) is
+//!    refused. A `.`/`..` segment carrying `;` parameters (`..;x`, which Tomcat-like backends treat
+//!    as `..`) is refused. A trailing `/`, and the directory meaning of a final `.`/`..`
+//!    (`/a/b/..` → `/a/`), are kept.
+//!
+//! The output is idempotent (`normalise(normalise(x)) == normalise(x)`) and never contains `//`,
+//! `/./` or `/../`.
+
+use std::fmt;
+
+/// Why a request target was refused (400). `as_str` is the stable log / metric reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetError {
+    /// Not origin-form or http(s) absolute-form (e.g. `*`, `host:443`, `a/b`).
+    UnsupportedForm,
+    /// `%` not followed by two hex digits.
+    BadPercentEncoding,
+    /// `%2F`: an encoded `/` inside a segment.
+    EncodedSlash,
+    /// `%5C`: an encoded `\`.
+    EncodedBackslash,
+    /// A raw `\` (Windows-style separator on some backends).
+    Backslash,
+    /// NUL, another control character, space or DEL, raw or percent-encoded.
+    ControlCharacter,
+    /// `..` with no segment left to remove.
+    AboveRoot,
+    /// A `.` or `..` segment with `;` parameters (`/..;/`).
+    DotSegmentParameters,
+}
+
+impl TargetError {
+    /// Stable short reason (log field, problem detail prefix).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetError::UnsupportedForm => "unsupported_form",
+            TargetError::BadPercentEncoding => "bad_percent_encoding",
+            TargetError::EncodedSlash => "encoded_slash",
+            TargetError::EncodedBackslash => "encoded_backslash",
+            TargetError::Backslash => "backslash",
+            TargetError::ControlCharacter => "control_character",
+            TargetError::AboveRoot => "above_root",
+            TargetError::DotSegmentParameters => "dot_segment_parameters",
+        }
+    }
+
+    /// A sentence for the problem+json `detail`.
+    pub fn detail(self) -> &'static str {
+        match self {
+            TargetError::UnsupportedForm => {
+                "the request target must be an absolute path (/...) or an http(s) URL"
+            }
+            TargetError::BadPercentEncoding => "a % in the path is not followed by two hex digits",
+            TargetError::EncodedSlash => "the path contains an encoded slash (%2F)",
+            TargetError::EncodedBackslash => "the path contains an encoded backslash (%5C)",
+            TargetError::Backslash => "the path contains a backslash",
+            TargetError::ControlCharacter => {
+                "the path contains a control character (raw or percent-encoded, e.g. %00)"
+            }
+            TargetError::AboveRoot => "the path climbs above / with ..",
+            TargetError::DotSegmentParameters => "the path has a . or .. segment with ; parameters",
+        }
+    }
+}
+
+impl fmt::Display for TargetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.detail())
+    }
+}
+
+/// A normalised request target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The normalised path, starting with `/`, ASCII only.
+    pub path: String,
+    /// The query after `?`, exactly as received (`None` when there was no `?`).
+    pub query: Option<Vec<u8>>,
+    /// The authority of an absolute-form target (`host[:port]`), as received.
+    pub authority: Option<String>,
+}
+
+impl Target {
+    /// Origin-form bytes for the backend: `path` plus `?query` when there was one.
+    pub fn origin_form(&self) -> Vec<u8> {
+        let mut out = self.path.clone().into_bytes();
+        if let Some(q) = &self.query {
+            out.push(b'?');
+            out.extend_from_slice(q);
+        }
+        out
+    }
+}
+
+/// Normalises a raw request target (the bytes of the request line). See the module docs.
+pub fn normalise_target(raw: &[u8]) -> Result<Target, TargetError> {
+    let (authority, rest) = split_form(raw)?;
+    let (path, query) = match rest.iter().position(|&b| b == b'?') {
+        Some(i) => (&rest[..i], Some(rest[i + 1..].to_vec())),
+        None => (rest, None),
+    };
+    let path = if path.is_empty() { b"/" as &[u8] } else { path };
+    Ok(Target {
+        path: normalise_path(path)?,
+        query,
+        authority,
+    })
+}
+
+/// Splits off an absolute-form `scheme://authority`; returns `(authority, path-and-query)`.
+fn split_form(raw: &[u8]) -> Result<(Option<String>, &[u8]), TargetError> {
+    if raw.first() == Some(&b'/') {
+        return Ok((None, raw));
+    }
+    let lower: Vec<u8> = raw.iter().take(8).map(u8::to_ascii_lowercase).collect();
+    let scheme_len = if lower.starts_with(b"http://") {
+        7
+    } else if lower.starts_with(b"https://") {
+        8
+    } else {
+        return Err(TargetError::UnsupportedForm);
+    };
+    let rest = &raw[scheme_len..];
+    let end = rest
+        .iter()
+        .position(|&b| matches!(b, b'/' | b'?' | b'#'))
+        .unwrap_or(rest.len());
+    let authority = &rest[..end];
+    if authority.is_empty() || !authority.iter().all(|b| b.is_ascii_graphic()) {
+        return Err(TargetError::UnsupportedForm);
+    }
+    let authority = String::from_utf8_lossy(authority).into_owned();
+    Ok((Some(authority), &rest[end..]))
+}
+
+/// `unreserved` of RFC 3986 2.3.
+fn is_unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
+}
+
+/// `pchar` of RFC 3986 3.3 minus `%` (handled as escapes): unreserved, sub-delims, `:`, `@`.
+fn is_pchar(b: u8) -> bool {
+    is_unreserved(b)
+        || matches!(
+            b,
+            b'!' | b'$'
+                | b'&'
+                | b'\''
+                | b'('
+                | b')'
+                | b'*'
+                | b'+'
+                | b','
+                | b';'
+                | b'='
+                | b':'
+                | b'@'
+        )
+}
+
+fn hex_value(b: u8) -> Option<u8> {
+    (b as char).to_digit(16).map(|d| d as u8)
+}
+
+fn push_escaped(out: &mut String, b: u8) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    out.push('%');
+    out.push(HEX[(b >> 4) as usize] as char);
+    out.push(HEX[(b & 15) as usize] as char);
+}
+
+/// Canonical spelling of one segment (escapes decoded or upper-cased), or a refusal.
+fn canonical_segment(seg: &[u8]) -> Result<String, TargetError> {
+    let mut out = String::with_capacity(seg.len());
+    let mut i = 0;
+    while i < seg.len() {
+        let b = seg[i];
+        if b == b'%' {
+            let hi = seg.get(i + 1).copied().and_then(hex_value);
+            let lo = seg.get(i + 2).copied().and_then(hex_value);
+            let (Some(hi), Some(lo)) = (hi, lo) else {
+                return Err(TargetError::BadPercentEncoding);
+            };
+            let decoded = hi << 4 | lo;
+            match decoded {
+                b'/' => return Err(TargetError::EncodedSlash),
+                b'\\' => return Err(TargetError::EncodedBackslash),
+                0..=0x1F | 0x7F => return Err(TargetError::ControlCharacter),
+                d if is_unreserved(d) => out.push(d as char),
+                d => push_escaped(&mut out, d),
+            }
+            i += 3;
+            continue;
+        }
+        match b {
+            b'\\' => return Err(TargetError::Backslash),
+            0..=0x20 | 0x7F => return Err(TargetError::ControlCharacter),
+            b if is_pchar(b) => out.push(b as char),
+            b => push_escaped(&mut out, b),
+        }
+        i += 1;
+    }
+    Ok(out)
+}
+
+/// RFC 3986 5.2.4 over canonical segments, with `//` collapsed and climbing above `/` refused.
+fn normalise_path(path: &[u8]) -> Result<String, TargetError> {
+    let mut stack: Vec<String> = Vec::new();
+    // A final empty, `.` or `..` segment leaves the output ending in `/` (a "directory").
+    let mut trailing_slash = false;
+    for raw in path.split(|&b| b == b'/').skip(1) {
+        let seg = canonical_segment(raw)?;
+        let bare = seg.split(';').next().unwrap_or("");
+        if bare != seg && (bare == "." || bare == "..") {
+            return Err(TargetError::DotSegmentParameters);
+        }
+        trailing_slash = matches!(seg.as_str(), "" | "." | "..");
+        match seg.as_str() {
+            "" | "." => {}
+            ".." => {
+                if stack.pop().is_none() {
+                    return Err(TargetError::AboveRoot);
+                }
+            }
+            _ => stack.push(seg),
+        }
+    }
+    let mut out = String::with_capacity(path.len());
+    for seg in &stack {
+        out.push('/');
+        out.push_str(seg);
+    }
+    if out.is_empty() || trailing_slash {
+        out.push('/');
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(raw: &str) -> Result<String, TargetError> {
+        normalise_target(raw.as_bytes()).map(|t| t.path)
+    }
+
+    #[test]
+    fn dot_segments_and_slashes() {
+        let cases = [
+            ("/", "/"),
+            ("/a/b", "/a/b"),
+            ("/a/./b", "/a/b"),
+            ("/./a", "/a"),
+            ("/a/.", "/a/"),
+            ("/a/b/..", "/a/"),
+            ("/a/b/../c", "/a/c"),
+            ("/public/../admin/users", "/admin/users"),
+            ("//admin//users", "/admin/users"),
+            ("/a//", "/a/"),
+            ("/a/", "/a/"),
+            ("/a/..", "/"),
+            ("/a/../", "/"),
+            ("///", "/"),
+            ("/a/.b/..c/b.", "/a/.b/..c/b."),
+            ("/a/.../b", "/a/.../b"),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(path(raw).as_deref(), Ok(want), "{raw}");
+        }
+    }
+
+    #[test]
+    fn escapes_decoded_or_canonicalised() {
+        let cases = [
+            ("/%61dmin/users", "/admin/users"),
+            ("/public/%2e%2e/admin", "/admin"),
+            ("/public/%2E%2E/admin", "/admin"),
+            ("/public/.%2e/admin", "/admin"),
+            ("/a/%2e/b", "/a/b"),
+            ("/%7euser/%41%5a%30-%5F", "/~user/AZ0-_"),
+            ("/a%3bb", "/a%3Bb"),
+            ("/a%20b", "/a%20b"),
+            ("/%25", "/%25"),
+            ("/%252e%252e/x", "/%252e%252e/x"),
+            ("/caf%c3%a9", "/caf%C3%A9"),
+            ("/a{b}|c", "/a%7Bb%7D%7Cc"),
+            ("/ä", "/%C3%A4"),
+            ("/a:b@c;d=e", "/a:b@c;d=e"),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(path(raw).as_deref(), Ok(want), "{raw}");
+        }
+    }
+
+    #[test]
+    fn refusals_are_typed() {
+        use TargetError::*;
+        let cases = [
+            ("/a%2Fb", EncodedSlash),
+            ("/a%2fb", EncodedSlash),
+            ("/a%5Cb", EncodedBackslash),
+            ("/a%5cb", EncodedBackslash),
+            ("/a\\b", Backslash),
+            ("/a%00", ControlCharacter),
+            ("/a%0d%0a", ControlCharacter),
+            ("/a%7f", ControlCharacter),
+            ("/a\x01b", ControlCharacter),
+            ("/a b", ControlCharacter),
+            ("/a%", BadPercentEncoding),
+            ("/a%4", BadPercentEncoding),
+            ("/a%zz", BadPercentEncoding),
+            ("/a%%41", BadPercentEncoding),
+            ("/..", AboveRoot),
+            ("/../a", AboveRoot),
+            ("/a/../../b", AboveRoot),
+            ("/%2e%2e/a", AboveRoot),
+            ("/a/..;/b", DotSegmentParameters),
+            ("/a/.;x/b", DotSegmentParameters),
+            ("*", UnsupportedForm),
+            ("example.com:443", UnsupportedForm),
+            ("a/b", UnsupportedForm),
+            ("ftp://h/a", UnsupportedForm),
+            ("http:///a", UnsupportedForm),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(path(raw), Err(want), "{raw}");
+        }
+    }
+
+    #[test]
+    fn query_is_kept_byte_for_byte() {
+        let t = normalise_target(b"/a/../b?x=/../%2F&y=..#").unwrap();
+        assert_eq!(t.path, "/b");
+        assert_eq!(t.query.as_deref(), Some(&b"x=/../%2F&y=..#"[..]));
+        assert_eq!(t.origin_form(), b"/b?x=/../%2F&y=..#");
+        let t = normalise_target(b"/a?").unwrap();
+        assert_eq!(t.origin_form(), b"/a?");
+        assert_eq!(normalise_target(b"/a").unwrap().query, None);
+    }
+
+    #[test]
+    fn absolute_form_gives_path_and_authority() {
+        let t = normalise_target(b"http://Example.com:8080/public/../admin?q=1").unwrap();
+        assert_eq!(t.authority.as_deref(), Some("Example.com:8080"));
+        assert_eq!(t.origin_form(), b"/admin?q=1");
+        let t = normalise_target(b"HTTPS://h").unwrap();
+        assert_eq!((t.path.as_str(), t.authority.as_deref()), ("/", Some("h")));
+        let t = normalise_target(b"http://h?x").unwrap();
+        assert_eq!(t.origin_form(), b"/?x");
+        assert_eq!(
+            normalise_target(b"http://h/..").unwrap_err(),
+            TargetError::AboveRoot
+        );
+    }
+
+    mod properties {
+        use super::*;
+        use crate::config::{AuthMode, HostMatch, RouteSettings};
+        use crate::upstream::router::Router;
+        use proptest::prelude::*;
+
+        /// Pieces that make interesting paths far more often than random bytes do.
+        fn piece() -> impl Strategy<Value = String> {
+            prop_oneof![
+                Just("/".to_string()),
+                Just(".".to_string()),
+                Just("..".to_string()),
+                Just("%2e".to_string()),
+                Just("%2E".to_string()),
+                Just("%2F".to_string()),
+                Just("%5c".to_string()),
+                Just("%00".to_string()),
+                Just("%".to_string()),
+                Just("%4".to_string()),
+                Just("%61".to_string()),
+                Just("%7B".to_string()),
+                Just(";".to_string()),
+                Just("?".to_string()),
+                Just("\\".to_string()),
+                Just("admin".to_string()),
+                Just("a".to_string()),
+                Just("é".to_string()),
+                "[ -~]{1,3}",
+            ]
+        }
+
+        fn path_like() -> impl Strategy<Value = Vec<u8>> {
+            prop::collection::vec(piece(), 0..12).prop_map(|p| {
+                let mut s = String::from("/");
+                s.push_str(&p.concat());
+                s.into_bytes()
+            })
+        }
+
+        fn route(prefix: &str, i: usize) -> RouteSettings {
+            RouteSettings {
+                id: format!("routes[{i}]"),
+                host: HostMatch::Any,
+                path_prefix: prefix.to_string(),
+                upstream: "u".into(),
+                auth: AuthMode::None,
+                cost: 1,
+                max_body_bytes: None,
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2048))]
+
+            #[test]
+            fn never_panics_on_any_bytes(raw in prop::collection::vec(any::<u8>(), 0..64)) {
+                let _ = normalise_target(&raw);
+            }
+
+            #[test]
+            fn output_is_idempotent_and_has_no_dot_or_empty_segments(raw in path_like()) {
+                if let Ok(t) = normalise_target(&raw) {
+                    let again = normalise_target(&t.origin_form()).expect("normal form is accepted");
+                    prop_assert_eq!(&again, &t);
+                    let p = &t.path;
+                    prop_assert!(p.starts_with('/'));
+                    for bad in ["/./", "/../", "//"] {
+                        prop_assert!(!p.contains(bad), "{:?} in {:?}", bad, p);
+                    }
+                    prop_assert!(!p.ends_with("/.") && !p.ends_with("/.."), "{:?}", p);
+                    prop_assert!(p.bytes().all(|b| b.is_ascii_graphic()), "{:?}", p);
+                }
+            }
+
+            #[test]
+            fn accepted_path_routes_like_its_normal_form(
+                raw in path_like(),
+                prefixes in prop::collection::vec("/(admin|a|public|%61)?(/[a-z]{0,2})?", 1..5),
+            ) {
+                let mut seen = std::collections::BTreeSet::new();
+                let routes: Vec<RouteSettings> = prefixes
+                    .iter()
+                    .filter(|p| seen.insert(p.to_string()))
+                    .enumerate()
+                    .map(|(i, p)| route(p, i))
+                    .collect();
+                let router = Router::new(routes);
+                if let Ok(t) = normalise_target(&raw) {
+                    let again = normalise_target(&t.origin_form()).unwrap();
+                    prop_assert_eq!(router.find("h", &t.path), router.find("h", &again.path));
+                }
+            }
+        }
+    }
+}
