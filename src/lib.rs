@@ -13,6 +13,7 @@ pub mod limit;
 pub mod metrics;
 pub mod proxy;
 pub mod quota;
+pub mod region;
 pub mod reload;
 pub mod response;
 pub mod server;

@@ -9,6 +9,8 @@ use crate::edge::BucketStore;
 use crate::identity::Authenticator;
 use crate::limit::Rate;
 use crate::quota::QuotaService;
+use crate::region::RegionBudget;
+use crate::response::QuotaHeaders;
 use crate::upstream::router::Router;
 use crate::upstream::Upstream;
 use arc_swap::ArcSwap;
@@ -26,6 +28,8 @@ pub struct Snapshot {
     pub auth: Authenticator,
     /// Tenant stage; `None` when no tier is configured.
     pub quota: Option<Arc<QuotaService>>,
+    /// This region's part of every budget (`multi_region:`); `None` enforces whole limits.
+    pub region: Option<Arc<RegionBudget>>,
 }
 
 impl Snapshot {
@@ -64,6 +68,13 @@ impl Snapshot {
             }
             _ => None,
         };
+        let region = match Self::region(&config, previous) {
+            Ok(r) => r,
+            Err((field, reason)) => {
+                errors.push(ConfigError::new(field, reason));
+                None
+            }
+        };
         let (Some(auth), true) = (auth, errors.is_empty()) else {
             return Err(errors);
         };
@@ -80,8 +91,47 @@ impl Snapshot {
             upstreams,
             auth,
             quota,
+            region,
             config,
         })
+    }
+
+    /// The regional budget of `config`, kept from `previous` (synced shares and demand) while
+    /// `multi_region:` and the key prefix are unchanged.
+    fn region(
+        config: &Config,
+        previous: Option<&Snapshot>,
+    ) -> Result<Option<Arc<RegionBudget>>, (String, String)> {
+        let Some(settings) = &config.multi_region else {
+            return Ok(None);
+        };
+        let prefix = config
+            .redis
+            .as_ref()
+            .map(|r| r.key_prefix.as_str())
+            .unwrap_or("tollgate");
+        let same_prefix = previous.is_some_and(|p| {
+            p.config
+                .redis
+                .as_ref()
+                .map(|r| r.key_prefix.as_str())
+                .unwrap_or("tollgate")
+                == prefix
+        });
+        match previous.and_then(|p| p.region.as_ref()) {
+            Some(r) if r.settings == *settings && same_prefix => Ok(Some(r.clone())),
+            _ => RegionBudget::new(settings, prefix).map(|r| Some(Arc::new(r))),
+        }
+    }
+
+    /// The rate-limit header pairs of `q` for `response.headers`, marked with this region when
+    /// `multi_region:` cut the budget ([`crate::region::annotate`]).
+    pub fn quota_pairs(&self, q: &QuotaHeaders) -> Vec<(&'static str, String)> {
+        let mut pairs = q.pairs(self.config.response.headers);
+        if let Some(region) = &self.region {
+            crate::region::annotate(&mut pairs, region.region());
+        }
+        pairs
     }
 
     /// The tier and effective bucket of `tenant` in tier `tier`, with the tenant's overrides
