@@ -6,7 +6,7 @@
 //! 1" is the only way the regions' parts can add up to more than the whole: by at most one token
 //! of limit and one of burst per region.
 
-use crate::limit::Rate;
+use crate::limit::{bounds, Rate};
 use std::collections::BTreeMap;
 
 /// Parts per million: the denominator of demand-proportional shares.
@@ -29,13 +29,33 @@ impl Share {
         u64::try_from(cut).unwrap_or(u64::MAX).max(1)
     }
 
-    /// `rate` with limit and burst cut to this share (the period is unchanged, so the refill
-    /// rate is cut by the same fraction).
+    /// `rate` with its refill rate and burst cut to this share. The burst is
+    /// `floor(burst × num / den)`, at least 1. The refill keeps sub-token precision: limit and
+    /// period are first scaled by the largest of 1000, 100, 10 for which the cut rate still
+    /// passes [`bounds::check`] (`limit × k` per `per_ms × k` is the same rate), then the limit is
+    /// cut (round down, at least 1). So 18.67 tokens/s stays 18 670 per 1000 s instead of
+    /// falling to 18 per second.
     pub fn apply(&self, rate: Rate) -> Rate {
+        let burst = self.of(rate.burst);
+        for k in [1000u64, 100, 10] {
+            let (Some(limit), Some(per_ms)) =
+                (rate.limit.checked_mul(k), rate.per_ms.checked_mul(k))
+            else {
+                continue;
+            };
+            let cut = Rate {
+                limit: self.of(limit),
+                per_ms,
+                burst,
+            };
+            if bounds::check(&cut).is_ok() {
+                return cut;
+            }
+        }
         Rate {
             limit: self.of(rate.limit),
             per_ms: rate.per_ms,
-            burst: self.of(rate.burst),
+            burst,
         }
     }
 
@@ -91,10 +111,23 @@ mod tests {
     fn static_split_rounds_down_exactly_and_keeps_one_token() {
         let s = shares(&[("eu", 2), ("us", 1), ("ap", 2)]);
         let eu = static_share(&s, "eu").unwrap();
-        // burst 10 × 2/5 = 4, limit 7 × 2/5 = 2.8 → 2, limit 1 × 1/5 → 0 → at least 1.
-        assert_eq!(eu.apply(Rate::new(7, 1000, 10)), Rate::new(2, 1000, 4));
+        // burst 10 × 2/5 = 4; limit 7/s × 2/5 = 2.8/s, kept as 2800 per 1000 s.
+        assert_eq!(
+            eu.apply(Rate::new(7, 1000, 10)),
+            Rate::new(2800, 1_000_000, 4)
+        );
+        // burst 3 × 1/5 → 0 → at least 1; 1 per 1 h × 1/5: per_ms × 1000 would pass one day,
+        // so × 10: 2 per 10 h.
         let us = static_share(&s, "us").unwrap();
-        assert_eq!(us.apply(Rate::new(1, 1000, 3)), Rate::new(1, 1000, 1));
+        assert_eq!(
+            us.apply(Rate::new(1, 3_600_000, 3)),
+            Rate::new(2, 36_000_000, 1)
+        );
+        // Nothing to scale into (a one-day period): plain round down, at least 1.
+        assert_eq!(
+            us.apply(Rate::new(3, 86_400_000, 3)),
+            Rate::new(1, 86_400_000, 1)
+        );
         assert!(static_share(&s, "sa").is_none());
     }
 

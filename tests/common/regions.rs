@@ -6,7 +6,7 @@
 
 #![allow(dead_code)]
 
-use crate::common::{sha256_hex, try_get_with_key};
+use crate::common::{sha256_hex, try_get_with_key, Backend, Gateway, RedisServer};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -219,4 +219,71 @@ pub fn admitted_between(answers: &[Answer], from: Duration, to: Duration) -> u64
         .iter()
         .filter(|a| a.admitted && a.at >= from && a.at < to)
         .count() as u64
+}
+
+/// `multi_region.sync_interval` of [`ThreeRegions`], ms.
+pub const SYNC_INTERVAL_MS: u64 = 500;
+/// One-way delay between each region and `global`, ms (eu, us, ap).
+pub const WAN_DELAYS_MS: [(&str, u64); 3] = [("eu", 50), ("us", 100), ("ap", 150)];
+
+/// One region of [`ThreeRegions`]: its own Redis, its relay to `global`, its gateway.
+pub struct SyncRegion {
+    pub name: &'static str,
+    pub redis: RedisServer,
+    pub relay: DelayRelay,
+    pub gateway: Gateway,
+}
+
+/// Three regions (eu, us, ap; equal static shares) in `mode: sync` through one `global` Redis,
+/// each behind a [`DelayRelay`] of 50 / 100 / 150 ms per direction.
+pub struct ThreeRegions {
+    pub global: RedisServer,
+    pub backend: Backend,
+    pub regions: Vec<SyncRegion>,
+}
+
+impl ThreeRegions {
+    pub fn start(tier: &str, tenants: &[&str]) -> Self {
+        let global = RedisServer::start();
+        let backend = Backend::start("echo");
+        let regions = WAN_DELAYS_MS
+            .iter()
+            .map(|&(name, delay)| {
+                let redis = RedisServer::start();
+                let relay = DelayRelay::start(&global.addr(), Duration::from_millis(delay));
+                let multi = format!(
+                    "{{ region: {name}, shares: {{ eu: 1, us: 1, ap: 1 }}, mode: sync, \
+                     global: {{ url: \"{}\" }}, sync_interval: {SYNC_INTERVAL_MS}ms }}",
+                    relay.url()
+                );
+                let gateway = Gateway::start(&region_yaml(
+                    &redis.url(),
+                    &backend.addr(),
+                    tier,
+                    tenants,
+                    &multi,
+                    "",
+                ));
+                SyncRegion {
+                    name,
+                    redis,
+                    relay,
+                    gateway,
+                }
+            })
+            .collect();
+        ThreeRegions {
+            global,
+            backend,
+            regions,
+        }
+    }
+
+    /// The region named `name`.
+    pub fn region(&self, name: &str) -> &SyncRegion {
+        self.regions
+            .iter()
+            .find(|r| r.name == name)
+            .unwrap_or_else(|| panic!("no region {name}"))
+    }
 }
