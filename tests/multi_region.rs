@@ -290,3 +290,90 @@ async fn sync_region_losing_global_keeps_its_last_share() {
         "eu admitted only {during} during the partition: it did not keep its last share"
     );
 }
+
+/// The price of a partition: eu (all load so far) loses `global` for 10 s while load starts in
+/// us. us no longer sees eu's demand (its key expires) and takes the budget, while eu keeps its
+/// last share: both admit at most of the limit, so the excess grows with the partition, by at
+/// most (last share − floor) × limit per second of partition (README "Multi-region budgets").
+/// Measured and checked against that bound; after the partition the shares converge again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_partition_with_load_elsewhere_stays_within_the_partition_bound() {
+    let _serial = SERIAL.lock().await;
+    let world = ThreeRegions::start(SYNC_TIER, &["split"]);
+    let http = http();
+    let (eu, us) = (world.region("eu"), world.region("us"));
+    let (eu_url, us_url, key) = (
+        eu.gateway.url("/"),
+        us.gateway.url("/"),
+        region_key("split"),
+    );
+    let started = Instant::now();
+    let cut_at = Duration::from_secs(3);
+    let partition = Duration::from_secs(10);
+    let end = Duration::from_secs(18);
+    let cut = async {
+        tokio::time::sleep_until((started + cut_at).into()).await;
+        eu.relay.cut();
+        tokio::time::sleep_until((started + cut_at + partition).into()).await;
+        eu.relay.restore();
+    };
+    let (eu_answers, us_answers, ()) = tokio::join!(
+        drive(
+            &http,
+            &eu_url,
+            &key,
+            LOAD_PER_S,
+            started,
+            Duration::ZERO,
+            end
+        ),
+        drive(
+            &http,
+            &us_url,
+            &key,
+            LOAD_PER_S,
+            started,
+            cut_at,
+            end - cut_at
+        ),
+        cut
+    );
+    let f = Figures::new(
+        "eu cut 10 s, load in eu and us",
+        &[&eu_answers, &us_answers],
+        started,
+    );
+    let regions = WAN_DELAYS_MS.len() as u64;
+    let floor = 1.0 / (10.0 * regions as f64);
+    let last_share = 1.0 - (regions as f64 - 1.0) * floor;
+    let partition_bound =
+        overshoot_bound() + (last_share - floor) * LIMIT_PER_S * partition.as_secs_f64();
+    let over = f.admitted as f64 - f.allowance;
+    let after = cut_at + partition + Duration::from_secs(2);
+    let tail =
+        admitted_between(&eu_answers, after, end) + admitted_between(&us_answers, after, end);
+    println!(
+        "[eu cut 10 s, load in eu and us] elapsed {:.2} s, admitted {}, global allowance {:.1}, \
+         overshoot {:.1} ({:+.1}%), partition bound {:.1}; after the partition {} admitted in {:.1} s",
+        f.elapsed_s,
+        f.admitted,
+        f.allowance,
+        over.max(0.0),
+        100.0 * over.max(0.0) / f.allowance,
+        partition_bound,
+        tail,
+        (end - after).as_secs_f64()
+    );
+    assert!(
+        over <= partition_bound,
+        "admitted {} exceeds the allowance {:.1} by more than the partition bound {partition_bound:.1}",
+        f.admitted,
+        f.allowance
+    );
+    // Converged again: the two loaded regions together stay near the limit, not at twice it.
+    let tail_s = (end - after).as_secs_f64();
+    assert!(
+        (tail as f64) <= LIMIT_PER_S * tail_s * 1.25 + 2.0 * regions as f64,
+        "after the partition eu and us admitted {tail} in {tail_s:.1} s: the shares did not converge"
+    );
+}
