@@ -1,7 +1,7 @@
 //! Validation of `multi_region:` (docs/DESIGN.md 4b): every problem with its field path.
 
 use super::duration::parse_duration;
-use super::model::{MultiRegionSettings, RegionMode};
+use super::model::{MultiRegionSettings, RegionMode, RouteSettings, Tier};
 use super::raw::RawMultiRegion;
 use super::ConfigError;
 use std::collections::BTreeMap;
@@ -113,6 +113,35 @@ pub fn settings(raw: &RawMultiRegion) -> Result<MultiRegionSettings, Vec<ConfigE
     }
 }
 
+/// Routes whose `cost` exceeds this region's static part of every tier's burst: such requests
+/// could never be admitted here (the split is applied before the bucket is consulted).
+pub fn check_costs(
+    m: &MultiRegionSettings,
+    tiers: &BTreeMap<String, Tier>,
+    routes: &[RouteSettings],
+) -> Vec<ConfigError> {
+    let Some(share) = crate::region::split::static_share(&m.shares, &m.region) else {
+        return Vec::new();
+    };
+    let Some(largest) = tiers.values().map(|t| share.of(t.rate.burst)).max() else {
+        return Vec::new();
+    };
+    routes
+        .iter()
+        .filter(|r| r.cost > largest)
+        .map(|r| {
+            ConfigError::new(
+                format!("{}.cost", r.id),
+                format!(
+                    "{} exceeds region \"{}\"'s part of every tier's burst (largest {largest}, \
+                     multi_region.shares): such requests could never be admitted here",
+                    r.cost, m.region
+                ),
+            )
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use crate::config::parse;
@@ -145,6 +174,33 @@ routes:
         assert_eq!(m.mode, super::RegionMode::Static);
         assert_eq!(m.shares.values().sum::<u64>(), 4);
         assert_eq!(m.sync_interval, super::DEFAULT_SYNC_INTERVAL);
+    }
+
+    #[test]
+    fn a_route_cost_above_the_regional_burst_is_refused() {
+        let e = errors(
+            "redis: { url: \"redis://127.0.0.1:6379\" }\n\
+             tiers: { t: { limit: 10, per: 1s, burst: 10 } }\n\
+             multi_region: { region: us, shares: { eu: 3, us: 1 } }\n",
+        );
+        assert!(e.is_empty(), "{e:?}");
+        let yaml = format!(
+            "{}redis: {{ url: \"redis://127.0.0.1:6379\" }}\n\
+             tiers: {{ t: {{ limit: 10, per: 1s, burst: 10 }} }}\n\
+             multi_region: {{ region: us, shares: {{ eu: 3, us: 1 }} }}\n",
+            BASE.replace("upstream: orders }", "upstream: orders, cost: 3 }")
+        );
+        let e: Vec<String> = parse(&yaml)
+            .err()
+            .unwrap_or_default()
+            .iter()
+            .map(|e| e.to_string())
+            .collect();
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].starts_with("routes[0].cost: 3 exceeds region \"us\"'s part"),
+            "{e:?}"
+        );
     }
 
     #[test]

@@ -322,6 +322,11 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
             }
         });
 
+    if let Some(m) = &multi_region {
+        c.errors
+            .extend(super::region::check_costs(m, &tiers, &routes));
+    }
+
     if c.errors.is_empty() {
         Ok(Config {
             listen,
