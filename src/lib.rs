@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod policy_headers;
 pub mod proxy;
 pub mod quota;
+pub mod region;
 pub mod reload;
 pub mod response;
 pub mod server;

@@ -201,6 +201,14 @@ impl Proxy {
         };
         ctx.tenant = Some(tenant.clone());
         ctx.tier = Some(tier.name.clone());
+        // Multi-region: this region's part of the budget (docs/DESIGN.md 4c).
+        let rate = match &snap.region {
+            Some(region) => {
+                region.record(&tenant, cost);
+                region.rate_for(&tenant, rate)
+            }
+            None => rate,
+        };
         let request = TenantQuota {
             tenant: &tenant,
             policy: &tier.name,
@@ -245,7 +253,6 @@ impl Proxy {
                     degraded,
                     quotas: policy_headers::quota_reports(tier, &extras),
                 };
-                let mode = snap.config.response.headers;
                 if headers.admitted() {
                     if extras.delay_ms > 0 {
                         let waited = policy_headers::wait_for_slot(session, extras.delay_ms).await;
@@ -287,7 +294,7 @@ impl Proxy {
                     detail,
                 )
                 .with("violated-policies", json!(headers.violated()));
-                let h = headers.pairs(mode);
+                let h = snap.quota_pairs(&headers);
                 self.reject(session, ctx, "tenant", "limited", p, h).await
             }
         }
@@ -352,7 +359,7 @@ impl Proxy {
                 );
                 let mut h = vec![("Retry-After", upstream.settings.retry_after_s.to_string())];
                 if let Some(q) = &ctx.quota_headers {
-                    h.extend(q.pairs(snap.config.response.headers));
+                    h.extend(snap.quota_pairs(q));
                 }
                 self.reject(session, ctx, "upstream", "limited", p, h).await
             }
@@ -600,7 +607,7 @@ impl ProxyHttp for Proxy {
     ) -> Result<()> {
         upstream_response.insert_header("X-Request-Id", ctx.request_id.as_str())?;
         if let Some(q) = &ctx.quota_headers {
-            for (name, value) in q.pairs(ctx.snapshot.config.response.headers) {
+            for (name, value) in ctx.snapshot.quota_pairs(q) {
                 upstream_response.insert_header(name, value)?;
             }
         }
@@ -654,7 +661,7 @@ impl ProxyHttp for Proxy {
             let headers = ctx
                 .quota_headers
                 .as_ref()
-                .map(|q| q.pairs(ctx.snapshot.config.response.headers))
+                .map(|q| ctx.snapshot.quota_pairs(q))
                 .unwrap_or_default();
             let _ = send_problem(session, &p, &ctx.request_id, &headers).await;
         }

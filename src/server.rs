@@ -99,6 +99,10 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
         "fleet heartbeat",
         crate::quota::fleet::FleetHeartbeat { app: app.clone() },
     ));
+    server.add_service(background_service(
+        "region sync",
+        crate::region::RegionSync { app: app.clone() },
+    ));
     server.add_service(background_service("health checks", HealthChecks { app }));
     let listen: Vec<String> = cfg
         .listen

@@ -10,6 +10,8 @@ use crate::identity::Authenticator;
 use crate::limit::Rate;
 use crate::quota::local_store::AlgoStore;
 use crate::quota::QuotaService;
+use crate::region::RegionBudget;
+use crate::response::QuotaHeaders;
 use crate::tls::upstream::PeerTls;
 use crate::tls::ListenerTls;
 use crate::upstream::router::Router;
@@ -32,6 +34,8 @@ pub struct Snapshot {
     /// Certificates and client CAs of the TLS listeners, by listener index (read from their
     /// files at every build, so a reload picks up renewed certificates).
     pub listener_tls: Vec<Option<ListenerTls>>,
+    /// This region's part of every budget (`multi_region:`); `None` enforces whole limits.
+    pub region: Option<Arc<RegionBudget>>,
 }
 
 impl Snapshot {
@@ -80,6 +84,13 @@ impl Snapshot {
                 }
             }
         }
+        let region = match Self::region(&config, previous) {
+            Ok(r) => r,
+            Err((field, reason)) => {
+                errors.push(ConfigError::new(field, reason));
+                None
+            }
+        };
         let (Some(auth), Ok(listener_tls), true) = (auth, listener_tls, errors.is_empty()) else {
             return Err(errors);
         };
@@ -98,8 +109,47 @@ impl Snapshot {
             auth,
             quota,
             listener_tls,
+            region,
             config,
         })
+    }
+
+    /// The regional budget of `config`, kept from `previous` (synced shares and demand) while
+    /// `multi_region:` and the key prefix are unchanged.
+    fn region(
+        config: &Config,
+        previous: Option<&Snapshot>,
+    ) -> Result<Option<Arc<RegionBudget>>, (String, String)> {
+        let Some(settings) = &config.multi_region else {
+            return Ok(None);
+        };
+        let prefix = config
+            .redis
+            .as_ref()
+            .map(|r| r.key_prefix.as_str())
+            .unwrap_or("tollgate");
+        let same_prefix = previous.is_some_and(|p| {
+            p.config
+                .redis
+                .as_ref()
+                .map(|r| r.key_prefix.as_str())
+                .unwrap_or("tollgate")
+                == prefix
+        });
+        match previous.and_then(|p| p.region.as_ref()) {
+            Some(r) if r.settings == *settings && same_prefix => Ok(Some(r.clone())),
+            _ => RegionBudget::new(settings, prefix).map(|r| Some(Arc::new(r))),
+        }
+    }
+
+    /// The rate-limit header pairs of `q` for `response.headers`, marked with this region when
+    /// `multi_region:` cut the budget ([`crate::region::annotate`]).
+    pub fn quota_pairs(&self, q: &QuotaHeaders) -> Vec<(&'static str, String)> {
+        let mut pairs = q.pairs(self.config.response.headers);
+        if let Some(region) = &self.region {
+            crate::region::annotate(&mut pairs, region.region());
+        }
+        pairs
     }
 
     /// The tier and effective bucket of `tenant` in tier `tier`, with the tenant's overrides

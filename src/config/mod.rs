@@ -6,6 +6,7 @@
 pub mod duration;
 pub mod model;
 pub mod raw;
+mod region;
 mod validate;
 pub mod warnings;
 

@@ -22,6 +22,7 @@ pub struct RawConfig {
     pub routes: Vec<RawRoute>,
     pub response: Option<RawResponse>,
     pub observability: Option<RawObservability>,
+    pub multi_region: Option<RawMultiRegion>,
 }
 
 /// One `listen` entry: a plain `"ip:port"` string, or `{ addr, tls, h2 }` (docs/DESIGN.md 4b).
@@ -294,4 +295,20 @@ pub struct RawObservability {
     pub access_log: Option<bool>,
     pub log_format: Option<String>,
     pub tenant_metrics: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMultiRegion {
+    pub region: String,
+    pub shares: BTreeMap<String, i64>,
+    pub mode: Option<String>,
+    pub global: Option<RawGlobal>,
+    pub sync_interval: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGlobal {
+    pub url: String,
 }

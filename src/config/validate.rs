@@ -330,6 +330,21 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
 
     let response = response_settings(&mut c, raw.response.as_ref());
     let observability = observability_settings(&mut c, raw.observability.as_ref());
+    let multi_region = raw
+        .multi_region
+        .as_ref()
+        .and_then(|m| match super::region::settings(m) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                c.errors.extend(e);
+                None
+            }
+        });
+
+    if let Some(m) = &multi_region {
+        c.errors
+            .extend(super::region::check_costs(m, &tiers, &routes));
+    }
 
     if c.errors.is_empty() {
         Ok(Config {
@@ -345,6 +360,7 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
             routes,
             response,
             observability,
+            multi_region,
         })
     } else {
         Err(c.errors)
