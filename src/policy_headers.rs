@@ -1,7 +1,7 @@
 //! Proxy-side helpers of a tier's policies (docs/DESIGN.md 4c): the calendar quotas' header
 //! reports, the rejection detail when a quota refused, and the `leaky_bucket` shaping wait.
 
-use crate::config::Tier;
+use crate::config::TierPolicy;
 use crate::quota::PolicyExtras;
 use crate::response::{QuotaHeaders, QuotaReport};
 use pingora::prelude::*;
@@ -9,15 +9,16 @@ use pingora::proxy::Session;
 use pingora::ErrorType;
 use std::time::Duration;
 
-/// One header report per calendar quota of `tier` that was decided (none when degraded).
+/// One header report per calendar quota of `policy` (tier `tier`) that was decided (none when
+/// degraded); `policy` is the one that decided, so a regional cut reports its own `q`.
 /// Policy names are `<tier>.<period>`; `w` is the period's nominal length in seconds.
-pub fn quota_reports(tier: &Tier, extras: &PolicyExtras) -> Vec<QuotaReport> {
-    tier.policy
+pub fn quota_reports(tier: &str, policy: &TierPolicy, extras: &PolicyExtras) -> Vec<QuotaReport> {
+    policy
         .quotas
         .iter()
         .zip(&extras.quotas)
         .map(|(q, d)| QuotaReport {
-            name: format!("{}.{}", tier.name, q.period.as_str()),
+            name: format!("{tier}.{}", q.period.as_str()),
             limit: q.limit,
             window_s: q.period.nominal_s(),
             decision: *d,

@@ -201,21 +201,24 @@ impl Proxy {
         };
         ctx.tenant = Some(tenant.clone());
         ctx.tier = Some(tier.name.clone());
-        // Multi-region: this region's part of the budget (docs/DESIGN.md 4c).
-        let rate = match &snap.region {
+        // Multi-region: this region's part of the budget, main limit and calendar quotas alike
+        // (docs/DESIGN.md 4c).
+        let (rate, regional_policy) = match &snap.region {
             Some(region) => {
                 region.record(&tenant, cost);
-                region.rate_for(&tenant, rate)
+                let share = region.share(&tenant);
+                (share.apply(rate), share.apply_quotas(&tier.policy))
             }
-            None => rate,
+            None => (rate, None),
         };
+        let tier_policy = regional_policy.as_ref().unwrap_or(&tier.policy);
         let request = TenantQuota {
             tenant: &tenant,
             policy: &tier.name,
             rate,
             cost,
             on_failure: tier.on_failure,
-            tier_policy: &tier.policy,
+            tier_policy,
         };
         let outcome = quota.decide(&request).await;
         let bound = snap.config.observability.tenant_metrics;
@@ -251,7 +254,7 @@ impl Proxy {
                     rate,
                     decision,
                     degraded,
-                    quotas: policy_headers::quota_reports(tier, &extras),
+                    quotas: policy_headers::quota_reports(&tier.name, tier_policy, &extras),
                 };
                 if headers.admitted() {
                     if extras.delay_ms > 0 {

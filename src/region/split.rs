@@ -6,6 +6,7 @@
 //! 1" is the only way the regions' parts can add up to more than the whole: by at most one token
 //! of limit and one of burst per region.
 
+use crate::config::TierPolicy;
 use crate::limit::{bounds, Rate};
 use std::collections::BTreeMap;
 
@@ -27,6 +28,19 @@ impl Share {
     pub fn of(&self, value: u64) -> u64 {
         let cut = value as u128 * self.num as u128 / self.den.max(1) as u128;
         u64::try_from(cut).unwrap_or(u64::MAX).max(1)
+    }
+
+    /// `policy` with every calendar quota's limit cut to this share (`floor`, at least 1);
+    /// `None` when there is nothing to cut (the whole budget, or no quotas).
+    pub fn apply_quotas(&self, policy: &TierPolicy) -> Option<TierPolicy> {
+        if *self == Share::WHOLE || policy.quotas.is_empty() {
+            return None;
+        }
+        let mut cut = policy.clone();
+        for q in &mut cut.quotas {
+            q.limit = self.of(q.limit);
+        }
+        Some(cut)
     }
 
     /// `rate` with its refill rate and burst cut to this share. The burst is
@@ -105,6 +119,31 @@ mod tests {
 
     fn shares(list: &[(&str, u64)]) -> BTreeMap<String, u64> {
         list.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+
+    #[test]
+    fn calendar_quotas_are_cut_like_the_main_limit() {
+        use crate::limit::calendar::{CalendarQuota, Period};
+        let policy = TierPolicy {
+            quotas: vec![
+                CalendarQuota {
+                    limit: 100_000,
+                    period: Period::Day,
+                },
+                CalendarQuota {
+                    limit: 2,
+                    period: Period::Month,
+                },
+            ],
+            ..TierPolicy::default()
+        };
+        let eu = static_share(&shares(&[("eu", 2), ("us", 1), ("ap", 2)]), "eu").unwrap();
+        let cut = eu.apply_quotas(&policy).expect("quotas to cut");
+        let limits: Vec<u64> = cut.quotas.iter().map(|q| q.limit).collect();
+        // 100 000 × 2/5 = 40 000; 2 × 2/5 = 0.8, kept at the 1-token floor.
+        assert_eq!(limits, [40_000, 1]);
+        assert_eq!(Share::WHOLE.apply_quotas(&policy), None);
+        assert_eq!(eu.apply_quotas(&TierPolicy::default()), None);
     }
 
     #[test]
