@@ -11,8 +11,9 @@ use crate::metrics::{status_class, METRICS};
 use crate::quota::{QuotaOutcome, TenantQuota};
 use crate::response::{self, send_problem, Problem, QuotaHeaders};
 use crate::snapshot::{App, Snapshot};
+use crate::upstream::claimant::claimant_of;
 use crate::upstream::router::normalize_host;
-use crate::upstream::slots::SlotGuard;
+use crate::upstream::slots::{Claimant, SlotGuard, SlotLimits};
 use async_trait::async_trait;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
@@ -244,7 +245,27 @@ impl Proxy {
             return Ok(false);
         };
         let queue = upstream.settings.queue.as_ref();
-        let wait = slots.acquire(queue);
+        let (tenant, weight) = claimant_of(
+            &snap.config,
+            ctx.tenant
+                .as_deref()
+                .or(ctx.identity.as_ref().map(|i| i.tenant.as_str())),
+            ctx.tier
+                .as_deref()
+                .or(ctx.identity.as_ref().and_then(|i| i.tier.as_deref())),
+            ctx.client,
+        );
+        let limits = SlotLimits {
+            queue,
+            per_tenant: upstream.settings.max_concurrency_per_tenant,
+        };
+        let wait = slots.acquire(
+            Claimant {
+                tenant: &tenant,
+                weight,
+            },
+            limits,
+        );
         tokio::pin!(wait);
         // While queued, notice a client that goes away (only when no request body is pending,
         // so no body bytes are consumed here) and give its place up at once.
@@ -281,13 +302,15 @@ impl Proxy {
                     503,
                     response::REDUCED_CAPACITY,
                     "Upstream at capacity",
-                    format!(
-                        "upstream \"{}\" has {} requests in flight ({}).{spent}",
-                        upstream.settings.name,
-                        slots.max,
-                        why.as_str()
+                    crate::upstream::slots::rejection_detail(
+                        why,
+                        &upstream.settings,
+                        &tenant,
+                        spent,
                     ),
-                );
+                )
+                .with("capacity-scope", json!(why.scope()))
+                .with("reason", json!(why.as_str()));
                 let mut h = vec![("Retry-After", upstream.settings.retry_after_s.to_string())];
                 if let Some(q) = &ctx.quota_headers {
                     h.extend(q.pairs(snap.config.response.headers));

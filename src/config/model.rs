@@ -175,6 +175,8 @@ pub struct Tier {
     pub name: String,
     pub rate: Rate,
     pub on_failure: FailurePolicy,
+    /// Share at fair upstream queues (`weight`, 1..=1000, default 1).
+    pub weight: u32,
 }
 
 /// Per-tenant override of tier and bucket size.
@@ -206,6 +208,8 @@ pub struct UpstreamSettings {
     pub backends: Vec<SocketAddr>,
     /// Max requests in flight to this upstream per instance; `None` = unlimited.
     pub max_concurrency: Option<u32>,
+    /// Max requests in flight to this upstream per tenant per instance; `None` = no cap.
+    pub max_concurrency_per_tenant: Option<u32>,
     pub queue: Option<QueueSettings>,
     /// Retry-After (seconds) on a concurrency rejection.
     pub retry_after_s: u64,
@@ -214,11 +218,16 @@ pub struct UpstreamSettings {
     pub health_check: Option<HealthCheckSettings>,
 }
 
-/// Bounded FIFO wait for a concurrency slot.
+/// Bounded wait for a concurrency slot.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueueSettings {
+    /// Waiters in total.
     pub max: u32,
     pub timeout: Duration,
+    /// Weighted fair queuing across tenants (`fair: true`) instead of arrival order.
+    pub fair: bool,
+    /// Waiters of one tenant (`max_per_tenant`, default `max`).
+    pub max_per_tenant: u32,
 }
 
 /// Active HTTP health check of each backend.

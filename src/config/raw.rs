@@ -127,6 +127,7 @@ pub struct RawTier {
     pub per: String,
     pub burst: Option<i64>,
     pub on_failure: Option<String>,
+    pub weight: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -143,6 +144,7 @@ pub struct RawTenant {
 pub struct RawUpstream {
     pub backends: Vec<String>,
     pub max_concurrency: Option<i64>,
+    pub max_concurrency_per_tenant: Option<i64>,
     pub queue: Option<RawQueue>,
     pub retry_after_s: Option<i64>,
     pub connect_timeout_ms: Option<i64>,
@@ -155,6 +157,8 @@ pub struct RawUpstream {
 pub struct RawQueue {
     pub max: i64,
     pub timeout_ms: i64,
+    pub fair: Option<bool>,
+    pub max_per_tenant: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -208,6 +208,7 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
                     name: name.clone(),
                     rate,
                     on_failure,
+                    weight: tier_weight(&mut c, &path, t.weight),
                 },
             );
         }
@@ -593,6 +594,24 @@ fn jwt_settings(c: &mut Check, j: &RawJwt) -> JwtSettings {
     }
 }
 
+/// Largest accepted tier `weight`: a share ratio beyond 1000:1 is a misconfiguration.
+const MAX_WEIGHT: i64 = 1000;
+
+/// `tiers.<name>.weight`: 1..=1000, default 1.
+fn tier_weight(c: &mut Check, path: &str, weight: Option<i64>) -> u32 {
+    match weight {
+        None => 1,
+        Some(w) if (1..=MAX_WEIGHT).contains(&w) => w as u32,
+        Some(w) => {
+            c.err(
+                format!("{path}.weight"),
+                format!("must be between 1 and {MAX_WEIGHT} (got {w})"),
+            );
+            1
+        }
+    }
+}
+
 fn upstream_settings(c: &mut Check, name: &str, u: &RawUpstream) -> Option<UpstreamSettings> {
     let path = format!("upstreams.{name}");
     if u.backends.is_empty() {
@@ -627,11 +646,35 @@ fn upstream_settings(c: &mut Check, name: &str, u: &RawUpstream) -> Option<Upstr
         }
         let max = c.positive(&format!("{path}.queue.max"), q.max)?;
         let timeout = c.positive(&format!("{path}.queue.timeout_ms"), q.timeout_ms)?;
+        let max = max.min(u32::MAX as u64) as u32;
+        let per_tenant = c.opt_positive(
+            &format!("{path}.queue.max_per_tenant"),
+            q.max_per_tenant,
+            u64::from(max),
+        );
+        if per_tenant > u64::from(max) {
+            c.err(
+                format!("{path}.queue.max_per_tenant"),
+                format!("must not exceed queue.max ({max}), got {per_tenant}"),
+            );
+        }
         Some(QueueSettings {
-            max: max.min(u32::MAX as u64) as u32,
+            max,
             timeout: Duration::from_millis(timeout),
+            fair: q.fair.unwrap_or(false),
+            max_per_tenant: per_tenant.min(u64::from(max)) as u32,
         })
     });
+    let max_concurrency_per_tenant = u
+        .max_concurrency_per_tenant
+        .and_then(|v| c.positive(&format!("{path}.max_concurrency_per_tenant"), v))
+        .map(|v| v.min(u32::MAX as u64) as u32);
+    if max_concurrency_per_tenant.is_some() && max_concurrency.is_none() {
+        c.err(
+            format!("{path}.max_concurrency_per_tenant"),
+            "needs max_concurrency",
+        );
+    }
     let health_check = u.health_check.as_ref().map(|h| {
         let p = h.path.clone().unwrap_or_else(|| "/healthz".into());
         if !p.starts_with('/') {
@@ -650,6 +693,7 @@ fn upstream_settings(c: &mut Check, name: &str, u: &RawUpstream) -> Option<Upstr
         name: name.to_string(),
         backends,
         max_concurrency,
+        max_concurrency_per_tenant,
         queue,
         retry_after_s: c.opt_positive(&format!("{path}.retry_after_s"), u.retry_after_s, 1),
         connect_timeout: Duration::from_millis(c.opt_positive(

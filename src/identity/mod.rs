@@ -401,6 +401,7 @@ mod tests {
                         name: n.to_string(),
                         rate: Rate::new(60, 60_000, 20),
                         on_failure: FailurePolicy::Local,
+                        weight: 1,
                     },
                 )
             })
