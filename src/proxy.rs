@@ -8,6 +8,7 @@ use crate::config::{AuthMode, RouteSettings};
 use crate::edge::{self, client_ip, EdgeOutcome};
 use crate::identity::{tenant_id, Identity, IdentityError};
 use crate::metrics::{status_class, METRICS};
+use crate::quota::pool_store::pool_headers;
 use crate::quota::{QuotaOutcome, TenantQuota};
 use crate::response::{self, send_problem, Problem, QuotaHeaders};
 use crate::snapshot::{App, Snapshot};
@@ -195,6 +196,7 @@ impl Proxy {
                     rate,
                     decision,
                     degraded,
+                    listed_before: None,
                 };
                 let mode = snap.config.response.headers;
                 if decision.admitted {
@@ -206,6 +208,17 @@ impl Proxy {
                     }
                     ctx.quota_headers = Some(headers);
                     return Ok(false);
+                }
+                if let (Some(pool), false) = (&tier.pool, degraded) {
+                    // The tier's burst pool, asked only on this rejection path.
+                    if let Ok(d) = quota.decide_pool(&tier.name, &tenant, pool, cost).await {
+                        if d.admitted {
+                            METRICS.decision("tenant", "pool_admitted", &tier.name);
+                            METRICS.tenant_decision(bound, &tenant, "pool_admitted");
+                            ctx.quota_headers = Some(pool_headers(&headers, pool, d));
+                            return Ok(false);
+                        }
+                    }
                 }
                 METRICS.tenant_decision(bound, &tenant, "limited");
                 let detail = if decision.never_admissible() {

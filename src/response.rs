@@ -87,6 +87,9 @@ pub struct QuotaHeaders {
     pub decision: Decision,
     /// Set when the decision came from the local fallback bucket (Redis unavailable).
     pub degraded: bool,
+    /// A `RateLimit-Policy` item listed before this policy's (the tier's own policy when a burst
+    /// pool admitted: `"pro";q=200;w=60, "pro.pool";q=1000;w=1`).
+    pub listed_before: Option<String>,
 }
 
 impl QuotaHeaders {
@@ -102,10 +105,15 @@ impl QuotaHeaders {
         let d = &self.decision;
         if matches!(mode, HeaderMode::Ietf | HeaderMode::Both) {
             let degraded = if self.degraded { ";degraded" } else { "" };
+            let before = self
+                .listed_before
+                .as_ref()
+                .map(|p| format!("{p}, "))
+                .unwrap_or_default();
             out.push((
                 "RateLimit-Policy",
                 format!(
-                    "\"{name}\";q={};w={}{degraded}",
+                    "{before}\"{name}\";q={};w={}{degraded}",
                     self.rate.burst,
                     self.rate.window_s()
                 ),
@@ -163,6 +171,7 @@ mod tests {
             rate: Rate::new(60, 60_000, 20),
             decision,
             degraded: false,
+            listed_before: None,
         }
         .pairs(mode)
     }

@@ -353,6 +353,7 @@ proptest! {
                 rate,
                 decision: d,
                 degraded: false,
+                listed_before: None,
             }
             .pairs(HeaderMode::Both);
             let get = |name: &str| headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone());

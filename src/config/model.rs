@@ -177,6 +177,18 @@ pub struct Tier {
     pub on_failure: FailurePolicy,
     /// Share at fair upstream queues (`weight`, 1..=1000, default 1).
     pub weight: u32,
+    /// Burst pool shared by the tier's tenants (`pool`), consulted when a tenant's bucket refuses.
+    pub pool: Option<PoolSettings>,
+}
+
+/// `tiers.<name>.pool`: a token bucket shared by all tenants of a tier.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolSettings {
+    /// The pool bucket (`limit`, `per`, `burst`; burst defaults to limit).
+    pub rate: Rate,
+    /// Fraction of the pool one tenant may drain (0 < s ≤ 1, default 0.5): the tenant's share
+    /// bucket is `max_share` × the pool's limit and burst.
+    pub max_share: f64,
 }
 
 /// Per-tenant override of tier and bucket size.

@@ -128,6 +128,16 @@ pub struct RawTier {
     pub burst: Option<i64>,
     pub on_failure: Option<String>,
     pub weight: Option<i64>,
+    pub pool: Option<RawPool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPool {
+    pub limit: i64,
+    pub per: String,
+    pub burst: Option<i64>,
+    pub max_share: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]

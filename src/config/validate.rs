@@ -209,6 +209,10 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
                     rate,
                     on_failure,
                     weight: tier_weight(&mut c, &path, t.weight),
+                    pool: t
+                        .pool
+                        .as_ref()
+                        .and_then(|p| pool_settings(&mut c, &path, p)),
                 },
             );
         }
@@ -610,6 +614,24 @@ fn tier_weight(c: &mut Check, path: &str, weight: Option<i64>) -> u32 {
             1
         }
     }
+}
+
+/// `tiers.<name>.pool`: a valid bucket and `0 < max_share <= 1` (default 0.5).
+fn pool_settings(c: &mut Check, tier_path: &str, p: &RawPool) -> Option<PoolSettings> {
+    let path = format!("{tier_path}.pool");
+    let rate = c.rate(&path, p.limit, &p.per, p.burst);
+    let max_share = p.max_share.unwrap_or(0.5);
+    if !(max_share > 0.0 && max_share <= 1.0) {
+        c.err(
+            format!("{path}.max_share"),
+            format!("must be greater than 0 and at most 1 (got {max_share})"),
+        );
+        return None;
+    }
+    Some(PoolSettings {
+        rate: rate?,
+        max_share,
+    })
 }
 
 fn upstream_settings(c: &mut Check, name: &str, u: &RawUpstream) -> Option<UpstreamSettings> {

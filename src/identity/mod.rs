@@ -402,6 +402,7 @@ mod tests {
                         rate: Rate::new(60, 60_000, 20),
                         on_failure: FailurePolicy::Local,
                         weight: 1,
+                        pool: None,
                     },
                 )
             })

@@ -5,6 +5,7 @@
 //! integration test checks both agree on thousands of random cases.
 
 pub mod bounds;
+pub mod pool;
 pub mod token_bucket;
 
 pub use token_bucket::{Decision, TokenBucketState};

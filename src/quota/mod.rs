@@ -3,6 +3,7 @@
 
 pub mod breaker;
 pub mod deny_cache;
+pub mod pool_store;
 pub mod redis_store;
 
 use crate::config::{FailurePolicy, RedisSettings};
@@ -52,7 +53,7 @@ pub enum QuotaOutcome {
 /// still valid for it ([`succeed`](Self::succeed)).
 pub struct QuotaService {
     pub settings: RedisSettings,
-    redis: RedisStore,
+    pub(crate) redis: RedisStore,
     breaker: Arc<Breaker>,
     local: Arc<BucketStore<String>>,
     deny: Arc<DenyCache>,

@@ -40,7 +40,7 @@ impl RedisFault {
         }
     }
 
-    fn classify(e: &redis::RedisError) -> Self {
+    pub(super) fn classify(e: &redis::RedisError) -> Self {
         if e.is_timeout() {
             RedisFault::Timeout
         } else if e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() {
@@ -56,8 +56,8 @@ impl RedisFault {
 /// A Redis endpoint holding tenant buckets.
 pub struct RedisStore {
     client: redis::Client,
-    timeout: Duration,
-    key_prefix: String,
+    pub(super) timeout: Duration,
+    pub(super) key_prefix: String,
     script: redis::Script,
     conn: OnceLock<ConnectionManager>,
 }
@@ -82,7 +82,7 @@ impl RedisStore {
         format!("{}:{{{}}}:tb", self.key_prefix, tenant_id::encode(tenant))
     }
 
-    fn connection(&self) -> Result<ConnectionManager, RedisFault> {
+    pub(super) fn connection(&self) -> Result<ConnectionManager, RedisFault> {
         if let Some(c) = self.conn.get() {
             return Ok(c.clone());
         }
