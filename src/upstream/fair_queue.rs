@@ -158,13 +158,13 @@ impl<T> FairQueue<T> {
             match fattest {
                 // Their places per weight exceed ours after joining: len_f / w_f > (own+1) / w.
                 Some((name, len, w_f)) if len * u64::from(weight) > (own + 1) * u64::from(w_f) => {
-                    let q = self.tenants.get_mut(&name).expect("fattest exists");
-                    let out = q.waiters.pop_back().expect("non-empty");
-                    self.index.remove(&out.ticket);
-                    if q.waiters.is_empty() {
-                        self.tenants.remove(&name);
-                    }
-                    evicted = Some((name, out.item));
+                    let newest = self.tenants[&name]
+                        .waiters
+                        .back()
+                        .expect("non-empty")
+                        .ticket;
+                    let out = self.remove(newest).expect("queued");
+                    evicted = Some((name, out));
                 }
                 _ => return Err(PushRefused::Full),
             }
@@ -200,6 +200,14 @@ impl<T> FairQueue<T> {
         let entry = q.waiters.remove(at)?;
         if q.waiters.is_empty() {
             self.tenants.remove(&tenant);
+        } else if self.order == Order::Fair {
+            // The waiter was never served: it must not cost its tenant virtual time. Those
+            // behind it move up one step, as if it had never arrived.
+            let step = SCALE / u64::from(q.weight);
+            for later in q.waiters.range_mut(at..) {
+                later.tag = later.tag.saturating_sub(step).max(self.virtual_time);
+            }
+            q.last_tag = q.waiters.back().map_or(0, |e| e.tag);
         }
         Some(entry.item)
     }
@@ -323,6 +331,24 @@ mod tests {
         f.push("a", 1, 1, ROOMY).unwrap();
         f.push("b", 1, 2, ROOMY).unwrap();
         assert_eq!(f.pop(|t| t == "b").unwrap().2, 2);
+    }
+
+    #[test]
+    fn a_waiter_that_leaves_costs_its_tenant_no_virtual_time() {
+        let mut q = FairQueue::new(Order::Fair);
+        let mut noisy = Vec::new();
+        for i in 0..4 {
+            noisy.push(q.push("n", 1, i, ROOMY).unwrap().ticket);
+        }
+        // Three of noisy's four waiters leave (timeouts, push-outs, clients gone).
+        for t in &noisy[1..] {
+            q.remove(*t);
+        }
+        q.push("n", 1, 10, ROOMY).unwrap();
+        q.push("q", 1, 20, ROOMY).unwrap();
+        q.push("q", 1, 21, ROOMY).unwrap();
+        // noisy's second waiter is its second in virtual time, not its fifth.
+        assert_eq!(drain(&mut q, 4), vec!["n", "q", "n", "q"]);
     }
 
     #[test]
