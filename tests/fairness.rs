@@ -229,6 +229,48 @@ async fn fair_queue_client_gone_while_queued_leaves_at_once() {
     );
 }
 
+/// Fair queue, queue timeout: the waiter gets 503 `queue_timeout` (upstream scope), leaves the
+/// queue, and the slot gauges return to 0 once the holder ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_queue_timeout_gives_the_place_back() {
+    let backend = Backend::start("ftimeout");
+    let yaml = config(
+        &format!(
+            "backends: [\"{}\"], max_concurrency: 1, \
+             queue: {{ max: 1, timeout_ms: 300, fair: true }}",
+            backend.addr()
+        ),
+        "none",
+        "",
+    );
+    let gw = Gateway::start(&yaml);
+    let a = client_from(ip("127.0.0.2"));
+    let holder = spawn_get(&a, gw.url("/hold?delay_ms=3000"));
+    wait_gauge(
+        &gw,
+        "tollgate_upstream_in_flight",
+        1.0,
+        Duration::from_secs(10),
+    )
+    .await;
+    let (status, body) = get(&client_from(ip("127.0.0.3")), gw.url("/late"), None).await;
+    assert_eq!(status, 503, "{body}");
+    let p = problem(&body);
+    assert_eq!(p["reason"], "queue_timeout", "{p}");
+    assert_eq!(p["capacity-scope"], "upstream", "{p}");
+    assert_eq!(gauge(&gw, "tollgate_upstream_queue_depth"), 0.0);
+    assert_eq!(rejections(&gw, "queue_timeout"), 1.0);
+    assert_eq!(holder.await.unwrap().0, 200);
+    wait_gauge(
+        &gw,
+        "tollgate_upstream_in_flight",
+        0.0,
+        Duration::from_secs(5),
+    )
+    .await;
+    assert_eq!(backend.stats().requests, 1);
+}
+
 /// Reload with unchanged upstream settings (another section changes) keeps the slot holder
 /// and the fair queue's waiters: the queue is still full after the reload (a fresh queue would
 /// admit a newcomer), and both waiters are served afterwards.
