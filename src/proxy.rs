@@ -10,12 +10,14 @@ use crate::http::{body, target};
 use crate::identity::{tenant_id, Identity, IdentityError};
 use crate::metrics::{status_class, METRICS};
 use crate::policy_headers;
+use crate::quota::pool_store::pool_headers;
 use crate::quota::{QuotaOutcome, TenantQuota};
 use crate::response::{self, send_problem, Problem, QuotaHeaders};
 use crate::snapshot::{App, Snapshot};
 use crate::tls::listener::ClientCert;
 use crate::tls::upstream::tls_failure_detail;
-use crate::upstream::slots::SlotGuard;
+use crate::upstream::claimant::claimant_of;
+use crate::upstream::slots::{Claimant, SlotGuard, SlotLimits};
 use async_trait::async_trait;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
@@ -255,6 +257,7 @@ impl Proxy {
                     decision,
                     degraded,
                     quotas: policy_headers::quota_reports(&tier.name, tier_policy, &extras),
+                    listed_before: None,
                 };
                 if headers.admitted() {
                     if extras.delay_ms > 0 {
@@ -275,6 +278,17 @@ impl Proxy {
                     }
                     ctx.quota_headers = Some(headers);
                     return Ok(false);
+                }
+                if let (Some(pool), false) = (&tier.pool, degraded) {
+                    // The tier's burst pool, asked only on this rejection path.
+                    if let Ok(d) = quota.decide_pool(&tier.name, &tenant, pool, cost).await {
+                        if d.admitted {
+                            METRICS.decision("tenant", "pool_admitted", &tier.name);
+                            METRICS.tenant_decision(bound, &tenant, "pool_admitted");
+                            ctx.quota_headers = Some(pool_headers(&headers, pool, d));
+                            return Ok(false);
+                        }
+                    }
                 }
                 METRICS.tenant_decision(bound, &tenant, "limited");
                 let detail = if decision.admitted {
@@ -316,7 +330,27 @@ impl Proxy {
             return Ok(false);
         };
         let queue = upstream.settings.queue.as_ref();
-        let wait = slots.acquire(queue);
+        let (tenant, weight) = claimant_of(
+            &snap.config,
+            ctx.tenant
+                .as_deref()
+                .or(ctx.identity.as_ref().map(|i| i.tenant.as_str())),
+            ctx.tier
+                .as_deref()
+                .or(ctx.identity.as_ref().and_then(|i| i.tier.as_deref())),
+            ctx.client,
+        );
+        let limits = SlotLimits {
+            queue,
+            per_tenant: upstream.settings.max_concurrency_per_tenant,
+        };
+        let wait = slots.acquire(
+            Claimant {
+                tenant: &tenant,
+                weight,
+            },
+            limits,
+        );
         tokio::pin!(wait);
         // While queued, notice a client that goes away (only when no request body is pending,
         // so no body bytes are consumed here) and give its place up at once.
@@ -353,13 +387,15 @@ impl Proxy {
                     503,
                     response::REDUCED_CAPACITY,
                     "Upstream at capacity",
-                    format!(
-                        "upstream \"{}\" has {} requests in flight ({}).{spent}",
-                        upstream.settings.name,
-                        slots.max,
-                        why.as_str()
+                    crate::upstream::slots::rejection_detail(
+                        why,
+                        &upstream.settings,
+                        &tenant,
+                        spent,
                     ),
-                );
+                )
+                .with("capacity-scope", json!(why.scope()))
+                .with("reason", json!(why.as_str()));
                 let mut h = vec![("Retry-After", upstream.settings.retry_after_s.to_string())];
                 if let Some(q) = &ctx.quota_headers {
                     h.extend(snap.quota_pairs(q));

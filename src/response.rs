@@ -89,6 +89,9 @@ pub struct QuotaHeaders {
     pub degraded: bool,
     /// The tier's calendar quotas decided with it (docs/DESIGN.md 4c), in config order.
     pub quotas: Vec<QuotaReport>,
+    /// A `RateLimit-Policy` item listed before this policy's (the tier's own policy when a burst
+    /// pool admitted: `"pro";q=200;w=60, "pro.pool";q=1000;w=1`).
+    pub listed_before: Option<String>,
 }
 
 /// One calendar quota's part of a decision, for the headers.
@@ -120,8 +123,13 @@ impl QuotaHeaders {
         let (name, limit, d) = self.tightest();
         if matches!(mode, HeaderMode::Ietf | HeaderMode::Both) {
             let degraded = if self.degraded { ";degraded" } else { "" };
+            let before = self
+                .listed_before
+                .as_ref()
+                .map(|p| format!("{p}, "))
+                .unwrap_or_default();
             let mut policy = format!(
-                "\"{}\";q={};w={}{degraded}",
+                "{before}\"{}\";q={};w={}{degraded}",
                 self.policy_name,
                 self.rate.burst,
                 self.rate.window_s()
@@ -237,6 +245,7 @@ mod tests {
             decision,
             degraded: false,
             quotas: vec![],
+            listed_before: None,
         }
         .pairs(mode)
     }
@@ -260,6 +269,7 @@ mod tests {
             rate: Rate::new(1000, 60_000, 200),
             decision: main,
             degraded: false,
+            listed_before: None,
             quotas: vec![QuotaReport {
                 name: "pro.day".into(),
                 limit: 100_000,

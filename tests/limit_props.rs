@@ -354,6 +354,7 @@ proptest! {
                 decision: d,
                 degraded: false,
                 quotas: Vec::new(),
+                listed_before: None,
             }
             .pairs(HeaderMode::Both);
             let get = |name: &str| headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone());

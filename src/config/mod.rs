@@ -137,6 +137,37 @@ routes:
     }
 
     #[test]
+    fn fairness_fields_are_checked_by_path() {
+        let yaml = BASE.replace(
+            "orders: { backends: [\"127.0.0.1:9001\"] }",
+            "orders: { backends: [\"127.0.0.1:9001\"], max_concurrency_per_tenant: 2, \
+             queue: { max: 4, timeout_ms: 10, fair: true, max_per_tenant: 5 } }",
+        ) + "redis: { url: \"redis://127.0.0.1:6379\" }\ntiers:\n  pro: { limit: 1, per: 1s, weight: 0, pool: { limit: 5, per: 1s, max_share: 1.5 } }\n  team: { limit: 1, per: 1s, pool: { limit: 0, per: 1s } }\n";
+        let e = errors(&yaml);
+        for want in [
+            "tiers.pro.weight: must be between 1 and 1000 (got 0)",
+            "upstreams.orders.queue: needs max_concurrency",
+            "upstreams.orders.queue.max_per_tenant: must not exceed queue.max (4), got 5",
+            "upstreams.orders.max_concurrency_per_tenant: needs max_concurrency",
+            "tiers.pro.pool.max_share: must be greater than 0 and at most 1 (got 1.5)",
+            "tiers.team.pool.limit: must be greater than zero (got 0)",
+        ] {
+            assert!(e.contains(&want.to_string()), "{want} not in {e:?}");
+        }
+        let ok = BASE.replace(
+            "orders: { backends: [\"127.0.0.1:9001\"] }",
+            "orders: { backends: [\"127.0.0.1:9001\"], max_concurrency: 4, \
+             max_concurrency_per_tenant: 2, queue: { max: 4, timeout_ms: 10, fair: true } }",
+        );
+        let c = parse(&ok).expect("valid");
+        let u = &c.upstreams["orders"];
+        assert_eq!(u.max_concurrency_per_tenant, Some(2));
+        let q = u.queue.as_ref().unwrap();
+        assert!(q.fair);
+        assert_eq!(q.max_per_tenant, 4, "defaults to queue.max");
+    }
+
+    #[test]
     fn unknown_upstream_names_the_route() {
         let e = errors(&BASE.replace("upstream: orders", "upstream: ordrs"));
         assert_eq!(e, [r#"routes[0].upstream: no upstream named "ordrs""#]);

@@ -318,6 +318,20 @@ pub struct Tier {
     pub on_failure: FailurePolicy,
     /// Algorithm, shaping and calendar quotas (docs/DESIGN.md 4c "Policies").
     pub policy: TierPolicy,
+    /// Share at fair upstream queues (`weight`, 1..=1000, default 1).
+    pub weight: u32,
+    /// Burst pool shared by the tier's tenants (`pool`), consulted when a tenant's bucket refuses.
+    pub pool: Option<PoolSettings>,
+}
+
+/// `tiers.<name>.pool`: a token bucket shared by all tenants of a tier.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolSettings {
+    /// The pool bucket (`limit`, `per`, `burst`; burst defaults to limit).
+    pub rate: Rate,
+    /// Fraction of the pool one tenant may drain (0 < s ≤ 1, default 0.5): the tenant's share
+    /// bucket is `max_share` × the pool's limit and burst.
+    pub max_share: f64,
 }
 
 /// How a tier decides: its main limit's algorithm and the calendar quotas decided with it.
@@ -359,6 +373,8 @@ pub struct UpstreamSettings {
     pub backends: Vec<SocketAddr>,
     /// Max requests in flight to this upstream per instance; `None` = unlimited.
     pub max_concurrency: Option<u32>,
+    /// Max requests in flight to this upstream per tenant per instance; `None` = no cap.
+    pub max_concurrency_per_tenant: Option<u32>,
     pub queue: Option<QueueSettings>,
     /// Retry-After (seconds) on a concurrency rejection.
     pub retry_after_s: u64,
@@ -369,11 +385,16 @@ pub struct UpstreamSettings {
     pub tls: Option<UpstreamTls>,
 }
 
-/// Bounded FIFO wait for a concurrency slot.
+/// Bounded wait for a concurrency slot.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueueSettings {
+    /// Waiters in total.
     pub max: u32,
     pub timeout: Duration,
+    /// Weighted fair queuing across tenants (`fair: true`) instead of arrival order.
+    pub fair: bool,
+    /// Waiters of one tenant (`max_per_tenant`, default `max`).
+    pub max_per_tenant: u32,
 }
 
 /// Active HTTP health check of each backend.

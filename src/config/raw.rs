@@ -218,6 +218,8 @@ pub struct RawTier {
     pub algorithm: Option<String>,
     pub max_delay: Option<String>,
     pub quotas: Option<Vec<RawQuota>>,
+    pub weight: Option<i64>,
+    pub pool: Option<RawPool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -225,6 +227,15 @@ pub struct RawTier {
 pub struct RawQuota {
     pub limit: i64,
     pub period: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPool {
+    pub limit: i64,
+    pub per: String,
+    pub burst: Option<i64>,
+    pub max_share: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -241,6 +252,7 @@ pub struct RawTenant {
 pub struct RawUpstream {
     pub backends: Vec<String>,
     pub max_concurrency: Option<i64>,
+    pub max_concurrency_per_tenant: Option<i64>,
     pub queue: Option<RawQueue>,
     pub retry_after_s: Option<i64>,
     pub connect_timeout_ms: Option<i64>,
@@ -262,6 +274,8 @@ pub struct RawUpstreamTls {
 pub struct RawQueue {
     pub max: i64,
     pub timeout_ms: i64,
+    pub fair: Option<bool>,
+    pub max_per_tenant: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -5,6 +5,7 @@ use super::model::*;
 use super::raw::*;
 use super::ConfigError;
 use crate::identity::tenant_id;
+use crate::limit::algorithm::Algorithm;
 use crate::limit::bounds::{self, RateBoundError};
 use crate::limit::Rate;
 use ipnet::IpNet;
@@ -201,6 +202,16 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
         );
         let rate = c.rate(&path, t.limit, &t.per, t.burst);
         let tier_policy = policy::tier_policy(&mut c, &path, t, rate.as_ref());
+        // The burst pool lends token-bucket tokens when the tenant's own bucket refuses; it
+        // cannot stand in for another algorithm's refusal or debit a calendar quota.
+        if t.pool.is_some()
+            && (tier_policy.algorithm != Algorithm::TokenBucket || !tier_policy.quotas.is_empty())
+        {
+            c.err(
+                format!("{path}.pool"),
+                "a burst pool needs algorithm token_bucket and no quotas in its tier",
+            );
+        }
         if let Some(rate) = rate {
             tiers.insert(
                 name.clone(),
@@ -209,6 +220,11 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
                     rate,
                     on_failure,
                     policy: tier_policy,
+                    weight: tier_weight(&mut c, &path, t.weight),
+                    pool: t
+                        .pool
+                        .as_ref()
+                        .and_then(|p| pool_settings(&mut c, &path, p)),
                 },
             );
         }
@@ -805,6 +821,42 @@ fn jwt_settings(c: &mut Check, j: &RawJwt) -> JwtSettings {
     }
 }
 
+/// Largest accepted tier `weight`: a share ratio beyond 1000:1 is a misconfiguration.
+const MAX_WEIGHT: i64 = 1000;
+
+/// `tiers.<name>.weight`: 1..=1000, default 1.
+fn tier_weight(c: &mut Check, path: &str, weight: Option<i64>) -> u32 {
+    match weight {
+        None => 1,
+        Some(w) if (1..=MAX_WEIGHT).contains(&w) => w as u32,
+        Some(w) => {
+            c.err(
+                format!("{path}.weight"),
+                format!("must be between 1 and {MAX_WEIGHT} (got {w})"),
+            );
+            1
+        }
+    }
+}
+
+/// `tiers.<name>.pool`: a valid bucket and `0 < max_share <= 1` (default 0.5).
+fn pool_settings(c: &mut Check, tier_path: &str, p: &RawPool) -> Option<PoolSettings> {
+    let path = format!("{tier_path}.pool");
+    let rate = c.rate(&path, p.limit, &p.per, p.burst);
+    let max_share = p.max_share.unwrap_or(0.5);
+    if !(max_share > 0.0 && max_share <= 1.0) {
+        c.err(
+            format!("{path}.max_share"),
+            format!("must be greater than 0 and at most 1 (got {max_share})"),
+        );
+        return None;
+    }
+    Some(PoolSettings {
+        rate: rate?,
+        max_share,
+    })
+}
+
 fn upstream_settings(c: &mut Check, name: &str, u: &RawUpstream) -> Option<UpstreamSettings> {
     let path = format!("upstreams.{name}");
     if u.backends.is_empty() {
@@ -839,11 +891,35 @@ fn upstream_settings(c: &mut Check, name: &str, u: &RawUpstream) -> Option<Upstr
         }
         let max = c.positive(&format!("{path}.queue.max"), q.max)?;
         let timeout = c.positive(&format!("{path}.queue.timeout_ms"), q.timeout_ms)?;
+        let max = max.min(u32::MAX as u64) as u32;
+        let per_tenant = c.opt_positive(
+            &format!("{path}.queue.max_per_tenant"),
+            q.max_per_tenant,
+            u64::from(max),
+        );
+        if per_tenant > u64::from(max) {
+            c.err(
+                format!("{path}.queue.max_per_tenant"),
+                format!("must not exceed queue.max ({max}), got {per_tenant}"),
+            );
+        }
         Some(QueueSettings {
-            max: max.min(u32::MAX as u64) as u32,
+            max,
             timeout: Duration::from_millis(timeout),
+            fair: q.fair.unwrap_or(false),
+            max_per_tenant: per_tenant.min(u64::from(max)) as u32,
         })
     });
+    let max_concurrency_per_tenant = u
+        .max_concurrency_per_tenant
+        .and_then(|v| c.positive(&format!("{path}.max_concurrency_per_tenant"), v))
+        .map(|v| v.min(u32::MAX as u64) as u32);
+    if max_concurrency_per_tenant.is_some() && max_concurrency.is_none() {
+        c.err(
+            format!("{path}.max_concurrency_per_tenant"),
+            "needs max_concurrency",
+        );
+    }
     let health_check = u.health_check.as_ref().map(|h| {
         let p = h.path.clone().unwrap_or_else(|| "/healthz".into());
         if !p.starts_with('/') {
@@ -862,6 +938,7 @@ fn upstream_settings(c: &mut Check, name: &str, u: &RawUpstream) -> Option<Upstr
         name: name.to_string(),
         backends,
         max_concurrency,
+        max_concurrency_per_tenant,
         queue,
         retry_after_s: c.opt_positive(&format!("{path}.retry_after_s"), u.retry_after_s, 1),
         connect_timeout: Duration::from_millis(c.opt_positive(

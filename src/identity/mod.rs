@@ -421,6 +421,8 @@ mod tests {
                         rate: Rate::new(60, 60_000, 20),
                         on_failure: FailurePolicy::Local,
                         policy: Default::default(),
+                        weight: 1,
+                        pool: None,
                     },
                 )
             })

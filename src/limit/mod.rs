@@ -10,6 +10,7 @@ pub mod calendar;
 pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
+pub mod pool;
 pub mod sliding_window_counter;
 pub mod sliding_window_log;
 pub mod token_bucket;

@@ -11,6 +11,7 @@ pub mod fleet;
 pub mod local_store;
 pub mod policies;
 pub mod policy_script;
+pub mod pool_store;
 pub mod redis_conn;
 pub mod redis_store;
 
@@ -69,7 +70,7 @@ pub enum QuotaOutcome {
 /// still valid for it ([`succeed`](Self::succeed)).
 pub struct QuotaService {
     pub settings: RedisSettings,
-    redis: RedisStore,
+    pub(crate) redis: RedisStore,
     breaker: Arc<Breaker>,
     local: Arc<BucketStore<String>>,
     /// Local fallback state of the other algorithms (tagged per algorithm).

@@ -2,12 +2,15 @@
 //! backends behind it.
 
 pub mod balancer;
+pub mod claimant;
+pub mod fair_queue;
 pub mod router;
 pub mod slots;
 
 use crate::config::UpstreamSettings;
 use crate::tls::upstream::PeerTls;
 use balancer::Pool;
+use fair_queue::Order;
 use slots::Slots;
 use std::sync::Arc;
 
@@ -33,12 +36,18 @@ impl Upstream {
             Some(p) if p.pool.same_as(settings) => p.pool.clone(),
             _ => Arc::new(Pool::new(settings, tls.as_deref())),
         };
+        let order = match &settings.queue {
+            Some(q) if q.fair => Order::Fair,
+            _ => Order::Fifo,
+        };
+        // Kept (with its holders and waiters) while the slot count and queue order are
+        // unchanged; queue bounds, timeout and per-tenant cap apply per request.
         let slots =
             settings
                 .max_concurrency
                 .map(|max| match previous.and_then(|p| p.slots.as_ref()) {
-                    Some(s) if s.max == max => s.clone(),
-                    _ => Arc::new(Slots::new(&settings.name, max)),
+                    Some(s) if s.max == max && s.order() == order => s.clone(),
+                    _ => Arc::new(Slots::new(&settings.name, max, order)),
                 });
         Upstream {
             settings: settings.clone(),
