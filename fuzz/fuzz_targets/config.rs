@@ -8,7 +8,10 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     if let Err(errors) = tollgate::config::parse(text) {
-        assert!(!errors.is_empty(), "a refused config reports at least one error");
+        assert!(
+            !errors.is_empty(),
+            "a refused config reports at least one error"
+        );
         for e in errors {
             assert!(!e.to_string().trim().is_empty(), "an error says something");
         }

@@ -9,7 +9,10 @@ use std::sync::OnceLock;
 use tollgate::config::{JwtKeySettings, JwtSettings, KeySource};
 use tollgate::identity::jwt::JwtVerifier;
 
-const SECRET_FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/keys/hs.secret");
+const SECRET_FILE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../tests/fixtures/keys/hs.secret"
+);
 
 fn verifier() -> &'static JwtVerifier {
     static V: OnceLock<JwtVerifier> = OnceLock::new();
@@ -35,10 +38,14 @@ fn verifier() -> &'static JwtVerifier {
 fn signed(header: &[u8], claims: &[u8]) -> String {
     let secret = std::fs::read(SECRET_FILE).unwrap();
     let secret = secret.strip_suffix(b"\n").unwrap_or(&secret);
-    let input = format!("{}.{}", URL_SAFE_NO_PAD.encode(header), URL_SAFE_NO_PAD.encode(claims));
+    let input = format!(
+        "{}.{}",
+        URL_SAFE_NO_PAD.encode(header),
+        URL_SAFE_NO_PAD.encode(claims)
+    );
     let key = jsonwebtoken::EncodingKey::from_secret(secret).unwrap();
-    let sig = jsonwebtoken::crypto::sign(input.as_bytes(), &key, jsonwebtoken::Algorithm::HS256)
-        .unwrap();
+    let sig =
+        jsonwebtoken::crypto::sign(input.as_bytes(), &key, jsonwebtoken::Algorithm::HS256).unwrap();
     format!("{input}.{sig}")
 }
 

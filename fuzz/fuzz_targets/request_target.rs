@@ -14,7 +14,11 @@ fuzz_target!(|data: &[u8]| {
     for bad in ["/./", "/../", "//"] {
         assert!(!t.path.contains(bad), "{:?} contains {bad}", t.path);
     }
-    assert!(!t.path.ends_with("/.") && !t.path.ends_with("/.."), "{:?}", t.path);
+    assert!(
+        !t.path.ends_with("/.") && !t.path.ends_with("/.."),
+        "{:?}",
+        t.path
+    );
     let again = normalise_target(t.path.as_bytes()).expect("a normal form is accepted");
     assert_eq!(again.path, t.path, "idempotent");
 });

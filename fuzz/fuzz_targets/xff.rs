@@ -23,5 +23,8 @@ fuzz_target!(|data: &[u8]| {
         .filter_map(client_ip::parse_entry)
         .map(client_ip::normalize)
         .any(|ip| ip == client);
-    assert!(client == peer || listed, "client {client} neither the peer nor listed");
+    assert!(
+        client == peer || listed,
+        "client {client} neither the peer nor listed"
+    );
 });
