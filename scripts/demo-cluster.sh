@@ -4,7 +4,7 @@
 # 1. builds the binaries (release; TOLLGATE_DEMO_PROFILE=debug for a debug build);
 # 2. starts, on free loopback ports in a temporary directory: a Redis Cluster of 3 masters and
 #    3 replicas (redis-server --cluster-enabled yes, redis-cli --cluster create, node timeout
-#    1000 ms), one tollgate-echo backend and TWO tollgate instances with `redis.mode: cluster`;
+#    1000 ms), two tollgate-echo backends and TWO tollgate instances with `redis.mode: cluster`;
 # 3. shows where the tenants' buckets live (one hash slot per tenant), then, under steady
 #    traffic: CLUSTER FAILOVER on a replica, and kill -9 of a master; prints how each answer was
 #    decided (by Redis, by the local fallback, or refused) per phase;
@@ -19,7 +19,7 @@ B=$'\e[1m' N=$'\e[0m'
 [[ -t 1 ]] || B= N=
 section() { printf '\n%s== %s ==%s\n' "$B" "$*" "$N"; }
 say() { printf '  %s\n' "$*"; }
-for tool in cargo redis-server redis-cli curl python3; do
+for tool in cargo redis-server redis-cli curl python3 openssl; do
   command -v "$tool" >/dev/null || { echo "demo-cluster: $tool is missing (see scripts/demo.sh)" >&2; exit 1; }
 done
 
@@ -47,7 +47,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# 11 free ports below the ephemeral range; the six Redis ports also need port+10000 free (bus).
+# 14 free ports below the ephemeral range; the six Redis ports also need port+10000 free (bus).
 read -r -a PORTS < <(python3 - <<'EOF'
 import random, socket
 try:
@@ -63,9 +63,9 @@ def free(p):
     finally:
         s.close()
 ports = []
-while len(ports) < 11:
+while len(ports) < 14:
     p = random.randint(10000, min(low - 1, 20000))
-    if p in ports or p + 10000 in ports or not free(p):
+    if p in ports or p + 10000 in ports or p - 10000 in ports[:6] or not free(p):
         continue
     if len(ports) < 6 and not free(p + 10000):
         continue
@@ -75,6 +75,7 @@ EOF
 )
 REDIS_PORTS=("${PORTS[@]:0:6}")
 P_ECHO=${PORTS[6]} P_GW1=${PORTS[7]} P_ADM1=${PORTS[8]} P_GW2=${PORTS[9]} P_ADM2=${PORTS[10]}
+P_TLS1=${PORTS[11]} P_TLS2=${PORTS[12]} P_ECHO2=${PORTS[13]}
 
 section "Redis Cluster: 3 masters + 3 replicas on ${REDIS_PORTS[*]}"
 declare -A RPID
@@ -101,17 +102,20 @@ redis-cli -p "${REDIS_PORTS[0]}" cluster nodes | awk '{print "    " $2, $3, $9}'
 URLS=$(printf '"redis://127.0.0.1:%s", ' "${REDIS_PORTS[@]}")
 URLS="[${URLS%, }]"
 cp demo/jwt-hs256.secret "$WORK/jwt-hs256.secret"
-gen_config() { # gen_config <n> <listen> <admin>: the demo template with a cluster redis section
+"$ROOT/scripts/demo-cert.sh" "$WORK" # certificate of the template's TLS + h2 listener
+gen_config() { # gen_config <n> <listen> <tls listen> <admin>: the demo template, cluster redis
   local out="$WORK/gw$1.yaml"
-  "$ROOT/scripts/render-template.sh" "$ROOT/demo/gateway.demo.yaml.tmpl" N="$1" GW_PORT="$2" \
-    ADMIN_PORT="$3" EDGE_BURST=200 WORK="$WORK" REDIS_TARGET="mode: cluster
-  urls: $URLS" REDIS_TIMEOUT_MS=200 ECHO1_PORT="$P_ECHO" ECHO2_PORT="$P_ECHO" >"$out" || return 1
+  "$ROOT/scripts/render-template.sh" "$ROOT/demo/gateway.demo.yaml.tmpl" N="$1" GW_PORT="$2" TLS_PORT="$3" \
+    ADMIN_PORT="$4" EDGE_BURST=200 WORK="$WORK" REDIS_TARGET="mode: cluster
+  urls: $URLS" REDIS_TIMEOUT_MS=200 ECHO1_PORT="$P_ECHO" ECHO2_PORT="$P_ECHO2" >"$out" || return 1
   printf '%s\n' "$out"
 }
-CFG1=$(gen_config 1 "$P_GW1" "$P_ADM1")
-CFG2=$(gen_config 2 "$P_GW2" "$P_ADM2")
+CFG1=$(gen_config 1 "$P_GW1" "$P_TLS1" "$P_ADM1")
+CFG2=$(gen_config 2 "$P_GW2" "$P_TLS2" "$P_ADM2")
 "$BIN/tollgate" check -c "$CFG1"
 "$BIN/tollgate-echo" --listen "127.0.0.1:$P_ECHO" --name echo-1 --threads 2 >"$WORK/echo.log" 2>&1 &
+PIDS+=("$!")
+"$BIN/tollgate-echo" --listen "127.0.0.1:$P_ECHO2" --name echo-2 --threads 2 >"$WORK/echo2.log" 2>&1 &
 PIDS+=("$!")
 "$BIN/tollgate" run -c "$CFG1" >"$WORK/gw1.log" 2>&1 &
 PIDS+=("$!")

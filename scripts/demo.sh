@@ -3,13 +3,14 @@
 #
 #   ./scripts/demo.sh             (./scripts/demo.sh --cluster: against a Redis Cluster)
 #
-# 1. installs what is missing (scripts/prereqs.sh: cmake, redis-server, curl, python3, pkg-config,
-#    a C toolchain) with apt-get when run as root, otherwise prints what to install and exits 1;
+# 1. installs what is missing (scripts/prereqs.sh: cmake, redis-server, curl, openssl, python3,
+#    pkg-config, a C toolchain) with apt-get when run as root, otherwise prints what to install and exits 1;
 # 2. builds the release binaries (`cargo build --release --bins`: ~6-8 min the first time);
 # 3. starts, on free loopback ports inside a temporary directory: redis-server, two
 #    tollgate-echo backends and TWO tollgate instances sharing that Redis, configured from
-#    demo/gateway.demo.yaml.tmpl (not from the shipped gateway.yaml);
-# 4. sends real traffic with curl and prints what the gateway answered;
+#    demo/gateway.demo.yaml.tmpl (not from the shipped gateway.yaml), each with a plain HTTP/1.1
+#    listener and an HTTPS + HTTP/2 one (self-signed certificate made by scripts/demo-cert.sh);
+# 4. sends real traffic with curl (one request over HTTPS + h2) and prints what the gateway answered;
 # 5. stops everything it started (trap EXIT). Exit 0 when every expectation held.
 #
 # Environment: KEEP=1 keeps the temporary directory (configs, logs);
@@ -47,8 +48,8 @@ have() { command -v "$1" >/dev/null 2>&1; }
 # 1. Prerequisites
 # ------------------------------------------------------------------------------------------------
 section "prerequisites"
-"$ROOT/scripts/prereqs.sh" curl || exit 1
-say "cargo, cmake, redis-server, curl, python3: present"
+"$ROOT/scripts/prereqs.sh" curl openssl || exit 1
+say "cargo, cmake, redis-server, curl, openssl, python3: present"
 
 # ------------------------------------------------------------------------------------------------
 # 2. Build
@@ -92,9 +93,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Seven distinct free loopback ports below the kernel's ephemeral range (so outgoing connections
+# Nine distinct free loopback ports below the kernel's ephemeral range (so outgoing connections
 # cannot take them between this check and the bind).
-read -r P_REDIS P_ECHO1 P_ECHO2 P_GW1 P_ADM1 P_GW2 P_ADM2 < <(python3 - <<'EOF'
+read -r P_REDIS P_ECHO1 P_ECHO2 P_GW1 P_ADM1 P_GW2 P_ADM2 P_TLS1 P_TLS2 < <(python3 - <<'EOF'
 import random, socket
 try:
     low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
@@ -102,7 +103,7 @@ except Exception:
     low = 32768
 hi = max(low - 1, 12000)
 ports = []
-while len(ports) < 7:
+while len(ports) < 9:
     p = random.randint(10000, hi)
     if p in ports:
         continue
@@ -119,28 +120,30 @@ EOF
 )
 
 cp demo/jwt-hs256.secret "$WORK/jwt-hs256.secret"
+"$ROOT/scripts/demo-cert.sh" "$WORK" # $WORK/gw.crt + gw.key: self-signed, DNS name gw.demo
 
-# render_config <n> <listen port> <admin port> <edge burst>: demo/gateway.demo.yaml.tmpl with this
-# instance's ports, its own upgrade socket and pid file and the JWT secret copied into $WORK, written
+# render_config <n> <listen port> <TLS listen port> <admin port> <edge burst>: the demo template
+# with this instance's ports, its own upgrade socket and pid file, the JWT secret and the TLS
+# certificate in $WORK, written
 # to $WORK/gw<n>.yaml (path printed). scripts/check-demo-config.sh renders it the same way in test.sh.
 render_config() {
   local out=$WORK/gw$1.yaml
-  "$ROOT/scripts/render-template.sh" "$ROOT/demo/gateway.demo.yaml.tmpl" N="$1" GW_PORT="$2" \
-    ADMIN_PORT="$3" EDGE_BURST="$4" WORK="$WORK" REDIS_TARGET="url: \"redis://127.0.0.1:$P_REDIS/0\"" REDIS_TIMEOUT_MS=50 ECHO1_PORT="$P_ECHO1" \
+  "$ROOT/scripts/render-template.sh" "$ROOT/demo/gateway.demo.yaml.tmpl" N="$1" GW_PORT="$2" TLS_PORT="$3" \
+    ADMIN_PORT="$4" EDGE_BURST="$5" WORK="$WORK" REDIS_TARGET="url: \"redis://127.0.0.1:$P_REDIS/0\"" REDIS_TIMEOUT_MS=50 ECHO1_PORT="$P_ECHO1" \
     ECHO2_PORT="$P_ECHO2" >"$out" || return 1
   printf '%s\n' "$out"
 }
 
 section "topology (all on 127.0.0.1, files in $WORK)"
-CFG1=$(render_config 1 "$P_GW1" "$P_ADM1" 200)
-CFG2=$(render_config 2 "$P_GW2" "$P_ADM2" 20)
+CFG1=$(render_config 1 "$P_GW1" "$P_TLS1" "$P_ADM1" 200)
+CFG2=$(render_config 2 "$P_GW2" "$P_TLS2" "$P_ADM2" 20)
 for c in "$CFG1" "$CFG2"; do
   "$BIN/tollgate" check -c "$c" >/dev/null || { "$BIN/tollgate" check -c "$c"; exit 1; }
 done
 say "redis-server    :$P_REDIS   (no persistence: --save '' --appendonly no)"
 say "tollgate-echo   :$P_ECHO1 (echo-1), :$P_ECHO2 (echo-2)"
-say "tollgate gw-a   :$P_GW1   admin :$P_ADM1   edge burst 200 (as shipped)"
-say "tollgate gw-b   :$P_GW2   admin :$P_ADM2   edge burst 20  (tighter, for the flood demo)"
+say "tollgate gw-a   :$P_GW1   https+h2 :$P_TLS1   admin :$P_ADM1   edge burst 200 (as shipped)"
+say "tollgate gw-b   :$P_GW2   https+h2 :$P_TLS2   admin :$P_ADM2   edge burst 20  (tighter, for the flood demo)"
 
 wait_tcp() { # wait_tcp <port> <seconds>
   local deadline=$((SECONDS + $2))
@@ -282,6 +285,18 @@ headers_of '^(ratelimit|ratelimit-policy|x-ratelimit-limit):' "$GWA/"
 c=$(code "$GWA/api/orders")
 expect "no credentials on /api (auth: required)" "$c" 401
 show "$GWA/api/orders"
+
+section "4b. HTTPS + HTTP/2: one request to gw-a's TLS listener (ALPN h2, self-signed gw.demo)"
+# --resolve: the name gw.demo (the certificate's DNS name) on 127.0.0.1, so the name is verified.
+tls_out=$(curl -s --http2 --cacert "$WORK/gw.crt" --resolve "gw.demo:$P_TLS1:127.0.0.1" \
+  -o "$WORK/h2.body" -w '%{http_code} %{http_version}' "${PRO[@]}" "https://gw.demo:$P_TLS1/api/orders" || echo "000 -")
+read -r c ver <<<"$tls_out"
+say "curl --http2 --cacert gw.crt https://gw.demo:$P_TLS1/api/orders (pro key): status $c, HTTP version $ver"
+proto=$(python3 -c 'import json,sys; h=json.load(open(sys.argv[1]))["headers"]; print(h.get("x-forwarded-proto", "-"))' "$WORK/h2.body" 2>/dev/null || echo -)
+say "what the backend saw: x-forwarded-proto: $proto"
+expect "HTTPS: negotiated HTTP/2 by ALPN" "$ver" 2
+expect "HTTPS + h2: pro key admitted" "$c" 200
+expect "HTTPS + h2: backend saw X-Forwarded-Proto https" "$proto" https
 
 section "5. edge limiter (per client IP, in memory, before auth): flood gw-b (edge burst 20)"
 sleep 0.3 # let gw-b's edge bucket refill after the traffic above
