@@ -104,6 +104,18 @@ fn yaml_error(e: serde_yaml::Error) -> ConfigError {
     }
 }
 
+/// Test helper: every error [`parse`] reports for `yaml` as `path: reason` text (empty when
+/// the file is valid).
+#[cfg(test)]
+pub(crate) fn parse_errors(yaml: &str) -> Vec<String> {
+    parse(yaml)
+        .err()
+        .unwrap_or_default()
+        .iter()
+        .map(|e| e.to_string())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,12 +129,7 @@ routes:
 "#;
 
     fn errors(yaml: &str) -> Vec<String> {
-        parse(yaml)
-            .err()
-            .unwrap_or_default()
-            .iter()
-            .map(|e| e.to_string())
-            .collect()
+        parse_errors(yaml)
     }
 
     #[test]

@@ -155,12 +155,7 @@ routes:
 "#;
 
     fn errors(extra: &str) -> Vec<String> {
-        parse(&format!("{BASE}{extra}"))
-            .err()
-            .unwrap_or_default()
-            .iter()
-            .map(|e| e.to_string())
-            .collect()
+        crate::config::parse_errors(&format!("{BASE}{extra}"))
     }
 
     #[test]

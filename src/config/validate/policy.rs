@@ -181,10 +181,7 @@ mod tests {
     const BASE: &str = "listen: [\"127.0.0.1:1\"]\nupstreams: { u: { backends: [\"127.0.0.1:2\"] } }\nroutes: [ { path_prefix: \"/\", upstream: u } ]\nredis: { url: \"redis://127.0.0.1:6379\" }\n";
 
     fn errors(extra: &str) -> Vec<String> {
-        match parse(&format!("{BASE}{extra}")) {
-            Ok(_) => vec![],
-            Err(e) => e.iter().map(|e| e.to_string()).collect(),
-        }
+        crate::config::parse_errors(&format!("{BASE}{extra}"))
     }
 
     #[test]

@@ -184,12 +184,7 @@ routes:
 "#;
 
     fn errors(yaml: &str) -> Vec<String> {
-        parse(yaml)
-            .err()
-            .unwrap_or_default()
-            .iter()
-            .map(|e| e.to_string())
-            .collect()
+        crate::config::parse_errors(yaml)
     }
 
     #[test]
