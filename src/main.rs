@@ -12,6 +12,7 @@ use std::process::ExitCode;
 const EXAMPLES: &str = "Examples:
   tollgate run -c gateway.yaml        serve (also the default: tollgate -c gateway.yaml)
   tollgate check -c gateway.yaml      validate a config like `nginx -t`, exit 1 on any problem
+  tollgate schema > gateway.schema.json   JSON Schema of gateway.yaml for editors
   echo -n 's3cret' | tollgate hash-key   print the SHA-256 digest to store in identity.api_keys
   tollgate run -c gateway.yaml --upgrade && kill -QUIT <old pid>   zero-downtime binary upgrade
   kill -HUP <pid>                     reload gateway.yaml without dropping requests";
@@ -39,6 +40,8 @@ enum Command {
     Check,
     /// Read an API key from stdin and print its SHA-256 hex digest.
     HashKey,
+    /// Print the JSON Schema of the config file (the shipped `gateway.schema.json`).
+    Schema,
 }
 
 /// Logs go to stderr through a background writer thread, so request threads do not wait on the
@@ -76,6 +79,10 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     match cli.command.unwrap_or(Command::Run { upgrade: false }) {
+        Command::Schema => {
+            print!("{}", tollgate::config::schema::gateway_schema_text());
+            ExitCode::SUCCESS
+        }
         Command::HashKey => {
             let mut key = String::new();
             if std::io::stdin().read_to_string(&mut key).is_err() {

@@ -4,10 +4,11 @@
 //! signed integers so that validation can name the field and say why a value is wrong.
 //! Field names are the contract of `docs/DESIGN.md` section 4.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
     pub listen: Vec<RawListen>,
@@ -35,6 +36,21 @@ pub enum RawListen {
     Full(serde_yaml::Value),
 }
 
+/// Schema: a string, or the [`RawListenFull`] map.
+impl JsonSchema for RawListen {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "RawListen".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let full = generator.subschema_for::<RawListenFull>();
+        schemars::json_schema!({
+            "description": "\"ip:port\", or { addr, tls, h2 }",
+            "oneOf": [{ "type": "string" }, full]
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for RawListen {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         match serde_yaml::Value::deserialize(d)? {
@@ -47,16 +63,17 @@ impl<'de> Deserialize<'de> for RawListen {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawListenFull {
     pub addr: String,
     /// Decoded into [`RawListenTls`] during validation (for error paths, see [`RawListen`]).
+    #[schemars(with = "Option<RawListenTls>")]
     pub tls: Option<serde_yaml::Value>,
     pub h2: Option<bool>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawListenTls {
     pub cert_file: Option<String>,
@@ -65,36 +82,44 @@ pub struct RawListenTls {
     pub client_ca_file: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawCertPair {
     pub cert_file: String,
     pub key_file: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawAdmin {
     pub listen: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawServer {
+    #[schemars(range(min = 1))]
     pub threads: Option<i64>,
+    #[schemars(range(min = 1))]
     pub grace_period_s: Option<i64>,
+    #[schemars(range(min = 1))]
     pub graceful_shutdown_timeout_s: Option<i64>,
     pub upgrade_sock: Option<String>,
     pub pid_file: Option<String>,
+    #[schemars(range(min = 1))]
     pub max_header_bytes: Option<i64>,
+    #[schemars(range(min = 1))]
     pub max_headers: Option<i64>,
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
     pub header_read_timeout: Option<String>,
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
     pub keepalive_timeout: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawRedis {
+    #[schemars(extend("enum" = ["standalone", "cluster", "sentinel"]))]
     pub mode: Option<String>,
     pub url: Option<String>,
     pub urls: Option<Vec<String>>,
@@ -103,21 +128,23 @@ pub struct RawRedis {
     pub password_env: Option<String>,
     pub tls: Option<RawRedisTls>,
     pub key_prefix: Option<String>,
+    #[schemars(range(min = 1))]
     pub timeout_ms: Option<i64>,
     pub circuit_breaker: Option<RawBreaker>,
+    #[schemars(extend("enum" = ["open", "closed", "local"]))]
     pub on_failure: Option<String>,
     pub fleet_size: Option<RawFleetSize>,
 }
 
 /// `redis.fleet_size`: a number, or `auto`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum RawFleetSize {
     Number(i64),
     Word(String),
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawSentinel {
     pub master: String,
@@ -125,36 +152,47 @@ pub struct RawSentinel {
     pub password_env: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawRedisTls {
     pub ca_file: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawBreaker {
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub failure_ratio: Option<f64>,
+    #[schemars(range(min = 1))]
     pub min_calls: Option<i64>,
+    #[schemars(range(min = 1))]
     pub window_s: Option<i64>,
+    #[schemars(range(min = 1))]
     pub break_s: Option<i64>,
+    #[schemars(range(min = 1))]
     pub probes: Option<i64>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawEdge {
+    #[schemars(range(min = 1))]
     pub limit: i64,
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
     pub per: String,
+    #[schemars(range(min = 1))]
     pub burst: Option<i64>,
     pub trusted_proxies: Option<Vec<String>>,
+    #[schemars(range(min = 1, max = 128))]
     pub ipv6_prefix: Option<i64>,
     pub exempt: Option<Vec<String>>,
+    #[schemars(range(min = 1))]
     pub max_clients: Option<i64>,
+    #[schemars(extend("enum" = ["token_bucket", "gcra"]))]
     pub algorithm: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawIdentity {
     pub jwt: Option<RawJwt>,
@@ -166,102 +204,127 @@ pub struct RawIdentity {
     pub mtls: Option<RawMtls>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawMtls {
+    #[schemars(extend("enum" = ["subject_cn"]))]
     pub tenant_from: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawJwt {
     pub issuer: Option<String>,
     pub audience: Option<String>,
+    #[schemars(range(min = 0))]
     pub leeway_s: Option<i64>,
     pub tenant_claim: Option<String>,
     pub tier_claim: Option<String>,
     pub keys: Vec<RawJwtKey>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawJwtKey {
     pub kid: Option<String>,
+    #[schemars(extend("enum" = ["HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"]))]
     pub algorithm: String,
     pub secret_env: Option<String>,
     pub secret_file: Option<String>,
     pub public_key_file: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawApiKeys {
     pub header: Option<String>,
     pub keys: Vec<RawApiKey>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawApiKey {
+    #[schemars(regex(pattern = r"^[0-9a-fA-F]{64}$"))]
     pub sha256: String,
     pub tenant: String,
     pub tier: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawTier {
+    #[schemars(range(min = 1))]
     pub limit: i64,
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
     pub per: String,
+    #[schemars(range(min = 1))]
     pub burst: Option<i64>,
+    #[schemars(extend("enum" = ["open", "closed", "local"]))]
     pub on_failure: Option<String>,
+    #[schemars(extend("enum" = ["token_bucket", "gcra", "fixed_window", "sliding_window_log", "sliding_window_counter", "leaky_bucket"]))]
     pub algorithm: Option<String>,
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
     pub max_delay: Option<String>,
     pub quotas: Option<Vec<RawQuota>>,
+    #[schemars(range(min = 1))]
     pub weight: Option<i64>,
     pub pool: Option<RawPool>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawQuota {
+    #[schemars(range(min = 1))]
     pub limit: i64,
+    #[schemars(extend("enum" = ["hour", "day", "week", "month"]))]
     pub period: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawPool {
+    #[schemars(range(min = 1))]
     pub limit: i64,
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
     pub per: String,
+    #[schemars(range(min = 1))]
     pub burst: Option<i64>,
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub max_share: Option<f64>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawTenant {
     pub tier: Option<String>,
+    #[schemars(range(min = 1))]
     pub limit: Option<i64>,
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
     pub per: Option<String>,
+    #[schemars(range(min = 1))]
     pub burst: Option<i64>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawUpstream {
     pub backends: Vec<String>,
+    #[schemars(range(min = 1))]
     pub max_concurrency: Option<i64>,
+    #[schemars(range(min = 1))]
     pub max_concurrency_per_tenant: Option<i64>,
     pub queue: Option<RawQueue>,
+    #[schemars(range(min = 1))]
     pub retry_after_s: Option<i64>,
+    #[schemars(range(min = 1))]
     pub connect_timeout_ms: Option<i64>,
+    #[schemars(range(min = 1))]
     pub read_timeout_ms: Option<i64>,
     pub health_check: Option<RawHealthCheck>,
     pub tls: Option<RawUpstreamTls>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawUpstreamTls {
     pub sni: Option<String>,
@@ -269,59 +332,72 @@ pub struct RawUpstreamTls {
     pub verify: Option<bool>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawQueue {
+    #[schemars(range(min = 1))]
     pub max: i64,
+    #[schemars(range(min = 1))]
     pub timeout_ms: i64,
     pub fair: Option<bool>,
+    #[schemars(range(min = 1))]
     pub max_per_tenant: Option<i64>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawHealthCheck {
     pub path: Option<String>,
+    #[schemars(range(min = 1))]
     pub interval_s: Option<i64>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawRoute {
     pub host: Option<String>,
     pub path_prefix: Option<String>,
     pub upstream: String,
+    #[schemars(extend("enum" = ["required", "optional", "none"]))]
     pub auth: Option<String>,
+    #[schemars(range(min = 1))]
     pub cost: Option<i64>,
+    #[schemars(range(min = 1))]
     pub max_body_bytes: Option<i64>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawResponse {
+    #[schemars(range(min = 400, max = 599))]
     pub status: Option<i64>,
+    #[schemars(extend("enum" = ["ietf", "legacy", "both", "none"]))]
     pub headers: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawObservability {
     pub access_log: Option<bool>,
+    #[schemars(extend("enum" = ["text", "json"]))]
     pub log_format: Option<String>,
+    #[schemars(range(min = 0))]
     pub tenant_metrics: Option<i64>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawMultiRegion {
     pub region: String,
     pub shares: BTreeMap<String, i64>,
+    #[schemars(extend("enum" = ["static", "sync"]))]
     pub mode: Option<String>,
     pub global: Option<RawGlobal>,
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
     pub sync_interval: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawGlobal {
     pub url: String,
