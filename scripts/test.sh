@@ -12,6 +12,9 @@
 #   python3 scripts/check-compose.py (docker-compose.yml parses and names existing files)
 #   scripts/check-demo-config.sh (demo/gateway.demo.yaml.tmpl renders and passes `tollgate check`)
 #   python3 -m unittest discover -s bench/tests (bench target verdicts vs the committed results)
+#   scripts/compose-demo.sh (docker-compose.yml on rootful Podman from the release binaries: both
+#     gateways share the free tier's burst exactly, reload; as root only, otherwise reported as
+#     skipped; TOLLGATE_SKIP_COMPOSE=1 skips it on purpose)
 # and prints a summary. Exit status: 0 when every step passed, 1 otherwise.
 set -uo pipefail
 
@@ -45,6 +48,16 @@ step "cargo test --all-targets --no-fail-fast" cargo test --all-targets --no-fai
 step "scripts/check-compose.py" python3 scripts/check-compose.py --tollgate "${CARGO_TARGET_DIR:-target}/debug/tollgate"
 step "scripts/check-demo-config.sh" scripts/check-demo-config.sh "${CARGO_TARGET_DIR:-target}/debug/tollgate"
 step "bench target verdicts (python3 unittest)" python3 -m unittest discover -s bench/tests
+compose_demo() {
+  if [[ ${TOLLGATE_SKIP_COMPOSE:-0} == 1 ]]; then
+    echo "skipped: TOLLGATE_SKIP_COMPOSE=1"
+  elif [[ $(id -u) -ne 0 ]]; then
+    echo "skipped: rootful Podman needs root (run: sudo ./scripts/compose-demo.sh)"
+  else
+    ./scripts/compose-demo.sh
+  fi
+}
+step "scripts/compose-demo.sh (Podman)" compose_demo
 
 # ---- summary -------------------------------------------------------------------------------------
 failed=0
