@@ -8,6 +8,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
+/// The whole `gateway.yaml` (docs/DESIGN.md section 4). Only `listen`, `upstreams` and `routes` are
+/// required.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
@@ -73,6 +75,8 @@ pub struct RawListenFull {
     pub h2: Option<bool>,
 }
 
+/// `listen[].tls`: one certificate (`cert_file` + `key_file`) or several chosen by SNI (`certs`);
+/// `client_ca_file` makes client certificates mandatory (mTLS).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawListenTls {
@@ -82,6 +86,7 @@ pub struct RawListenTls {
     pub client_ca_file: Option<String>,
 }
 
+/// One certificate chain and its private key (PEM files).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawCertPair {
@@ -89,12 +94,14 @@ pub struct RawCertPair {
     pub key_file: String,
 }
 
+/// `admin`: the listener of /metrics, /healthz and /readyz.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawAdmin {
     pub listen: String,
 }
 
+/// `server`: process and HTTP limits (restart-only except the HTTP limits).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawServer {
@@ -116,6 +123,7 @@ pub struct RawServer {
     pub keepalive_timeout: Option<String>,
 }
 
+/// `redis`: the shared store of the tenant buckets and the failure policy when it is slow or down.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawRedis {
@@ -144,6 +152,7 @@ pub enum RawFleetSize {
     Word(String),
 }
 
+/// `redis.sentinel`: the monitored master's name and the sentinels' own credentials.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawSentinel {
@@ -152,12 +161,15 @@ pub struct RawSentinel {
     pub password_env: Option<String>,
 }
 
+/// `redis.tls`: the CA that signs the Redis servers' certificates (with rediss:// URLs).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawRedisTls {
     pub ca_file: Option<String>,
 }
 
+/// `redis.circuit_breaker`: opens when the failure ratio over `window_s` reaches `failure_ratio`
+/// (at least `min_calls`), stays open `break_s` seconds, then lets `probes` calls through.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawBreaker {
@@ -173,6 +185,8 @@ pub struct RawBreaker {
     pub probes: Option<i64>,
 }
 
+/// `edge`: the per-client-IP limiter in memory, before authentication (rate: `limit` per `per`,
+/// `burst` tokens).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawEdge {
@@ -192,6 +206,7 @@ pub struct RawEdge {
     pub algorithm: Option<String>,
 }
 
+/// `identity`: how a request's credentials map to a tenant and a tier (JWT, API keys, mTLS).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawIdentity {
@@ -204,6 +219,7 @@ pub struct RawIdentity {
     pub mtls: Option<RawMtls>,
 }
 
+/// `identity.mtls`: the tenant of a verified client certificate.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawMtls {
@@ -211,6 +227,7 @@ pub struct RawMtls {
     pub tenant_from: String,
 }
 
+/// `identity.jwt`: accepted signing keys and the claims carrying tenant and tier (RFC 7519).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawJwt {
@@ -223,6 +240,8 @@ pub struct RawJwt {
     pub keys: Vec<RawJwtKey>,
 }
 
+/// One JWT verification key: a secret (`secret_env` / `secret_file`) or a PEM public key
+/// (`public_key_file`).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawJwtKey {
@@ -234,6 +253,7 @@ pub struct RawJwtKey {
     pub public_key_file: Option<String>,
 }
 
+/// `identity.api_keys`: API keys stored as SHA-256 digests (`tollgate hash-key`).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawApiKeys {
@@ -241,6 +261,7 @@ pub struct RawApiKeys {
     pub keys: Vec<RawApiKey>,
 }
 
+/// One API key: its SHA-256 hex digest, tenant and tier.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawApiKey {
@@ -250,6 +271,8 @@ pub struct RawApiKey {
     pub tier: Option<String>,
 }
 
+/// `tiers.<name>`: a tenant's main limit (`limit` per `per`, `burst`, `algorithm`) and its calendar
+/// `quotas`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawTier {
@@ -271,6 +294,7 @@ pub struct RawTier {
     pub pool: Option<RawPool>,
 }
 
+/// A calendar quota (UTC windows), debited with the main limit in the same atomic step.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawQuota {
@@ -280,6 +304,8 @@ pub struct RawQuota {
     pub period: String,
 }
 
+/// `tiers.<name>.pool`: a burst pool shared by the tier's tenants, asked only when a tenant's own
+/// bucket refuses.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawPool {
@@ -293,6 +319,7 @@ pub struct RawPool {
     pub max_share: Option<f64>,
 }
 
+/// `tenants.<id>`: a tenant's tier and optional overrides of its rate.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawTenant {
@@ -305,6 +332,7 @@ pub struct RawTenant {
     pub burst: Option<i64>,
 }
 
+/// `upstreams.<name>`: backends and the concurrency limits that protect them.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawUpstream {
@@ -324,6 +352,7 @@ pub struct RawUpstream {
     pub tls: Option<RawUpstreamTls>,
 }
 
+/// `upstreams.<name>.tls`: HTTPS to the backends.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawUpstreamTls {
@@ -332,6 +361,8 @@ pub struct RawUpstreamTls {
     pub verify: Option<bool>,
 }
 
+/// `upstreams.<name>.queue`: where requests wait for a slot when the upstream is full (`timeout_ms`
+/// milliseconds at most).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawQueue {
@@ -344,6 +375,7 @@ pub struct RawQueue {
     pub max_per_tenant: Option<i64>,
 }
 
+/// `upstreams.<name>.health_check`: an HTTP GET of `path` every `interval_s` seconds.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawHealthCheck {
@@ -352,6 +384,8 @@ pub struct RawHealthCheck {
     pub interval_s: Option<i64>,
 }
 
+/// `routes[]`: host and path prefix (matched on the normalised path) to an upstream, with the
+/// route's auth mode and cost in tokens.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawRoute {
@@ -366,6 +400,7 @@ pub struct RawRoute {
     pub max_body_bytes: Option<i64>,
 }
 
+/// `response`: the status of a rate-limit rejection and which RateLimit headers to send.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawResponse {
@@ -375,6 +410,7 @@ pub struct RawResponse {
     pub headers: Option<String>,
 }
 
+/// `observability`: access log, log format and the bound on per-tenant metric series.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawObservability {
@@ -385,6 +421,7 @@ pub struct RawObservability {
     pub tenant_metrics: Option<i64>,
 }
 
+/// `multi_region`: this region's share of every limit (static) or a demand-driven split (sync).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawMultiRegion {
@@ -397,6 +434,7 @@ pub struct RawMultiRegion {
     pub sync_interval: Option<String>,
 }
 
+/// `multi_region.global`: the Redis where regions exchange usage (sync mode).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawGlobal {
