@@ -59,10 +59,20 @@ impl Ctx {
             .or_else(|| self.identity.as_ref().and_then(|i| i.tier.as_deref()))
             .unwrap_or("-")
     }
-    /// The rate-limit header pairs of the request, once the tenant stage decided.
+    /// The rate-limit header pairs of the request, once the tenant stage decided, without
+    /// `Retry-After`: a refusal carries its own ([`Rejection::retry_after`]), and a request that
+    /// goes on (admitted, or refused in shadow mode) is not told to retry.
     fn quota_pairs(&self) -> Vec<(&'static str, String)> {
         let q = self.quota_headers.as_ref();
-        q.map(|q| self.snapshot.quota_pairs(q)).unwrap_or_default()
+        let mut pairs = q.map(|q| self.snapshot.quota_pairs(q)).unwrap_or_default();
+        pairs.retain(|(name, _)| *name != "Retry-After");
+        pairs
+    }
+
+    /// True when the request's route runs in shadow mode (every limit layer shadows for it).
+    fn shadow_route(&self) -> bool {
+        self.route(&self.snapshot)
+            .is_some_and(|r| r.mode.is_shadow())
     }
 }
 
@@ -121,9 +131,7 @@ impl Proxy {
             );
         }
         let mut headers = r.response_headers();
-        let retry = r.retry_after.is_some();
-        let quota = ctx.quota_pairs().into_iter();
-        headers.extend(quota.filter(|(n, _)| !(retry && *n == "Retry-After")));
+        headers.extend(ctx.quota_pairs());
         // A client that went away cannot be answered; that is not our error.
         let _ = send_problem(session, &r.problem, &ctx.request_id, &headers).await;
         Ok(true)
@@ -160,8 +168,10 @@ impl Proxy {
         }
     }
 
-    /// A rejection of a layer in shadow mode: counted as `shadow_limited`, logged, not enforced.
-    fn shadow(&self, ctx: &Ctx, r: Rejection) {
+    /// A rejection of a layer in shadow mode: counted as `shadow_limited`, logged, not enforced
+    /// (the access log shows it as the deciding layer unless a later one refuses).
+    fn shadow(&self, ctx: &mut Ctx, r: Rejection) {
+        ctx.decided = (r.layer, Outcome::ShadowLimited);
         self.count(ctx, r.layer, Outcome::ShadowLimited);
         tracing::info!(
             request_id = %ctx.request_id,
@@ -203,11 +213,17 @@ impl Proxy {
             return Ok(false);
         };
         let outcome = pipeline::edge::check(&self.app, settings, ctx.client);
-        let status = snap.config.response.status;
-        match pipeline::edge::judge(settings, status, outcome, false) {
-            Some(d) => self.settle(session, ctx, Layer::Edge, d).await,
-            None => Ok(false),
-        }
+        let (status, shadow) = (snap.config.response.status, settings.mode.is_shadow());
+        let decision = match pipeline::edge::judge(settings, status, outcome, shadow) {
+            // Before routing: a refusal looks the route up to see whether it is a shadow route.
+            Some(Decision::Reject(r)) => {
+                let route = pipeline::route::peek(&snap, session.req_header());
+                Decision::refuse(r, route.is_some_and(|r| r.mode.is_shadow()))
+            }
+            Some(d) => d,
+            None => return Ok(false),
+        };
+        self.settle(session, ctx, Layer::Edge, decision).await
     }
 
     /// Route stage: `Ok(true)` when it answered.
@@ -269,7 +285,8 @@ impl Proxy {
         ctx.tenant = Some(plan.tenant.clone());
         ctx.tier = Some(plan.tier.name.clone());
         let status = snap.config.response.status;
-        let verdict = pipeline::tenant::run(quota, &plan, status, false).await;
+        let shadow = plan.tier.mode.is_shadow() || ctx.shadow_route();
+        let verdict = pipeline::tenant::run(quota, &plan, status, shadow).await;
         ctx.quota_headers = verdict.headers;
         if let Decision::Delay(ms) = verdict.decision {
             if let Err(e) = policy_headers::wait_for_slot(session, ms).await {
@@ -319,12 +336,16 @@ impl Proxy {
                     .await
             }
             Err(why) => {
-                let labels = [settings.name.as_str(), why.as_str()];
-                METRICS.upstream_rejections.with_label_values(&labels).inc();
+                let shadow = ctx.shadow_route();
+                if !shadow {
+                    let labels = [settings.name.as_str(), why.as_str()];
+                    METRICS.upstream_rejections.with_label_values(&labels).inc();
+                }
                 let spent = ctx.quota_headers.is_some();
                 let r = pipeline::slot::rejection(why, settings, tenant, spent);
-                self.settle(session, ctx, Layer::Upstream, Decision::Reject(r))
-                    .await
+                // Shadow: the request goes on without a slot.
+                let d = Decision::refuse(r, shadow);
+                self.settle(session, ctx, Layer::Upstream, d).await
             }
         }
     }

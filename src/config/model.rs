@@ -231,6 +231,32 @@ pub struct BreakerSettings {
     pub probes: u64,
 }
 
+/// Whether a limit is enforced or only watched (`mode`, docs/DESIGN.md 4c "Shadow").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Refusals are answered (default).
+    #[default]
+    Enforce,
+    /// The decision is taken, debited, counted (`outcome="shadow_limited"`) and logged, its
+    /// headers are sent, and the request goes on as if admitted.
+    Shadow,
+}
+
+impl Mode {
+    /// `enforce` or `shadow`, as written in YAML.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Enforce => "enforce",
+            Mode::Shadow => "shadow",
+        }
+    }
+
+    /// True for [`Mode::Shadow`].
+    pub fn is_shadow(self) -> bool {
+        self == Mode::Shadow
+    }
+}
+
 /// `edge:`: the per-client-IP in-memory limiter.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EdgeSettings {
@@ -244,6 +270,8 @@ pub struct EdgeSettings {
     pub exempt: Vec<IpNet>,
     /// Bound on tracked client keys (LRU eviction beyond it).
     pub max_clients: usize,
+    /// `edge.mode`: shadow counts and logs refusals without enforcing them.
+    pub mode: Mode,
 }
 
 /// IPv6 prefix length (bits) that identifies one client when `edge.ipv6_prefix` is not set
@@ -338,6 +366,9 @@ pub struct Tier {
     pub weight: u32,
     /// Burst pool shared by the tier's tenants (`pool`), consulted when a tenant's bucket refuses.
     pub pool: Option<PoolSettings>,
+    /// `tiers.<name>.mode`: shadow counts and logs refusals without enforcing them. Not part of
+    /// any bucket key or script argument, so a reload switches it without touching state.
+    pub mode: Mode,
 }
 
 /// `tiers.<name>.pool`: a token bucket shared by all tenants of a tier.
@@ -454,6 +485,9 @@ pub struct RouteSettings {
     pub cost: u64,
     /// Largest request body in bytes (413 beyond); `None` = unlimited.
     pub max_body_bytes: Option<u64>,
+    /// `routes[].mode`: shadow makes every limit layer shadow for this route (edge, tenant,
+    /// upstream slot); identity failures stay enforced.
+    pub mode: Mode,
 }
 
 /// Which rate-limit header families to send.

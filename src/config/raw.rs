@@ -152,6 +152,7 @@ pub struct RawEdge {
     pub exempt: Option<Vec<String>>,
     pub max_clients: Option<i64>,
     pub algorithm: Option<String>,
+    pub mode: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -220,6 +221,7 @@ pub struct RawTier {
     pub quotas: Option<Vec<RawQuota>>,
     pub weight: Option<i64>,
     pub pool: Option<RawPool>,
+    pub mode: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -294,6 +296,7 @@ pub struct RawRoute {
     pub auth: Option<String>,
     pub cost: Option<i64>,
     pub max_body_bytes: Option<i64>,
+    pub mode: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -272,3 +272,25 @@ fn a_tenant_override_period_over_a_day_is_refused_even_without_tiers() {
     let yaml = format!("{BASE}tenants:\n  t1: {{ per: 2d }}\n");
     assert_eq!(errors(&yaml), ["tenants.t1.per: must be at most 1d"]);
 }
+
+#[test]
+fn mode_is_enforce_by_default_shadow_on_request_and_checked() {
+    let c = parse(BASE).unwrap();
+    assert_eq!(c.routes[0].mode, Mode::Enforce);
+    let yaml = format!(
+        "{BASE}redis: {{ url: \"redis://h:1\" }}\nedge: {{ limit: 1, per: 1s, mode: shadow }}\ntiers:\n  t: {{ limit: 1, per: 1s, mode: shadow }}\n"
+    )
+    .replace("upstream: orders }", "upstream: orders, mode: shadow }");
+    let c = parse(&yaml).unwrap();
+    assert_eq!(c.edge.unwrap().mode, Mode::Shadow);
+    assert_eq!(c.tiers["t"].mode, Mode::Shadow);
+    assert_eq!(c.routes[0].mode, Mode::Shadow);
+    assert_eq!(
+        errors(&yaml.replace("shadow", "dry_run")),
+        [
+            "edge.mode: \"dry_run\" is not a mode (enforce, shadow)",
+            "tiers.t.mode: \"dry_run\" is not a mode (enforce, shadow)",
+            "routes[0].mode: \"dry_run\" is not a mode (enforce, shadow)",
+        ]
+    );
+}

@@ -94,6 +94,18 @@ impl Check {
         }
     }
 
+    /// `mode` at `path`: `enforce` (default) or `shadow`.
+    fn mode(&mut self, path: &str, text: Option<&str>) -> Mode {
+        match text {
+            None | Some("enforce") => Mode::Enforce,
+            Some("shadow") => Mode::Shadow,
+            Some(other) => {
+                self.err(path, format!("\"{other}\" is not a mode (enforce, shadow)"));
+                Mode::Enforce
+            }
+        }
+    }
+
     /// `limit` per `per` with `burst` (default = limit), checked by [`bounds::check`].
     fn rate(&mut self, path: &str, limit: i64, per: &str, burst: Option<i64>) -> Option<Rate> {
         let limit = self.positive(&format!("{path}.limit"), limit);
@@ -225,6 +237,7 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
                         .pool
                         .as_ref()
                         .and_then(|p| pool_settings(&mut c, &path, p)),
+                    mode: c.mode(&format!("{path}.mode"), t.mode.as_deref()),
                 },
             );
         }
@@ -649,6 +662,7 @@ fn edge_settings(c: &mut Check, e: &RawEdge) -> Option<EdgeSettings> {
         ipv6_prefix: ipv6_prefix.clamp(1, 128) as u8,
         exempt,
         max_clients,
+        mode: c.mode("edge.mode", e.mode.as_deref()),
     })
 }
 
@@ -1031,6 +1045,7 @@ fn route_settings(
         max_body_bytes: r
             .max_body_bytes
             .and_then(|v| c.positive(&format!("{path}.max_body_bytes"), v)),
+        mode: c.mode(&format!("{path}.mode"), r.mode.as_deref()),
     })
 }
 

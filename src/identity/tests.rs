@@ -24,6 +24,7 @@ fn tiers(names: &[&str]) -> BTreeMap<String, Tier> {
                     policy: Default::default(),
                     weight: 1,
                     pool: None,
+                    mode: Default::default(),
                 },
             )
         })

@@ -24,6 +24,16 @@ pub fn resolve(snap: &Snapshot, req: &mut RequestHeader) -> Result<usize, Reject
     })
 }
 
+/// The route `req` will take, without changing `req` (`None`: its target is refused or no
+/// route matches). For decisions taken before routing that depend on the route (the edge in a
+/// shadow route).
+pub fn peek<'a>(snap: &'a Snapshot, req: &RequestHeader) -> Option<&'a RouteSettings> {
+    let target = target::normalise_target(req.raw_path()).ok()?;
+    let host = http::routing_host(req, &target);
+    let index = snap.router.find(&host, &target.path)?;
+    snap.config.routes.get(index)
+}
+
 /// The 400 for a target that cannot be normalised safely.
 pub fn bad_target(why: target::TargetError) -> Rejection {
     let p = Problem::status(400, why.detail()).with("reason", json!(why.as_str()));

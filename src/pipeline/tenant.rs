@@ -118,6 +118,7 @@ pub async fn run(quota: &QuotaService, plan: &Plan<'_>, status: u16, shadow: boo
     let outcome = Box::pin(quota.decide(&plan.request())).await;
     let mut pool = None;
     if let (Some(p), Some(h)) = (&plan.tier.pool, headers_of(plan, &outcome)) {
+        // Not when degraded: the pool lives in Redis too.
         if !h.admitted() && !h.degraded {
             let asked = quota.decide_pool(&plan.tier.name, &plan.tenant, p, plan.cost);
             pool = asked.await.ok().map(|d| (p, d));
@@ -158,27 +159,17 @@ pub fn judge(
     pool: Option<(&PoolSettings, limit::Decision)>,
     shadow: bool,
 ) -> Verdict {
-    let headers = headers_of(plan, &outcome);
-    let QuotaOutcome::Decided {
-        decision,
-        rate,
-        degraded,
-        extras,
-    } = outcome
-    else {
-        return match outcome {
-            QuotaOutcome::FailedClosed { retry_after_s } => {
-                let r = failed_closed(plan, retry_after_s);
-                Verdict::new(Decision::refuse(r, shadow), Outcome::FailedClosed, None)
-            }
-            _ => Verdict::new(Decision::Admit, Outcome::FailedOpen, None),
-        };
+    let (headers, extras) = match (headers_of(plan, &outcome), outcome) {
+        (Some(h), QuotaOutcome::Decided { extras, .. }) => (h, extras),
+        (_, QuotaOutcome::FailedClosed { retry_after_s }) => {
+            let r = failed_closed(plan, retry_after_s);
+            return Verdict::new(Decision::refuse(r, shadow), Outcome::FailedClosed, None);
+        }
+        _ => return Verdict::new(Decision::Admit, Outcome::FailedOpen, None),
     };
-    let Some(headers) = headers else {
-        unreachable!("a decided outcome has headers")
-    };
+    let (decision, rate) = (headers.decision, headers.rate);
     if headers.admitted() {
-        let outcome = if degraded {
+        let outcome = if headers.degraded {
             Outcome::Fallback
         } else {
             Outcome::Admitted
