@@ -91,3 +91,6 @@ impl Rejection {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests;

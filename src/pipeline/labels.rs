@@ -101,3 +101,6 @@ impl Outcome {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
