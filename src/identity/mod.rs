@@ -1,5 +1,10 @@
-//! Identity stage (docs/DESIGN.md section 1, stage 2): `Authorization: Bearer <JWT>` or an API key
-//! header → [`Identity`] `(tenant, tier)`.
+//! Identity stage (docs/DESIGN.md section 1, stage 2): `Authorization: Bearer <JWT>`, an API key
+//! header or a verified client certificate → [`Identity`] `(tenant, tier, method)`.
+//!
+//! This module owns the tenant of every request: the anonymous tenant of a client without
+//! credentials ([`Authenticator::anonymous`], tier [`ANONYMOUS_TIER`]), tier resolution, and what
+//! the backend is told ([`Authenticator::forward`]: identity headers stripped from the client's
+//! request, tenant and tier headers set).
 //!
 //! An [`Authenticator`] is built once per config snapshot: secrets are read from the environment
 //! or files and PEM keys are parsed there, never per request. [`Authenticator::authenticate`] is
@@ -169,21 +174,6 @@ pub struct Forward<'a> {
     pub insert: Vec<(&'a HeaderName, String)>,
 }
 
-/// An optional part of the authenticator: the built value when configured and valid; its
-/// errors go to `errors`, to be reported with all the others.
-fn optional_part<T>(
-    built: Option<Result<T, Vec<ConfigError>>>,
-    errors: &mut Vec<ConfigError>,
-) -> Option<T> {
-    match built? {
-        Ok(v) => Some(v),
-        Err(e) => {
-            errors.extend(e);
-            None
-        }
-    }
-}
-
 impl Authenticator {
     /// Builds the stage from validated settings. Errors name the field path, e.g.
     /// `identity.jwt.keys[1].public_key_file: cannot read ...`; all problems are reported, not
@@ -193,14 +183,13 @@ impl Authenticator {
         tiers: &BTreeMap<String, Tier>,
         tenants: &BTreeMap<String, TenantOverride>,
     ) -> Result<Authenticator, Vec<ConfigError>> {
-        let mut errors = Vec::new();
-        let jwt = optional_part(
-            settings.jwt.as_ref().map(jwt::JwtVerifier::build),
-            &mut errors,
-        );
-        if !errors.is_empty() {
-            return Err(errors);
-        }
+        // The only part that can fail: reading key files and secrets (everything else was
+        // validated into `settings`).
+        let jwt = settings
+            .jwt
+            .as_ref()
+            .map(jwt::JwtVerifier::build)
+            .transpose()?;
         let api_keys = settings.api_keys.as_ref().map(api_key::ApiKeyStore::new);
         let mut strip = vec![settings.tenant_header.clone()];
         if settings.tier_header != settings.tenant_header {
