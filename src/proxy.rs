@@ -4,6 +4,8 @@
 //! Order (docs/DESIGN.md section 1): edge → route → identity → tenant quota → upstream slot →
 //! backend. A request rejected at one stage never reaches a later one.
 
+mod failure;
+
 use crate::config::RouteSettings;
 use crate::edge::client_ip;
 use crate::http::body;
@@ -15,10 +17,10 @@ use crate::policy_headers;
 use crate::response::{send_problem, Problem, QuotaHeaders};
 use crate::snapshot::{App, Snapshot};
 use crate::tls::listener::ClientCert;
-use crate::tls::upstream::tls_failure_detail;
 use crate::upstream::claimant::claimant_of;
 use crate::upstream::slots::{Claimant, SlotGuard, SlotLimits};
 use async_trait::async_trait;
+use failure::failure_status;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
@@ -542,35 +544,5 @@ impl ProxyHttp for Proxy {
                 duration_ms = elapsed.as_secs_f64() * 1000.0,
             );
         }
-    }
-}
-
-/// The status and `detail` of a request that could not be proxied: its own status for an
-/// `HTTPStatus` error (e.g. 413 while streaming the body), 504 for upstream timeouts, 502 for an
-/// upstream that cannot be reached, fails TLS or fails otherwise, 400 for a malformed request,
-/// and 0 (no answer possible) when the client's connection failed.
-fn failure_status(e: &Error) -> (u16, String) {
-    use ErrorType::*;
-    let upstream = e.esource() == &ErrorSource::Upstream;
-    match e.etype() {
-        HTTPStatus(code) => {
-            let detail = e.context.as_ref().map(|c| c.as_str().to_string());
-            (*code, detail.unwrap_or_default())
-        }
-        ConnectTimedout | ReadTimedout | WriteTimedout | TLSHandshakeTimedout => {
-            (504, "the upstream did not answer in time".to_string())
-        }
-        _ if upstream => match tls_failure_detail(e) {
-            Some(detail) => (502, detail),
-            None => (
-                502,
-                "the upstream could not be reached or failed".to_string(),
-            ),
-        },
-        WriteError | ReadError | ConnectionClosed if e.esource() == &ErrorSource::Downstream => {
-            (0, String::new())
-        }
-        _ if e.esource() == &ErrorSource::Downstream => (400, "malformed request".to_string()),
-        _ => (502, "the request could not be proxied".to_string()),
     }
 }
