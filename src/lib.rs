@@ -3,11 +3,8 @@
 //! Request path (docs/DESIGN.md section 1): [`edge`] (per client IP, memory) → route
 //! ([`upstream::router`]) → [`identity`] (JWT / API key → tenant, tier) → [`quota`] (tenant
 //! token bucket in Redis, one Lua script per decision) → [`upstream`] concurrency slot → backend.
-//! [`proxy`] is the thin Pingora glue that runs the stages in order.
-
-// The proxy's request_filter future nests every stage's future; its layout needs more depth
-// than the default 128.
-#![recursion_limit = "256"]
+//! The stages' decisions are in [`pipeline`]; [`proxy`] is the thin Pingora glue that runs them
+//! in order.
 
 pub mod admin;
 pub mod config;
@@ -16,6 +13,7 @@ pub mod http;
 pub mod identity;
 pub mod limit;
 pub mod metrics;
+pub mod pipeline;
 pub mod policy_headers;
 pub mod proxy;
 pub mod quota;

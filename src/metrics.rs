@@ -4,6 +4,7 @@
 //! Tenant ids are never labels by default (unbounded cardinality); `observability.tenant_metrics`
 //! opts in to a bounded per-tenant counter (first N tenants seen, the rest as `other`).
 
+use crate::pipeline::{Layer, Outcome};
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 use prometheus::{
@@ -178,15 +179,15 @@ pub static METRICS: Lazy<Metrics> = Lazy::new(|| {
 });
 
 impl Metrics {
-    /// Counts one decision.
-    pub fn decision(&self, layer: &str, outcome: &str, tier: &str) {
+    /// Counts one decision of `layer` with `outcome`, for `tier` (`-` when none).
+    pub fn decision(&self, layer: Layer, outcome: Outcome, tier: &str) {
         self.decisions
-            .with_label_values(&[layer, outcome, tier])
+            .with_label_values(&[layer.as_str(), outcome.as_str(), tier])
             .inc();
     }
 
     /// Counts a per-tenant decision when enabled; at most `bound` tenants get their own series.
-    pub fn tenant_decision(&self, bound: usize, tenant: &str, outcome: &str) {
+    pub fn tenant_decision(&self, bound: usize, tenant: &str, outcome: Outcome) {
         if bound == 0 {
             return;
         }
@@ -199,7 +200,7 @@ impl Metrics {
             }
         };
         self.tenant_decisions
-            .with_label_values(&[label, outcome])
+            .with_label_values(&[label, outcome.as_str()])
             .inc();
     }
 

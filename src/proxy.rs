@@ -1,29 +1,30 @@
-//! The Pingora glue: runs the stages in order and writes their responses. Thin on purpose; the
-//! decisions live in `edge`, `identity`, `quota` and `upstream`.
+//! The Pingora glue: runs the stages of [`crate::pipeline`] in order and writes their
+//! responses. Thin on purpose; the decisions live in the stages.
 //!
 //! Order (docs/DESIGN.md section 1): edge → route → identity → tenant quota → upstream slot →
 //! backend. A request rejected at one stage never reaches a later one.
 
-use crate::config::{AuthMode, RouteSettings};
-use crate::edge::{self, client_ip, EdgeOutcome};
-use crate::http::{body, target};
-use crate::identity::{tenant_id, Identity, IdentityError};
+mod failure;
+
+use crate::config::RouteSettings;
+use crate::edge::client_ip;
+use crate::http::body;
+use crate::identity::{Identity, Method};
 use crate::metrics::{status_class, METRICS};
+use crate::pipeline::identity::Credentials;
+use crate::pipeline::{self, Decision, Layer, Outcome, Rejection};
 use crate::policy_headers;
-use crate::quota::pool_store::pool_headers;
-use crate::quota::{QuotaOutcome, TenantQuota};
-use crate::response::{self, send_problem, Problem, QuotaHeaders};
+use crate::response::{send_problem, Problem, QuotaHeaders};
 use crate::snapshot::{App, Snapshot};
 use crate::tls::listener::ClientCert;
-use crate::tls::upstream::tls_failure_detail;
 use crate::upstream::claimant::claimant_of;
 use crate::upstream::slots::{Claimant, SlotGuard, SlotLimits};
 use async_trait::async_trait;
+use failure::failure_status;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use pingora::ErrorType;
-use serde_json::json;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -35,14 +36,16 @@ pub struct Ctx {
     started: Instant,
     client: IpAddr,
     route: Option<usize>,
+    /// Who the request is (anonymous included), once the identity stage passed.
     identity: Option<Identity>,
+    /// Tenant whose bucket the tenant stage used.
     tenant: Option<String>,
-    /// Tier whose bucket the tenant stage used (also set for anonymous tenants).
+    /// Tier whose bucket the tenant stage used.
     tier: Option<String>,
     quota_headers: Option<QuotaHeaders>,
     slot: Option<SlotGuard>,
     /// Layer that decided the request's fate and how (for the access log).
-    decided: (&'static str, &'static str),
+    decided: (Layer, Outcome),
     connect_tries: usize,
     /// Request body bytes received so far (for `routes[].max_body_bytes`).
     body_bytes: u64,
@@ -57,6 +60,21 @@ impl Ctx {
             .as_deref()
             .or_else(|| self.identity.as_ref().and_then(|i| i.tier.as_deref()))
             .unwrap_or("-")
+    }
+    /// The rate-limit header pairs of the request, once the tenant stage decided, without
+    /// `Retry-After`: a refusal carries its own ([`Rejection::retry_after`]), and a request that
+    /// goes on (admitted, or refused in shadow mode) is not told to retry.
+    fn quota_pairs(&self) -> Vec<(&'static str, String)> {
+        let q = self.quota_headers.as_ref();
+        let mut pairs = q.map(|q| self.snapshot.quota_pairs(q)).unwrap_or_default();
+        pairs.retain(|(name, _)| *name != "Retry-After");
+        pairs
+    }
+
+    /// True when the request's route runs in shadow mode (every limit layer shadows for it).
+    fn shadow_route(&self) -> bool {
+        self.route(&self.snapshot)
+            .is_some_and(|r| r.mode.is_shadow())
     }
 }
 
@@ -76,16 +94,19 @@ fn is_tls(session: &Session) -> bool {
     session.digest().is_some_and(|d| d.ssl_digest.is_some())
 }
 
+/// The client's `X-Request-Id` (1..=200 bytes of visible text), else a new UUID v4.
+fn request_id(req: &RequestHeader) -> String {
+    req.headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 200)
+        .map(str::to_string)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
+}
+
 /// The proxy service.
 pub struct Proxy {
     pub app: Arc<App>,
-}
-
-fn body_limit_detail(max: Option<u64>) -> String {
-    format!(
-        "the request body is larger than this route's limit of {} bytes",
-        max.unwrap_or(0)
-    )
 }
 
 fn unix_now_s() -> u64 {
@@ -96,40 +117,73 @@ fn unix_now_s() -> u64 {
 }
 
 impl Proxy {
-    /// Writes a problem response and records which layer decided.
-    async fn reject(
-        &self,
-        session: &mut Session,
-        ctx: &mut Ctx,
-        layer: &'static str,
-        outcome: &'static str,
-        problem: Problem,
-        headers: Vec<(&'static str, String)>,
-    ) -> Result<bool> {
-        ctx.decided = (layer, outcome);
-        METRICS.decision(layer, outcome, ctx.tier_label());
+    /// The one place a rejection becomes a response: records the deciding layer, counts it
+    /// (`tollgate_decisions_total`, and the per-tenant counter for the tenant layer), and
+    /// writes the problem with its headers and, after the tenant stage, the rate-limit headers.
+    async fn refuse(&self, session: &mut Session, ctx: &mut Ctx, r: Rejection) -> Result<bool> {
+        ctx.decided = (r.layer, r.reason);
+        self.count(ctx, r.layer, r.reason);
+        if r.reason == Outcome::BadTarget {
+            tracing::warn!(
+                request_id = %ctx.request_id,
+                client = %ctx.client,
+                reason = %r.problem.extensions.get("reason").and_then(|v| v.as_str()).unwrap_or(""),
+                target = %crate::http::log_escape(session.req_header().raw_path(), 200),
+                "request target refused"
+            );
+        }
+        let mut headers = r.response_headers();
+        headers.extend(ctx.quota_pairs());
         // A client that went away cannot be answered; that is not our error.
-        let _ = send_problem(session, &problem, &ctx.request_id, &headers).await;
+        let _ = send_problem(session, &r.problem, &ctx.request_id, &headers).await;
         Ok(true)
     }
 
-    /// Answers a request target that cannot be normalised safely: 400, counted, logged.
-    async fn refuse_target(
+    /// Counts one decision of `layer` (and, for the tenant layer, the per-tenant counter).
+    fn count(&self, ctx: &Ctx, layer: Layer, outcome: Outcome) {
+        METRICS.decision(layer, outcome, ctx.tier_label());
+        if let (Layer::Tenant, Some(tenant)) = (layer, &ctx.tenant) {
+            let bound = ctx.snapshot.config.observability.tenant_metrics;
+            METRICS.tenant_decision(bound, tenant, outcome);
+        }
+    }
+
+    /// Applies a stage's decision: `Ok(true)` when the request was answered. An admission is
+    /// counted as `admitted` for `layer`.
+    async fn settle(
         &self,
         session: &mut Session,
         ctx: &mut Ctx,
-        why: target::TargetError,
+        layer: Layer,
+        decision: Decision,
     ) -> Result<bool> {
-        tracing::warn!(
+        match decision {
+            Decision::Admit | Decision::Delay(_) => {
+                self.count(ctx, layer, Outcome::Admitted);
+                Ok(false)
+            }
+            Decision::Reject(r) => self.refuse(session, ctx, r).await,
+            Decision::ShadowReject(r) => {
+                self.shadow(ctx, r);
+                Ok(false)
+            }
+        }
+    }
+
+    /// A rejection of a layer in shadow mode: counted as `shadow_limited`, logged, not enforced
+    /// (the access log shows it as the deciding layer unless a later one refuses).
+    fn shadow(&self, ctx: &mut Ctx, r: Rejection) {
+        ctx.decided = (r.layer, Outcome::ShadowLimited);
+        self.count(ctx, r.layer, Outcome::ShadowLimited);
+        tracing::info!(
             request_id = %ctx.request_id,
+            layer = r.layer.as_str(),
+            would_be = r.reason.as_str(),
+            status = r.problem.status,
+            tenant = ctx.tenant.as_deref().unwrap_or("-"),
             client = %ctx.client,
-            reason = %why.as_str(),
-            target = %crate::http::log_escape(session.req_header().raw_path(), 200),
-            "request target refused"
+            "shadow mode: this request would have been refused"
         );
-        let p = Problem::status(400, why.detail()).with("reason", json!(why.as_str()));
-        self.reject(session, ctx, "http", "bad_target", p, vec![])
-            .await
     }
 
     fn client_of(&self, session: &Session, snap: &Snapshot) -> IpAddr {
@@ -154,253 +208,146 @@ impl Proxy {
         }
     }
 
-    fn identity_problem(e: &IdentityError) -> (Problem, Vec<(&'static str, String)>, &'static str) {
-        let problem = Problem::status(e.status(), e.detail());
-        let headers = e
-            .www_authenticate()
-            .map(|v| vec![("WWW-Authenticate", v.to_string())])
-            .unwrap_or_default();
-        let outcome = if e.status() == 401 {
-            "unauthenticated"
-        } else {
-            "rejected"
-        };
-        (problem, headers, outcome)
-    }
-
-    /// Tenant stage. Returns `Ok(true)` when it responded.
-    async fn tenant_stage(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
+    /// Edge stage: `Ok(true)` when it answered.
+    async fn edge_stage(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
         let snap = ctx.snapshot.clone();
-        let Some(quota) = snap.quota.as_ref() else {
+        let Some(settings) = &snap.config.edge else {
             return Ok(false);
         };
-        let cost = ctx.route(&snap).map(|r| r.cost).unwrap_or(1);
-        let (tenant, tier_name) = match &ctx.identity {
-            Some(id) => match &id.tier {
-                Some(t) => (id.tenant.clone(), t.clone()),
-                None => return Ok(false),
-            },
-            None if snap.config.tiers.contains_key("anonymous") => {
-                let prefix = snap
-                    .config
-                    .edge
-                    .as_ref()
-                    .map(|e| e.ipv6_prefix)
-                    .unwrap_or(64);
-                let key = client_ip::key_of(ctx.client, prefix);
-                (
-                    tenant_id::anonymous(&key.to_string()),
-                    "anonymous".to_string(),
-                )
+        let outcome = pipeline::edge::check(&self.app, settings, ctx.client);
+        let (status, shadow) = (snap.config.response.status, settings.mode.is_shadow());
+        let decision = match pipeline::edge::judge(settings, status, outcome, shadow) {
+            // Before routing: a refusal looks the route up to see whether it is a shadow route.
+            Some(Decision::Reject(r)) => {
+                let route = pipeline::route::peek(&snap, session.req_header());
+                Decision::refuse(r, route.is_some_and(|r| r.mode.is_shadow()))
             }
+            Some(d) => d,
             None => return Ok(false),
         };
-        let Some((tier, rate)) = snap.tenant_rate(&tenant, &tier_name) else {
-            let p = Problem::status(403, format!("tier \"{tier_name}\" does not exist"));
-            return self
-                .reject(session, ctx, "identity", "rejected", p, vec![])
-                .await;
+        self.settle(session, ctx, Layer::Edge, decision).await
+    }
+
+    /// Route stage: `Ok(true)` when it answered.
+    async fn route_stage(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
+        let snap = ctx.snapshot.clone();
+        let index = match pipeline::route::resolve(&snap, session.req_header_mut()) {
+            Ok(i) => i,
+            Err(r) => return self.refuse(session, ctx, r).await,
         };
-        ctx.tenant = Some(tenant.clone());
-        ctx.tier = Some(tier.name.clone());
-        // Multi-region: this region's part of the budget, main limit and calendar quotas alike
-        // (docs/DESIGN.md 4c).
-        let (rate, regional_policy) = match &snap.region {
-            Some(region) => {
-                region.record(&tenant, cost);
-                let share = region.share(&tenant);
-                (share.apply(rate), share.apply_quotas(&tier.policy))
-            }
-            None => (rate, None),
-        };
-        let tier_policy = regional_policy.as_ref().unwrap_or(&tier.policy);
-        let request = TenantQuota {
-            tenant: &tenant,
-            policy: &tier.name,
-            rate,
-            cost,
-            on_failure: tier.on_failure,
-            tier_policy,
-        };
-        let outcome = quota.decide(&request).await;
-        let bound = snap.config.observability.tenant_metrics;
-        match outcome {
-            QuotaOutcome::FailedOpen => {
-                METRICS.decision("tenant", "failed_open", &tier.name);
-                METRICS.tenant_decision(bound, &tenant, "failed_open");
-                Ok(false)
-            }
-            QuotaOutcome::FailedClosed { retry_after_s } => {
-                METRICS.tenant_decision(bound, &tenant, "failed_closed");
-                let p = Problem::typed(
-                    503,
-                    response::REDUCED_CAPACITY,
-                    "Rate limiter unavailable",
-                    format!(
-                        "the quota store is unavailable and tier \"{}\" fails closed; retry later",
-                        tier.name
-                    ),
-                );
-                let h = vec![("Retry-After", retry_after_s.to_string())];
-                self.reject(session, ctx, "tenant", "failed_closed", p, h)
-                    .await
-            }
-            QuotaOutcome::Decided {
-                decision,
-                rate,
-                degraded,
-                extras,
-            } => {
-                let headers = QuotaHeaders {
-                    policy_name: tier.name.clone(),
-                    rate,
-                    decision,
-                    degraded,
-                    quotas: policy_headers::quota_reports(&tier.name, tier_policy, &extras),
-                    listed_before: None,
-                };
-                if headers.admitted() {
-                    if extras.delay_ms > 0 {
-                        let waited = policy_headers::wait_for_slot(session, extras.delay_ms).await;
-                        if let Err(e) = waited {
-                            ctx.decided = ("tenant", "client_left");
-                            if let Some(r) = extras.reservation {
-                                quota.give_back(&request, &rate, r).await;
-                            }
-                            return Err(e);
-                        }
-                    }
-                    let outcome = if degraded { "fallback" } else { "admitted" };
-                    METRICS.decision("tenant", outcome, &tier.name);
-                    METRICS.tenant_decision(bound, &tenant, outcome);
-                    if decision.remaining * 5 < rate.burst {
-                        METRICS.near_limit.with_label_values(&[&tier.name]).inc();
-                    }
-                    ctx.quota_headers = Some(headers);
-                    return Ok(false);
-                }
-                if let (Some(pool), false) = (&tier.pool, degraded) {
-                    // The tier's burst pool, asked only on this rejection path.
-                    if let Ok(d) = quota.decide_pool(&tier.name, &tenant, pool, cost).await {
-                        if d.admitted {
-                            METRICS.decision("tenant", "pool_admitted", &tier.name);
-                            METRICS.tenant_decision(bound, &tenant, "pool_admitted");
-                            ctx.quota_headers = Some(pool_headers(&headers, pool, d));
-                            return Ok(false);
-                        }
-                    }
-                }
-                METRICS.tenant_decision(bound, &tenant, "limited");
-                let detail = if decision.admitted {
-                    policy_headers::quota_detail(&headers, cost)
-                } else if decision.never_admissible() {
-                    format!(
-                        "this request costs {cost} tokens, more than the {} tokens tier \"{}\" can ever hold",
-                        rate.burst, tier.name
-                    )
-                } else {
-                    format!(
-                        "tenant quota of tier \"{}\" exhausted: {} of {} tokens left, this request costs {cost}",
-                        tier.name, decision.remaining, rate.burst
-                    )
-                };
-                let p = Problem::typed(
-                    snap.config.response.status,
-                    response::QUOTA_EXCEEDED,
-                    "Quota exceeded",
-                    detail,
-                )
-                .with("violated-policies", json!(headers.violated()));
-                let h = snap.quota_pairs(&headers);
-                self.reject(session, ctx, "tenant", "limited", p, h).await
-            }
+        ctx.route = Some(index);
+        match pipeline::route::check_body(&snap.config.routes[index], session.req_header()) {
+            Ok(()) => Ok(false),
+            Err(r) => self.refuse(session, ctx, r).await,
         }
     }
 
-    /// Upstream slot stage. Returns `Ok(true)` when it responded.
-    async fn slot_stage(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
+    /// Identity stage: `Ok(true)` when it answered.
+    async fn identity_stage(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
         let snap = ctx.snapshot.clone();
         let Some(route) = ctx.route(&snap) else {
             return Ok(false);
         };
-        let Some(upstream) = snap.upstreams.get(&route.upstream) else {
+        let credentials = Credentials {
+            headers: &session.req_header().headers,
+            cert_cn: client_cert(session).map(|c| c.subject_cn.as_str()),
+            client: ctx.client,
+            ipv6_prefix: snap.config.ipv6_prefix(),
+            now_s: unix_now_s(),
+        };
+        match pipeline::identity::decide(&snap.auth, route.auth, &credentials) {
+            Ok(id) => {
+                let counted = id.method != Method::Anonymous;
+                ctx.identity = Some(id);
+                if counted {
+                    self.count(ctx, Layer::Identity, Outcome::Admitted);
+                }
+                Ok(false)
+            }
+            Err(r) => self.refuse(session, ctx, r).await,
+        }
+    }
+
+    /// Tenant stage: `Ok(true)` when it answered.
+    async fn tenant_stage(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
+        let snap = ctx.snapshot.clone();
+        let (Some(quota), Some(identity)) = (&snap.quota, &ctx.identity) else {
+            return Ok(false);
+        };
+        let cost = ctx.route(&snap).map_or(1, |r| r.cost);
+        let plan = match pipeline::tenant::plan(&snap, identity, cost) {
+            Ok(Some(p)) => p,
+            Ok(None) => return Ok(false),
+            Err(r) => return self.refuse(session, ctx, r).await,
+        };
+        let plan = match &snap.region {
+            Some(region) => plan.in_region(region),
+            None => plan,
+        };
+        ctx.tenant = Some(plan.tenant.clone());
+        ctx.tier = Some(plan.tier.name.clone());
+        let status = snap.config.response.status;
+        let shadow = plan.tier.mode.is_shadow() || ctx.shadow_route();
+        let verdict = pipeline::tenant::run(quota, &plan, status, shadow).await;
+        ctx.quota_headers = verdict.headers;
+        if let Decision::Delay(ms) = verdict.decision {
+            if let Err(e) = policy_headers::wait_for_slot(session, ms).await {
+                ctx.decided = (Layer::Tenant, Outcome::ClientLeft);
+                if let Some((rate, r)) = verdict.reservation {
+                    quota.give_back(&plan.request(), &rate, r).await;
+                }
+                return Err(e);
+            }
+        }
+        match verdict.decision {
+            Decision::Admit | Decision::Delay(_) => {
+                self.count(ctx, Layer::Tenant, verdict.outcome);
+                if verdict.near_limit {
+                    let tier = plan.tier.name.as_str();
+                    METRICS.near_limit.with_label_values(&[tier]).inc();
+                }
+                Ok(false)
+            }
+            d => self.settle(session, ctx, Layer::Tenant, d).await,
+        }
+    }
+
+    /// Upstream slot stage: `Ok(true)` when it answered.
+    async fn slot_stage(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
+        let snap = ctx.snapshot.clone();
+        let upstream = ctx
+            .route(&snap)
+            .and_then(|r| snap.upstreams.get(&r.upstream));
+        let (Some(upstream), Some(identity)) = (upstream, &ctx.identity) else {
             return Ok(false);
         };
         let Some(slots) = &upstream.slots else {
             return Ok(false);
         };
-        let queue = upstream.settings.queue.as_ref();
-        let (tenant, weight) = claimant_of(
-            &snap.config,
-            ctx.tenant
-                .as_deref()
-                .or(ctx.identity.as_ref().map(|i| i.tenant.as_str())),
-            ctx.tier
-                .as_deref()
-                .or(ctx.identity.as_ref().and_then(|i| i.tier.as_deref())),
-            ctx.client,
-        );
+        let settings = &upstream.settings;
+        let (tenant, weight) = claimant_of(&snap.config, identity);
         let limits = SlotLimits {
-            queue,
-            per_tenant: upstream.settings.max_concurrency_per_tenant,
+            queue: settings.queue.as_ref(),
+            per_tenant: settings.max_concurrency_per_tenant,
         };
-        let wait = slots.acquire(
-            Claimant {
-                tenant: &tenant,
-                weight,
-            },
-            limits,
-        );
-        tokio::pin!(wait);
-        // While queued, notice a client that goes away (only when no request body is pending,
-        // so no body bytes are consumed here) and give its place up at once.
-        let mut probe = queue.is_some() && session.as_downstream_mut().is_body_done();
-        let acquired = loop {
-            tokio::select! {
-                r = &mut wait => break r,
-                read = session.as_downstream_mut().read_body_or_idle(true), if probe => {
-                    if read.is_err() {
-                        return Error::e_explain(ErrorType::ConnectionClosed, "client left while queued for an upstream slot")
-                            .map_err(|e| e.into_down());
-                    }
-                    probe = false;
-                }
-            }
-        };
-        match acquired {
+        let claimant = Claimant { tenant, weight };
+        match pipeline::slot::acquire(session, slots, claimant, limits).await? {
             Ok(guard) => {
-                METRICS.decision("upstream", "admitted", ctx.tier_label());
                 ctx.slot = Some(guard);
-                Ok(false)
+                self.settle(session, ctx, Layer::Upstream, Decision::Admit)
+                    .await
             }
             Err(why) => {
-                METRICS
-                    .upstream_rejections
-                    .with_label_values(&[&upstream.settings.name, why.as_str()])
-                    .inc();
-                let spent = if ctx.quota_headers.is_some() {
-                    " The tenant token spent on this request is not refunded."
-                } else {
-                    ""
-                };
-                let p = Problem::typed(
-                    503,
-                    response::REDUCED_CAPACITY,
-                    "Upstream at capacity",
-                    crate::upstream::slots::rejection_detail(
-                        why,
-                        &upstream.settings,
-                        &tenant,
-                        spent,
-                    ),
-                )
-                .with("capacity-scope", json!(why.scope()))
-                .with("reason", json!(why.as_str()));
-                let mut h = vec![("Retry-After", upstream.settings.retry_after_s.to_string())];
-                if let Some(q) = &ctx.quota_headers {
-                    h.extend(snap.quota_pairs(q));
+                let shadow = ctx.shadow_route();
+                if !shadow {
+                    let labels = [settings.name.as_str(), why.as_str()];
+                    METRICS.upstream_rejections.with_label_values(&labels).inc();
                 }
-                self.reject(session, ctx, "upstream", "limited", p, h).await
+                let spent = ctx.quota_headers.is_some();
+                let r = pipeline::slot::rejection(why, settings, tenant, spent);
+                // Shadow: the request goes on without a slot.
+                let d = Decision::refuse(r, shadow);
+                self.settle(session, ctx, Layer::Upstream, d).await
             }
         }
     }
@@ -422,117 +369,21 @@ impl ProxyHttp for Proxy {
             tier: None,
             quota_headers: None,
             slot: None,
-            decided: ("upstream", "admitted"),
+            decided: (Layer::Upstream, Outcome::Admitted),
             connect_tries: 0,
             body_bytes: 0,
         }
     }
 
+    /// The stages in order; each answers the request itself when it refuses (`Ok(true)`).
     async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
-        let snap = ctx.snapshot.clone();
-        ctx.request_id = session
-            .req_header()
-            .headers
-            .get("x-request-id")
-            .and_then(|v| v.to_str().ok())
-            .filter(|v| !v.is_empty() && v.len() <= 200)
-            .map(str::to_string)
-            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        ctx.client = self.client_of(session, &snap);
-
-        // 1. Edge.
-        if let Some(edge_settings) = &snap.config.edge {
-            let now = self.app.now_ms();
-            let buckets = &self.app.edge_buckets;
-            let cells = || self.app.edge_cells(edge_settings.max_clients);
-            match edge::check_with_algorithm(edge_settings, buckets, cells, ctx.client, now) {
-                EdgeOutcome::Skipped => {}
-                EdgeOutcome::Admitted(_) => METRICS.decision("edge", "admitted", "-"),
-                EdgeOutcome::Limited(d) => {
-                    let p = Problem::typed(
-                        snap.config.response.status,
-                        response::QUOTA_EXCEEDED,
-                        "Too many requests",
-                        format!(
-                            "per-client limit of the edge policy exceeded ({} requests burst)",
-                            edge_settings.rate.burst
-                        ),
-                    )
-                    .with("violated-policies", json!(["edge"]));
-                    let h = d
-                        .retry_after_s()
-                        .map(|s| vec![("Retry-After", s.to_string())])
-                        .unwrap_or_default();
-                    return self.reject(session, ctx, "edge", "limited", p, h).await;
-                }
-            }
-        }
-
-        // 2. Request target (normalised or refused) and route.
-        let target = match target::normalise_target(session.req_header().raw_path()) {
-            Ok(t) => t,
-            Err(why) => return self.refuse_target(session, ctx, why).await,
-        };
-        let host = crate::http::routing_host(session.req_header(), &target);
-        if crate::http::apply_target(session.req_header_mut(), &target).is_err() {
-            return self
-                .refuse_target(session, ctx, target::TargetError::UnsupportedForm)
-                .await;
-        }
-        let path = target.path;
-        let Some(index) = snap.router.find(&host, &path) else {
-            let p = Problem::status(404, "no route matches this host and path");
-            return self
-                .reject(session, ctx, "route", "not_found", p, vec![])
-                .await;
-        };
-        ctx.route = Some(index);
-        let auth = snap.config.routes[index].auth;
-        let max_body = snap.config.routes[index].max_body_bytes;
-        let declared = session.req_header().headers.get("content-length");
-        if body::declared_too_large(declared.map(|v| v.as_bytes()), max_body) {
-            let p = Problem::status(413, body_limit_detail(max_body));
-            return self
-                .reject(session, ctx, "http", "body_too_large", p, vec![])
-                .await;
-        }
-
-        // 3. Identity (a verified client certificate first, when `identity.mtls` is on).
-        if auth != AuthMode::None {
-            let from_cert = snap
-                .config
-                .identity
-                .mtls
-                .and_then(|_| client_cert(session))
-                .map(|cert| snap.auth.identify_client_cert(&cert.subject_cn));
-            let identified = match from_cert {
-                Some(result) => result.map(Some),
-                None => snap
-                    .auth
-                    .authenticate(&session.req_header().headers, unix_now_s()),
-            };
-            match identified {
-                Ok(Some(id)) => {
-                    METRICS.decision("identity", "admitted", id.tier.as_deref().unwrap_or("-"));
-                    ctx.identity = Some(id);
-                }
-                Ok(None) if auth == AuthMode::Required => {
-                    let (p, h, o) = Self::identity_problem(&IdentityError::Missing);
-                    return self.reject(session, ctx, "identity", o, p, h).await;
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    let (p, h, o) = Self::identity_problem(&e);
-                    return self.reject(session, ctx, "identity", o, p, h).await;
-                }
-            }
-        }
-
-        // 4. Tenant quota, 5. upstream slot.
-        if self.tenant_stage(session, ctx).await? {
-            return Ok(true);
-        }
-        self.slot_stage(session, ctx).await
+        ctx.request_id = request_id(session.req_header());
+        ctx.client = self.client_of(session, &ctx.snapshot.clone());
+        Ok(self.edge_stage(session, ctx).await?
+            || self.route_stage(session, ctx).await?
+            || self.identity_stage(session, ctx).await?
+            || self.tenant_stage(session, ctx).await?
+            || self.slot_stage(session, ctx).await?)
     }
 
     async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
@@ -588,10 +439,11 @@ impl ProxyHttp for Proxy {
         let max = ctx.route(&ctx.snapshot).and_then(|r| r.max_body_bytes);
         let len = chunk.as_ref().map_or(0, |c| c.len());
         if body::streamed_too_large(&mut ctx.body_bytes, len, max) {
-            ctx.decided = ("http", "body_too_large");
-            METRICS.decision("http", "body_too_large", ctx.tier_label());
+            let r = pipeline::route::body_too_large(max);
+            ctx.decided = (r.layer, r.reason);
+            self.count(ctx, r.layer, r.reason);
             tracing::warn!(request_id = %ctx.request_id, client = %ctx.client, received = ctx.body_bytes, "request body over the route's limit; stopped reading");
-            return Error::e_explain(ErrorType::HTTPStatus(413), body_limit_detail(max));
+            return Error::e_explain(ErrorType::HTTPStatus(r.problem.status), r.problem.detail);
         }
         Ok(())
     }
@@ -602,25 +454,12 @@ impl ProxyHttp for Proxy {
         upstream_request: &mut RequestHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
-        let identity = &ctx.snapshot.config.identity;
-        upstream_request.remove_header(identity.tenant_header.as_str());
-        upstream_request.remove_header(identity.tier_header.as_str());
-        if let Some(id) = &ctx.identity {
-            if !identity.forward_credentials {
-                match (id.method, &identity.api_keys) {
-                    ("jwt", _) => drop(upstream_request.remove_header("authorization")),
-                    ("api_key", Some(keys)) => {
-                        drop(upstream_request.remove_header(keys.header.as_str()))
-                    }
-                    _ => {}
-                }
-            }
-            // Percent-encoded UTF-8 (README "Clocks, tenant ids and config bounds").
-            let tenant = tenant_id::encode(&id.tenant);
-            upstream_request.insert_header(identity.tenant_header.clone(), tenant.as_ref())?;
-            if let Some(tier) = &id.tier {
-                upstream_request.insert_header(identity.tier_header.clone(), tier.as_str())?;
-            }
+        let forward = ctx.snapshot.auth.forward(ctx.identity.as_ref());
+        for name in forward.remove {
+            upstream_request.remove_header(name);
+        }
+        for (name, value) in forward.insert {
+            upstream_request.insert_header(name.clone(), value)?;
         }
         let peer = session
             .client_addr()
@@ -645,63 +484,22 @@ impl ProxyHttp for Proxy {
         ctx: &mut Ctx,
     ) -> Result<()> {
         upstream_response.insert_header("X-Request-Id", ctx.request_id.as_str())?;
-        if let Some(q) = &ctx.quota_headers {
-            for (name, value) in ctx.snapshot.quota_pairs(q) {
-                upstream_response.insert_header(name, value)?;
-            }
+        for (name, value) in ctx.quota_pairs() {
+            upstream_response.insert_header(name, value)?;
         }
         Ok(())
     }
 
     async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut Ctx) -> FailToProxy {
-        use ErrorType::*;
-        let (status, detail) = match e.etype() {
-            HTTPStatus(code) => (
-                *code,
-                e.context
-                    .as_ref()
-                    .map(|c| c.as_str().to_string())
-                    .unwrap_or_default(),
-            ),
-            ConnectTimedout | ReadTimedout | WriteTimedout | TLSHandshakeTimedout => {
-                (504, "the upstream did not answer in time".to_string())
-            }
-            _ if e.esource() == &ErrorSource::Upstream && tls_failure_detail(e).is_some() => {
-                (502, tls_failure_detail(e).unwrap_or_default())
-            }
-            _ => match e.esource() {
-                ErrorSource::Upstream => (
-                    502,
-                    "the upstream could not be reached or failed".to_string(),
-                ),
-                ErrorSource::Downstream => match e.etype() {
-                    WriteError | ReadError | ConnectionClosed => (0, String::new()),
-                    _ => (400, "malformed request".to_string()),
-                },
-                _ => (502, "the request could not be proxied".to_string()),
-            },
-        };
-        let status = if e.esource() == &ErrorSource::Upstream
-            && matches!(
-                e.etype(),
-                ConnectRefused | ConnectNoRoute | ConnectError | ConnectProxyFailure
-            ) {
-            502
-        } else {
-            status
-        };
+        let (status, detail) = failure_status(e);
         if status > 0 && session.response_written().is_none() {
-            if ctx.decided.0 != "http" {
-                ctx.decided = ("upstream", "error");
+            if ctx.decided.0 != Layer::Http {
+                ctx.decided = (Layer::Upstream, Outcome::Error);
             }
             // Pingora closes the downstream after an error: say so in the response.
             session.set_keepalive(None);
             let p = Problem::status(status, detail);
-            let headers = ctx
-                .quota_headers
-                .as_ref()
-                .map(|q| ctx.snapshot.quota_pairs(q))
-                .unwrap_or_default();
+            let headers = ctx.quota_pairs();
             let _ = send_problem(session, &p, &ctx.request_id, &headers).await;
         }
         FailToProxy {
@@ -740,8 +538,8 @@ impl ProxyHttp for Proxy {
                 client = %ctx.client,
                 tenant = ctx.tenant.as_deref().unwrap_or("-"),
                 tier = ctx.tier_label(),
-                layer = ctx.decided.0,
-                decision = ctx.decided.1,
+                layer = ctx.decided.0.as_str(),
+                decision = ctx.decided.1.as_str(),
                 status,
                 duration_ms = elapsed.as_secs_f64() * 1000.0,
             );

@@ -34,29 +34,66 @@ pub fn log_warnings(config: &Config) {
     }
 }
 
-/// Names of the process-level settings that differ (they need a restart). Listener
-/// certificate files are not among them: they are re-read and swapped in by every reload.
+/// A process-level setting a reload cannot change: its name (as reported), whether it
+/// differs between two configs, and how to keep the running value in a new config.
+struct RestartOnly {
+    name: &'static str,
+    differs: fn(&Config, &Config) -> bool,
+    keep: fn(&mut Config, &Config),
+}
+
+/// Every restart-only setting, declared once. Listener certificate files are not among them:
+/// they are re-read and swapped in by every reload.
+const RESTART_ONLY: &[RestartOnly] = &[
+    RestartOnly {
+        name: "listen",
+        differs: |a, b| {
+            a.listen.len() != b.listen.len()
+                || !a
+                    .listen
+                    .iter()
+                    .zip(&b.listen)
+                    .all(|(x, y)| x.same_socket(y))
+        },
+        keep: |new, running| new.listen = running.listen.clone(),
+    },
+    RestartOnly {
+        name: "admin.listen",
+        differs: |a, b| a.admin_listen != b.admin_listen,
+        keep: |new, running| new.admin_listen = running.admin_listen,
+    },
+    RestartOnly {
+        name: "server",
+        differs: |a, b| a.server != b.server,
+        keep: |new, running| new.server = running.server.clone(),
+    },
+    RestartOnly {
+        name: "observability.log_format",
+        differs: |a, b| a.observability.json_logs != b.observability.json_logs,
+        keep: |new, running| new.observability.json_logs = running.observability.json_logs,
+    },
+];
+
+/// Names of the process-level settings that differ (they need a restart).
 pub fn needs_restart(running: &Config, new: &Config) -> Vec<&'static str> {
-    let mut out = Vec::new();
-    let same_listeners = running.listen.len() == new.listen.len()
-        && running
-            .listen
-            .iter()
-            .zip(&new.listen)
-            .all(|(a, b)| a.same_socket(b));
-    if !same_listeners {
-        out.push("listen");
+    RESTART_ONLY
+        .iter()
+        .filter(|s| (s.differs)(running, new))
+        .map(|s| s.name)
+        .collect()
+}
+
+/// `new` with every restart-only setting that differs set back to its running value; returns
+/// the names of those settings.
+pub fn keep_restart_only(running: &Config, new: &mut Config) -> Vec<&'static str> {
+    let mut kept = Vec::new();
+    for s in RESTART_ONLY {
+        if (s.differs)(running, new) {
+            (s.keep)(new, running);
+            kept.push(s.name);
+        }
     }
-    if running.admin_listen != new.admin_listen {
-        out.push("admin.listen");
-    }
-    if running.server != new.server {
-        out.push("server");
-    }
-    if running.observability.json_logs != new.observability.json_logs {
-        out.push("observability.log_format");
-    }
-    out
+    kept
 }
 
 /// Loads, validates and builds the file at `app.config_path`, then swaps it in.
@@ -66,17 +103,13 @@ pub async fn reload(app: &Arc<App>) -> Result<(), Vec<ConfigError>> {
     let previous = app.snapshot.load_full();
     let built = tokio::task::spawn_blocking(move || {
         let mut new = config::load(&path)?;
-        let restart = needs_restart(&previous.config, &new);
+        let restart = keep_restart_only(&previous.config, &mut new);
         if !restart.is_empty() {
             tracing::warn!(
                 settings = ?restart,
                 "reload: {} changed, needs restart; keeping the running values",
                 restart.join(", ")
             );
-            new.listen = previous.config.listen.clone();
-            new.admin_listen = previous.config.admin_listen;
-            new.server = previous.config.server.clone();
-            new.observability.json_logs = previous.config.observability.json_logs;
         }
         Snapshot::build(new, Some(&previous))
     })

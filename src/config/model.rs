@@ -231,6 +231,32 @@ pub struct BreakerSettings {
     pub probes: u64,
 }
 
+/// Whether a limit is enforced or only watched (`mode`, docs/DESIGN.md 4c "Shadow").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Refusals are answered (default).
+    #[default]
+    Enforce,
+    /// The decision is taken, debited, counted (`outcome="shadow_limited"`) and logged, its
+    /// headers are sent, and the request goes on as if admitted.
+    Shadow,
+}
+
+impl Mode {
+    /// `enforce` or `shadow`, as written in YAML.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Enforce => "enforce",
+            Mode::Shadow => "shadow",
+        }
+    }
+
+    /// True for [`Mode::Shadow`].
+    pub fn is_shadow(self) -> bool {
+        self == Mode::Shadow
+    }
+}
+
 /// `edge:`: the per-client-IP in-memory limiter.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EdgeSettings {
@@ -238,11 +264,27 @@ pub struct EdgeSettings {
     /// `token_bucket` (default) or `gcra`.
     pub algorithm: Algorithm,
     pub trusted_proxies: Vec<IpNet>,
-    /// IPv6 clients are aggregated to this prefix length (bits).
+    /// IPv6 clients are aggregated to this prefix length (bits, 1..=128, default
+    /// [`DEFAULT_IPV6_PREFIX`]).
     pub ipv6_prefix: u8,
     pub exempt: Vec<IpNet>,
     /// Bound on tracked client keys (LRU eviction beyond it).
     pub max_clients: usize,
+    /// `edge.mode`: shadow counts and logs refusals without enforcing them.
+    pub mode: Mode,
+}
+
+/// IPv6 prefix length (bits) that identifies one client when `edge.ipv6_prefix` is not set
+/// (or there is no `edge:`): a /64 is what one site usually gets.
+pub const DEFAULT_IPV6_PREFIX: u8 = 64;
+
+impl Config {
+    /// The prefix length IPv6 clients are aggregated to, at the edge and for anonymous tenants.
+    pub fn ipv6_prefix(&self) -> u8 {
+        self.edge
+            .as_ref()
+            .map_or(DEFAULT_IPV6_PREFIX, |e| e.ipv6_prefix)
+    }
 }
 
 /// `identity:`.
@@ -251,10 +293,10 @@ pub struct IdentitySettings {
     pub jwt: Option<JwtSettings>,
     pub api_keys: Option<ApiKeySettings>,
     pub default_tier: Option<String>,
-    /// Header that carries the tenant id to the backend.
-    pub tenant_header: String,
-    /// Header that carries the tier name to the backend.
-    pub tier_header: String,
+    /// Header that carries the tenant id to the backend (a valid name, lower case).
+    pub tenant_header: http::HeaderName,
+    /// Header that carries the tier name to the backend (a valid name, lower case).
+    pub tier_header: http::HeaderName,
     /// Pass the credential that identified the request (`Authorization` / API key header) on to
     /// the backend. Default false: the backend gets the tenant and tier headers instead.
     pub forward_credentials: bool,
@@ -271,6 +313,7 @@ pub struct JwtSettings {
     pub leeway_s: u64,
     pub tenant_claim: String,
     pub tier_claim: Option<String>,
+    /// At least one key; kids are unique.
     pub keys: Vec<JwtKeySettings>,
 }
 
@@ -296,16 +339,17 @@ pub struct JwtKeySettings {
 /// `identity.api_keys`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiKeySettings {
-    /// Header name, lower case.
-    pub header: String,
+    /// Header the key is read from (a valid name, lower case).
+    pub header: http::HeaderName,
+    /// At least one key; digests are unique.
     pub keys: Vec<ApiKeyEntry>,
 }
 
 /// One API key, stored only as the SHA-256 digest of the key.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiKeyEntry {
-    /// Lower-case hex SHA-256 of the key.
-    pub sha256: String,
+    /// SHA-256 of the key (written in YAML as 64 hex digits).
+    pub sha256: [u8; 32],
     pub tenant: String,
     pub tier: Option<String>,
 }
@@ -322,6 +366,9 @@ pub struct Tier {
     pub weight: u32,
     /// Burst pool shared by the tier's tenants (`pool`), consulted when a tenant's bucket refuses.
     pub pool: Option<PoolSettings>,
+    /// `tiers.<name>.mode`: shadow counts and logs refusals without enforcing them. Not part of
+    /// any bucket key or script argument, so a reload switches it without touching state.
+    pub mode: Mode,
 }
 
 /// `tiers.<name>.pool`: a token bucket shared by all tenants of a tier.
@@ -438,6 +485,9 @@ pub struct RouteSettings {
     pub cost: u64,
     /// Largest request body in bytes (413 beyond); `None` = unlimited.
     pub max_body_bytes: Option<u64>,
+    /// `routes[].mode`: shadow makes every limit layer shadow for this route (edge, tenant,
+    /// upstream slot); identity failures stay enforced.
+    pub mode: Mode,
 }
 
 /// Which rate-limit header families to send.

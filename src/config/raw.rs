@@ -204,6 +204,7 @@ pub struct RawEdge {
     pub max_clients: Option<i64>,
     #[schemars(extend("enum" = ["token_bucket", "gcra"]))]
     pub algorithm: Option<String>,
+    pub mode: Option<String>,
 }
 
 /// `identity`: how a request's credentials map to a tenant and a tier (JWT, API keys, mTLS).
@@ -292,6 +293,7 @@ pub struct RawTier {
     #[schemars(range(min = 1))]
     pub weight: Option<i64>,
     pub pool: Option<RawPool>,
+    pub mode: Option<String>,
 }
 
 /// A calendar quota (UTC windows), debited with the main limit in the same atomic step.
@@ -398,6 +400,7 @@ pub struct RawRoute {
     pub cost: Option<i64>,
     #[schemars(range(min = 1))]
     pub max_body_bytes: Option<i64>,
+    pub mode: Option<String>,
 }
 
 /// `response`: the status of a rate-limit rejection and which RateLimit headers to send.

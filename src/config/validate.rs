@@ -94,6 +94,18 @@ impl Check {
         }
     }
 
+    /// `mode` at `path`: `enforce` (default) or `shadow`.
+    fn mode(&mut self, path: &str, text: Option<&str>) -> Mode {
+        match text {
+            None | Some("enforce") => Mode::Enforce,
+            Some("shadow") => Mode::Shadow,
+            Some(other) => {
+                self.err(path, format!("\"{other}\" is not a mode (enforce, shadow)"));
+                Mode::Enforce
+            }
+        }
+    }
+
     /// `limit` per `per` with `burst` (default = limit), checked by [`bounds::check`].
     fn rate(&mut self, path: &str, limit: i64, per: &str, burst: Option<i64>) -> Option<Rate> {
         let limit = self.positive(&format!("{path}.limit"), limit);
@@ -225,6 +237,7 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
                         .pool
                         .as_ref()
                         .and_then(|p| pool_settings(&mut c, &path, p)),
+                    mode: c.mode(&format!("{path}.mode"), t.mode.as_deref()),
                 },
             );
         }
@@ -265,11 +278,8 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
             per_ms,
             burst,
         };
-        if per_ms.is_some_and(|p| p > bounds::MAX_PER_MS) {
-            c.err(
-                format!("{path}.per"),
-                RateBoundError::PerTooLong.to_string(),
-            );
+        if let Some(Err(e)) = per_ms.map(bounds::check_per) {
+            c.err(format!("{path}.per"), e.to_string());
         } else {
             c.merged_rates(&path, &o, &tiers);
             // The algorithm's own bounds, in every tier the tenant may land in; the first
@@ -636,7 +646,7 @@ fn edge_settings(c: &mut Check, e: &RawEdge) -> Option<EdgeSettings> {
         e.trusted_proxies.as_deref().unwrap_or(&[]),
     );
     let exempt = c.cidrs("edge.exempt", e.exempt.as_deref().unwrap_or(&[]));
-    let ipv6_prefix = e.ipv6_prefix.unwrap_or(64);
+    let ipv6_prefix = e.ipv6_prefix.unwrap_or(DEFAULT_IPV6_PREFIX.into());
     if !(1..=128).contains(&ipv6_prefix) {
         c.err(
             "edge.ipv6_prefix",
@@ -652,6 +662,7 @@ fn edge_settings(c: &mut Check, e: &RawEdge) -> Option<EdgeSettings> {
         ipv6_prefix: ipv6_prefix.clamp(1, 128) as u8,
         exempt,
         max_clients,
+        mode: c.mode("edge.mode", e.mode.as_deref()),
     })
 }
 
@@ -660,12 +671,20 @@ fn identity_settings(
     raw: Option<&RawIdentity>,
     tier_ref: &mut impl FnMut(&mut Check, &str, &str),
 ) -> IdentitySettings {
-    let header = |c: &mut Check, path: &str, v: Option<&String>, default: &str| -> String {
-        let name = v.map(|s| s.to_ascii_lowercase()).unwrap_or(default.into());
-        if http::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
-            c.err(path, format!("\"{name}\" is not a valid header name"));
+    let header = |c: &mut Check, path: &str, v: Option<&String>, default: &'static str| {
+        let name = v.map(|s| s.to_ascii_lowercase());
+        match name
+            .as_deref()
+            .map(|n| http::HeaderName::from_bytes(n.as_bytes()))
+        {
+            None => http::HeaderName::from_static(default),
+            Some(Ok(h)) => h,
+            Some(Err(_)) => {
+                let name = name.unwrap_or_default();
+                c.err(path, format!("\"{name}\" is not a valid header name"));
+                http::HeaderName::from_static(default)
+            }
         }
-        name
     };
     let tenant_header = header(
         c,
@@ -699,13 +718,13 @@ fn identity_settings(
         let mut keys = Vec::new();
         for (i, k) in a.keys.iter().enumerate() {
             let path = format!("identity.api_keys.keys[{i}]");
-            let digest = k.sha256.to_ascii_lowercase();
-            if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+            let mut digest = [0u8; 32];
+            if k.sha256.len() != 64 || hex::decode_to_slice(&k.sha256, &mut digest).is_err() {
                 c.err(
                     format!("{path}.sha256"),
                     "must be 64 hex digits (the SHA-256 of the key; see `tollgate hash-key`)",
                 );
-            } else if !seen.insert(digest.clone()) {
+            } else if !seen.insert(digest) {
                 c.err(format!("{path}.sha256"), "duplicate key digest");
             }
             c.tenant_id(&format!("{path}.tenant"), &k.tenant);
@@ -1026,6 +1045,7 @@ fn route_settings(
         max_body_bytes: r
             .max_body_bytes
             .and_then(|v| c.positive(&format!("{path}.max_body_bytes"), v)),
+        mode: c.mode(&format!("{path}.mode"), r.mode.as_deref()),
     })
 }
 

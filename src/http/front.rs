@@ -13,6 +13,7 @@
 use super::head::{check_head, HeadRefusal, HeadVerdict};
 use crate::config::HttpLimits;
 use crate::metrics::{status_class, METRICS};
+use crate::pipeline::{Layer, Outcome};
 use crate::proxy::Proxy;
 use crate::response::{problem_response_bytes, Problem};
 use bytes::BytesMut;
@@ -89,7 +90,7 @@ pub async fn serve(
             ReadHead::TimedOut { received } => {
                 let refusal = HeadRefusal {
                     status: 408,
-                    outcome: "header_timeout",
+                    outcome: Outcome::HeaderTimeout,
                     detail: format!(
                         "the request head was not received within {:?} ({received} bytes arrived)",
                         limits.header_read_timeout
@@ -184,17 +185,17 @@ async fn answer(stream: &mut Stream, refusal: HeadRefusal) {
         .requests
         .with_label_values(&["none", status_class(refusal.status)])
         .inc();
-    METRICS.decision("http", refusal.outcome, "-");
+    METRICS.decision(Layer::Http, refusal.outcome, "-");
     tracing::warn!(
         request_id = %request_id,
         client = %client,
         status = refusal.status,
-        reason = %refusal.outcome,
+        reason = %refusal.outcome.as_str(),
         detail = %refusal.detail,
         "request head refused"
     );
     let problem = Problem::status(refusal.status, refusal.detail)
-        .with("reason", serde_json::json!(refusal.outcome));
+        .with("reason", serde_json::json!(refusal.outcome.as_str()));
     let bytes = problem_response_bytes(&problem, &request_id);
     let written = tokio::time::timeout(LINGER, async {
         stream.write_all(&bytes).await?;

@@ -9,6 +9,7 @@
 //! and ending in `chunked`.
 
 use crate::config::HttpLimits;
+use crate::pipeline::Outcome;
 
 /// Why a head is refused: status, a stable outcome label (metrics), and a detail sentence.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,7 +17,7 @@ pub struct HeadRefusal {
     /// 400, 414 or 431.
     pub status: u16,
     /// `malformed`, `headers_too_large`, `too_many_headers` or `uri_too_long`.
-    pub outcome: &'static str,
+    pub outcome: Outcome,
     /// Human-readable reason for the problem `detail` and the log.
     pub detail: String,
     /// The client's `X-Request-Id` when the head was complete enough to read it.
@@ -34,7 +35,7 @@ pub enum HeadVerdict {
     Refused(HeadRefusal),
 }
 
-fn refuse(status: u16, outcome: &'static str, detail: impl Into<String>) -> HeadVerdict {
+fn refuse(status: u16, outcome: Outcome, detail: impl Into<String>) -> HeadVerdict {
     HeadVerdict::Refused(HeadRefusal {
         status,
         outcome,
@@ -53,7 +54,7 @@ fn too_large(buf: &[u8], limits: &HttpLimits) -> HeadVerdict {
     if line_end.is_none_or(|end| end > limits.max_header_bytes) {
         refuse(
             414,
-            "uri_too_long",
+            Outcome::UriTooLong,
             format!(
                 "the request line is longer than {} bytes",
                 limits.max_header_bytes
@@ -62,7 +63,7 @@ fn too_large(buf: &[u8], limits: &HttpLimits) -> HeadVerdict {
     } else {
         refuse(
             431,
-            "headers_too_large",
+            Outcome::HeadersTooLarge,
             format!(
                 "the request head is larger than {} bytes",
                 limits.max_header_bytes
@@ -88,11 +89,17 @@ pub fn check_head(buf: &[u8], limits: &HttpLimits) -> HeadVerdict {
         Err(httparse::Error::TooManyHeaders) => {
             return refuse(
                 431,
-                "too_many_headers",
+                Outcome::TooManyHeaders,
                 format!("more than {} header fields", limits.max_headers),
             )
         }
-        Err(e) => return refuse(400, "malformed", format!("malformed request head: {e}")),
+        Err(e) => {
+            return refuse(
+                400,
+                Outcome::Malformed,
+                format!("malformed request head: {e}"),
+            )
+        }
     };
     let values = |name: &str| -> Vec<&[u8]> {
         req.headers
@@ -117,7 +124,7 @@ pub fn check_head(buf: &[u8], limits: &HttpLimits) -> HeadVerdict {
         None => HeadVerdict::Complete(len),
         Some(detail) => HeadVerdict::Refused(HeadRefusal {
             status: 400,
-            outcome: "malformed",
+            outcome: Outcome::Malformed,
             detail: detail.to_string(),
             request_id,
         }),
@@ -213,7 +220,7 @@ mod tests {
 
     fn refused(head: &str) -> (u16, &'static str, String) {
         match verdict(head) {
-            HeadVerdict::Refused(r) => (r.status, r.outcome, r.detail),
+            HeadVerdict::Refused(r) => (r.status, r.outcome.as_str(), r.detail),
             other => panic!("{head:?} not refused: {other:?}"),
         }
     }

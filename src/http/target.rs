@@ -418,6 +418,7 @@ mod tests {
                 auth: AuthMode::None,
                 cost: 1,
                 max_body_bytes: None,
+                mode: crate::config::Mode::Enforce,
             }
         }
 

@@ -1,5 +1,10 @@
-//! Identity stage (docs/DESIGN.md section 1, stage 2): `Authorization: Bearer <JWT>` or an API key
-//! header → [`Identity`] `(tenant, tier)`.
+//! Identity stage (docs/DESIGN.md section 1, stage 2): `Authorization: Bearer <JWT>`, an API key
+//! header or a verified client certificate → [`Identity`] `(tenant, tier, method)`.
+//!
+//! This module owns the tenant of every request: the anonymous tenant of a client without
+//! credentials ([`Authenticator::anonymous`], tier [`ANONYMOUS_TIER`]), tier resolution, and what
+//! the backend is told ([`Authenticator::forward`]: identity headers stripped from the client's
+//! request, tenant and tier headers set).
 //!
 //! An [`Authenticator`] is built once per config snapshot: secrets are read from the environment
 //! or files and PEM keys are parsed there, never per request. [`Authenticator::authenticate`] is
@@ -18,26 +23,57 @@ pub mod tenant_id;
 pub use api_key::hash_key;
 
 use crate::config::{ConfigError, IdentitySettings, TenantOverride, Tier};
-use http::header::{HeaderMap, AUTHORIZATION};
+use crate::edge::client_ip;
+use http::header::{HeaderMap, HeaderName, AUTHORIZATION};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
 
 pub use tenant_id::ANONYMOUS_PREFIX;
 /// The tier name carried by [`IdentityError::UnknownTier`] when tiers are configured but no tier
 /// could be resolved for an authenticated tenant (no tier claim/key tier, no `tenants:` entry
 /// with a tier, no `identity.default_tier`).
 pub const NO_TIER: &str = "<none>";
+/// The tier of anonymous tenants (docs/DESIGN.md section 1, stage 3): without a tier of this
+/// name, anonymous traffic has no tenant limit.
+pub const ANONYMOUS_TIER: &str = "anonymous";
+
+/// How a request was identified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// `Authorization: Bearer <JWT>`.
+    Jwt,
+    /// The API key header.
+    ApiKey,
+    /// A verified TLS client certificate (`identity.mtls`).
+    Mtls,
+    /// No credentials: one tenant per client key (IP, IPv6 reduced to a prefix).
+    Anonymous,
+}
+
+impl Method {
+    /// `jwt`, `api_key`, `mtls` or `anonymous`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Jwt => "jwt",
+            Method::ApiKey => "api_key",
+            Method::Mtls => "mtls",
+            Method::Anonymous => "anonymous",
+        }
+    }
+}
 
 /// Who made the request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
-    /// Tenant id: the JWT claim `tenant_claim` (else `sub`, RFC 7519 §4.1.2), or the API key's
-    /// configured tenant; always valid by [`tenant_id::validate`]. Raw text: it leaves the
-    /// process only through [`tenant_id::encode`] (backend header, Redis key).
+    /// Tenant id: the JWT claim `tenant_claim` (else `sub`, RFC 7519 §4.1.2), the API key's
+    /// configured tenant, the certificate's CN, or `ip:<client key>` for anonymous requests;
+    /// always valid by [`tenant_id::validate`]. Raw text: it leaves the process only through
+    /// [`tenant_id::encode`] (backend header, Redis key).
     pub tenant: String,
-    /// resolved tier name; None when no tier applies
+    /// Resolved tier name; `None` when no tier applies (no tiers configured, or an anonymous
+    /// request without an [`ANONYMOUS_TIER`]).
     pub tier: Option<String>,
-    /// "jwt" | "api_key" | "mtls"
-    pub method: &'static str,
+    pub method: Method,
 }
 
 /// Why identity failed. Every variant maps to a status in [`IdentityError::status`].
@@ -118,22 +154,24 @@ pub struct Authenticator {
     /// `tenants.<id>.tier`, for tenants that set one.
     tenant_tiers: HashMap<String, String>,
     default_tier: Option<String>,
-    strip: Vec<String>,
+    /// `identity.mtls` is on: a verified client certificate identifies the tenant.
+    mtls: bool,
+    /// Headers a client may not set for the backend (tenant and tier headers).
+    strip: Vec<HeaderName>,
+    tenant_header: HeaderName,
+    tier_header: HeaderName,
+    /// `identity.forward_credentials`.
+    forward_credentials: bool,
 }
 
-/// An optional part of the authenticator: the built value when configured and valid; its
-/// errors go to `errors`, to be reported with all the others.
-fn optional_part<T>(
-    built: Option<Result<T, Vec<ConfigError>>>,
-    errors: &mut Vec<ConfigError>,
-) -> Option<T> {
-    match built? {
-        Ok(v) => Some(v),
-        Err(e) => {
-            errors.extend(e);
-            None
-        }
-    }
+/// How the request sent to the backend changes for one identity (see
+/// [`Authenticator::forward`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Forward<'a> {
+    /// Headers removed from the client's request.
+    pub remove: Vec<&'a HeaderName>,
+    /// Headers set (name, value); values are header-safe.
+    pub insert: Vec<(&'a HeaderName, String)>,
 }
 
 impl Authenticator {
@@ -145,22 +183,17 @@ impl Authenticator {
         tiers: &BTreeMap<String, Tier>,
         tenants: &BTreeMap<String, TenantOverride>,
     ) -> Result<Authenticator, Vec<ConfigError>> {
-        let mut errors = Vec::new();
-        let jwt = optional_part(
-            settings.jwt.as_ref().map(jwt::JwtVerifier::build),
-            &mut errors,
-        );
-        let api_keys = optional_part(
-            settings.api_keys.as_ref().map(api_key::ApiKeyStore::build),
-            &mut errors,
-        );
-        if !errors.is_empty() {
-            return Err(errors);
-        }
-        let mut strip = vec![settings.tenant_header.to_ascii_lowercase()];
-        let tier_header = settings.tier_header.to_ascii_lowercase();
-        if !strip.contains(&tier_header) {
-            strip.push(tier_header);
+        // The only part that can fail: reading key files and secrets (everything else was
+        // validated into `settings`).
+        let jwt = settings
+            .jwt
+            .as_ref()
+            .map(jwt::JwtVerifier::build)
+            .transpose()?;
+        let api_keys = settings.api_keys.as_ref().map(api_key::ApiKeyStore::new);
+        let mut strip = vec![settings.tenant_header.clone()];
+        if settings.tier_header != settings.tenant_header {
+            strip.push(settings.tier_header.clone());
         }
         Ok(Authenticator {
             jwt,
@@ -171,7 +204,11 @@ impl Authenticator {
                 .filter_map(|(id, o)| o.tier.clone().map(|t| (id.clone(), t)))
                 .collect(),
             default_tier: settings.default_tier.clone(),
+            mtls: settings.mtls.is_some(),
             strip,
+            tenant_header: settings.tenant_header.clone(),
+            tier_header: settings.tier_header.clone(),
+            forward_credentials: settings.forward_credentials,
         })
     }
 
@@ -211,7 +248,7 @@ impl Authenticator {
                 return Ok(Some(Identity {
                     tenant: claims.tenant,
                     tier,
-                    method: "jwt",
+                    method: Method::Jwt,
                 }));
             }
         }
@@ -221,7 +258,7 @@ impl Authenticator {
                 return Ok(Some(Identity {
                     tenant: entry.tenant.clone(),
                     tier,
-                    method: "api_key",
+                    method: Method::ApiKey,
                 }));
             }
         }
@@ -243,15 +280,72 @@ impl Authenticator {
         Ok(Identity {
             tenant: cn.to_string(),
             tier,
-            method: "mtls",
+            method: Method::Mtls,
         })
+    }
+
+    /// Identifies a request: by its verified client certificate's subject CN when
+    /// `identity.mtls` is on and `cert_cn` is given, else by [`authenticate`](Self::authenticate).
+    pub fn identify(
+        &self,
+        headers: &HeaderMap,
+        cert_cn: Option<&str>,
+        now_s: u64,
+    ) -> Result<Option<Identity>, IdentityError> {
+        match cert_cn.filter(|_| self.mtls) {
+            Some(cn) => self.identify_client_cert(cn).map(Some),
+            None => self.authenticate(headers, now_s),
+        }
+    }
+
+    /// The anonymous identity of `client` (a normalised IP): tenant `ip:<key>` where the key is
+    /// the IP, IPv6 masked to `ipv6_prefix` bits (the edge's client key), in [`ANONYMOUS_TIER`]
+    /// when that tier exists, else without a tier.
+    pub fn anonymous(&self, client: IpAddr, ipv6_prefix: u8) -> Identity {
+        let key = client_ip::key_of(client, ipv6_prefix);
+        Identity {
+            tenant: tenant_id::anonymous(&key.to_string()),
+            tier: self
+                .tiers
+                .contains(ANONYMOUS_TIER)
+                .then(|| ANONYMOUS_TIER.to_string()),
+            method: Method::Anonymous,
+        }
+    }
+
+    /// What changes in the request sent to the backend for `identity`: the tenant and tier
+    /// headers ([`strip_headers`](Self::strip_headers)) are always removed from the client's
+    /// request; for an identified request (not anonymous) the credential that identified it
+    /// is removed too (unless `identity.forward_credentials`), and the tenant (percent-encoded
+    /// UTF-8, [`tenant_id::encode`]) and tier headers are set.
+    pub fn forward(&self, identity: Option<&Identity>) -> Forward<'_> {
+        let mut out = Forward {
+            remove: self.strip.iter().collect(),
+            insert: Vec::new(),
+        };
+        let Some(id) = identity.filter(|id| id.method != Method::Anonymous) else {
+            return out;
+        };
+        if !self.forward_credentials {
+            match (id.method, &self.api_keys) {
+                (Method::Jwt, _) => out.remove.push(&AUTHORIZATION),
+                (Method::ApiKey, Some(keys)) => out.remove.push(keys.header()),
+                _ => {}
+            }
+        }
+        let tenant = tenant_id::encode(&id.tenant).into_owned();
+        out.insert.push((&self.tenant_header, tenant));
+        if let Some(tier) = &id.tier {
+            out.insert.push((&self.tier_header, tier.clone()));
+        }
+        out
     }
 
     /// Header names (lower case) that must be stripped from client requests before proxying:
     /// the configured tenant/tier headers (`identity.tenant_header`, `identity.tier_header`),
     /// so a client can never pose as another tenant to the backend. One entry when both are the
     /// same name.
-    pub fn strip_headers(&self) -> &[String] {
+    pub fn strip_headers(&self) -> &[HeaderName] {
         &self.strip
     }
 
@@ -302,610 +396,7 @@ fn bearer_token(headers: &HeaderMap) -> Result<Option<&str>, IdentityError> {
     Ok(found)
 }
 
-/// Shared by the tests of this module and its children: fixture keys, signing, settings.
 #[cfg(test)]
-pub(crate) mod test_support {
-    use crate::config::{JwtKeySettings, JwtSettings, KeySource};
-    use jsonwebtoken::{Algorithm, EncodingKey, Header};
-    use serde_json::{json, Value};
-
-    /// A fixed "now" for tests (2023-11-14T22:13:20Z).
-    pub const NOW: u64 = 1_700_000_000;
-    pub const RSA_KEY: &str = "rsa2048.key.pem";
-    pub const RSA_PUB: &str = "rsa2048.pub.pem";
-    pub const EC256_KEY: &str = "ec-p256.key.pem";
-    pub const EC256_PUB: &str = "ec-p256.pub.pem";
-    pub const EC384_KEY: &str = "ec-p384.key.pem";
-    pub const EC384_PUB: &str = "ec-p384.pub.pem";
-    pub const ED_KEY: &str = "ed25519.key.pem";
-    pub const ED_PUB: &str = "ed25519.pub.pem";
-    /// File holding [`HS_SECRET`] plus one trailing newline.
-    pub const HS_SECRET_FILE: &str = "hs.secret";
-    pub const HS_SECRET: &[u8] = b"test-only-hmac-secret-0123456789abcdef";
-
-    pub fn fixture(name: &str) -> String {
-        format!("{}/tests/fixtures/keys/{name}", env!("CARGO_MANIFEST_DIR"))
-    }
-
-    pub fn read_fixture(name: &str) -> Vec<u8> {
-        std::fs::read(fixture(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
-    }
-
-    /// An HS* key reading [`HS_SECRET_FILE`].
-    pub fn hs_key(kid: Option<&str>, algorithm: Algorithm) -> JwtKeySettings {
-        JwtKeySettings {
-            kid: kid.map(str::to_string),
-            algorithm,
-            source: KeySource::SecretFile(fixture(HS_SECRET_FILE)),
-        }
-    }
-
-    /// A public-key entry reading fixture `name`.
-    pub fn pem_key(kid: Option<&str>, algorithm: Algorithm, name: &str) -> JwtKeySettings {
-        JwtKeySettings {
-            kid: kid.map(str::to_string),
-            algorithm,
-            source: KeySource::PublicKeyFile(fixture(name)),
-        }
-    }
-
-    /// Defaults as validation produces them: no iss/aud, leeway 30, tenant claim `sub`.
-    pub fn jwt_settings(keys: Vec<JwtKeySettings>) -> JwtSettings {
-        JwtSettings {
-            issuer: None,
-            audience: None,
-            leeway_s: 30,
-            tenant_claim: "sub".into(),
-            tier_claim: None,
-            keys,
-        }
-    }
-
-    /// `sub: acme`, valid for an hour around [`NOW`].
-    pub fn good_claims() -> Value {
-        json!({ "sub": "acme", "iat": NOW - 10, "exp": NOW + 3600 })
-    }
-
-    /// Signs with the fixture private key of `alg`'s family (HS*: [`HS_SECRET`]).
-    pub fn sign(alg: Algorithm, kid: Option<&str>, claims: &Value) -> String {
-        let key = match alg {
-            Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512 => hs_encoding_key(HS_SECRET),
-            Algorithm::ES256 => EncodingKey::from_ec_pem(&read_fixture(EC256_KEY)).unwrap(),
-            Algorithm::ES384 => EncodingKey::from_ec_pem(&read_fixture(EC384_KEY)).unwrap(),
-            Algorithm::EdDSA => EncodingKey::from_ed_pem(&read_fixture(ED_KEY)).unwrap(),
-            _ => EncodingKey::from_rsa_pem(&read_fixture(RSA_KEY)).unwrap(),
-        };
-        let mut header = Header::new(alg);
-        header.kid = kid.map(str::to_string);
-        sign_with(header, claims, &key)
-    }
-
-    /// An HMAC signing key for `secret`.
-    pub fn hs_encoding_key(secret: &[u8]) -> EncodingKey {
-        EncodingKey::from_secret(secret).expect("non-empty secret")
-    }
-
-    pub fn sign_with(header: Header, claims: &Value, key: &EncodingKey) -> String {
-        jsonwebtoken::encode(&header, claims, key).expect("encode")
-    }
-
-    /// Unpadded base64url, for hand-crafted tokens.
-    pub fn b64url(data: &[u8]) -> String {
-        use base64::Engine;
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(data)
-    }
-}
-
+pub(crate) mod test_support;
 #[cfg(test)]
-mod tests {
-    use super::test_support::*;
-    use super::*;
-    use crate::config::{ApiKeyEntry, ApiKeySettings, FailurePolicy, JwtSettings};
-    use crate::limit::Rate;
-    use http::HeaderValue;
-    use jsonwebtoken::Algorithm;
-    use serde_json::json;
-
-    const ACME_KEY: &str = "acme-live-0123456789";
-    const GLOBEX_KEY: &str = "globex-live-0123456789";
-    const BIGCO_KEY: &str = "bigco-live-0123456789";
-
-    fn tiers(names: &[&str]) -> BTreeMap<String, Tier> {
-        names
-            .iter()
-            .map(|n| {
-                (
-                    n.to_string(),
-                    Tier {
-                        name: n.to_string(),
-                        rate: Rate::new(60, 60_000, 20),
-                        on_failure: FailurePolicy::Local,
-                        policy: Default::default(),
-                        weight: 1,
-                        pool: None,
-                    },
-                )
-            })
-            .collect()
-    }
-
-    fn tenants() -> BTreeMap<String, TenantOverride> {
-        let mut m = BTreeMap::new();
-        m.insert(
-            "bigco".to_string(),
-            TenantOverride {
-                tier: Some("enterprise".into()),
-                limit: Some(50_000),
-                per_ms: None,
-                burst: None,
-            },
-        );
-        m.insert(
-            "limitonly".to_string(),
-            TenantOverride {
-                tier: None,
-                limit: Some(5),
-                per_ms: None,
-                burst: None,
-            },
-        );
-        m
-    }
-
-    fn jwt() -> JwtSettings {
-        let mut s = jwt_settings(vec![
-            hs_key(Some("h1"), Algorithm::HS256),
-            pem_key(Some("k1"), Algorithm::RS256, RSA_PUB),
-            pem_key(None, Algorithm::ES256, EC256_PUB),
-            pem_key(None, Algorithm::EdDSA, ED_PUB),
-        ]);
-        s.tenant_claim = "tenant".into();
-        s.tier_claim = Some("tier".into());
-        s
-    }
-
-    fn api_keys() -> ApiKeySettings {
-        ApiKeySettings {
-            header: "x-api-key".into(),
-            keys: vec![
-                ApiKeyEntry {
-                    sha256: hash_key(ACME_KEY),
-                    tenant: "acme".into(),
-                    tier: Some("pro".into()),
-                },
-                ApiKeyEntry {
-                    sha256: hash_key(GLOBEX_KEY),
-                    tenant: "globex".into(),
-                    tier: None,
-                },
-                ApiKeyEntry {
-                    sha256: hash_key(BIGCO_KEY),
-                    tenant: "bigco".into(),
-                    tier: None,
-                },
-            ],
-        }
-    }
-
-    fn settings() -> IdentitySettings {
-        IdentitySettings {
-            jwt: Some(jwt()),
-            api_keys: Some(api_keys()),
-            default_tier: Some("free".into()),
-            tenant_header: "x-tollgate-tenant".into(),
-            tier_header: "x-tollgate-tier".into(),
-            forward_credentials: false,
-            mtls: None,
-        }
-    }
-
-    fn auth() -> Authenticator {
-        Authenticator::build(
-            &settings(),
-            &tiers(&["free", "pro", "enterprise"]),
-            &tenants(),
-        )
-        .expect("build")
-    }
-
-    fn bearer(token: &str) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert(
-            AUTHORIZATION,
-            HeaderValue::from_str(&format!("Bearer {token}")).unwrap(),
-        );
-        h
-    }
-
-    fn with_key(mut h: HeaderMap, key: &str) -> HeaderMap {
-        h.append("x-api-key", HeaderValue::from_str(key).unwrap());
-        h
-    }
-
-    fn token(claims: serde_json::Value) -> String {
-        sign(Algorithm::HS256, Some("h1"), &claims)
-    }
-
-    fn claims_with(extra: serde_json::Value) -> serde_json::Value {
-        let mut c = good_claims();
-        for (k, v) in extra.as_object().unwrap() {
-            c[k] = v.clone();
-        }
-        c
-    }
-
-    #[test]
-    fn authenticator_is_send_sync_clone() {
-        fn check<T: Send + Sync + Clone + std::fmt::Debug>() {}
-        check::<Authenticator>();
-    }
-
-    #[test]
-    fn no_credentials_is_anonymous() {
-        let a = auth();
-        assert_eq!(a.authenticate(&HeaderMap::new(), NOW), Ok(None));
-        let mut h = HeaderMap::new();
-        h.insert("x-other", HeaderValue::from_static("v"));
-        assert_eq!(a.authenticate(&h, NOW), Ok(None));
-    }
-
-    #[test]
-    fn jwt_identity_with_each_key_family() {
-        let a = auth();
-        let c = claims_with(json!({"tenant": "acme"}));
-        for (alg, kid) in [
-            (Algorithm::HS256, Some("h1")),
-            (Algorithm::RS256, Some("k1")),
-            (Algorithm::RS256, None),
-            (Algorithm::ES256, None),
-            (Algorithm::EdDSA, None),
-        ] {
-            let id = a
-                .authenticate(&bearer(&sign(alg, kid, &c)), NOW)
-                .unwrap()
-                .unwrap();
-            assert_eq!(
-                id,
-                Identity {
-                    tenant: "acme".into(),
-                    tier: Some("free".into()),
-                    method: "jwt"
-                },
-                "{alg:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn jwt_tier_resolution_order() {
-        let a = auth();
-        let id = |c| a.authenticate(&bearer(&token(c)), NOW);
-        // 1. tier claim wins over the tenants map and the default.
-        let r = id(claims_with(json!({"tenant": "bigco", "tier": "pro"})));
-        assert_eq!(r.unwrap().unwrap().tier.as_deref(), Some("pro"));
-        // 2. tenants map.
-        let r = id(claims_with(json!({"tenant": "bigco"})));
-        assert_eq!(r.unwrap().unwrap().tier.as_deref(), Some("enterprise"));
-        // A tenants entry without tier falls through to the default.
-        let r = id(claims_with(json!({"tenant": "limitonly"})));
-        assert_eq!(r.unwrap().unwrap().tier.as_deref(), Some("free"));
-        // 3. default tier.
-        let r = id(claims_with(json!({"tenant": "acme"})));
-        assert_eq!(r.unwrap().unwrap().tier.as_deref(), Some("free"));
-        // Empty tier claim counts as absent.
-        let r = id(claims_with(json!({"tenant": "bigco", "tier": ""})));
-        assert_eq!(r.unwrap().unwrap().tier.as_deref(), Some("enterprise"));
-        // Tenant falls back to sub (rule 3), and the tenants map applies to it.
-        let r = id(claims_with(json!({"sub": "bigco"})));
-        let got = r.unwrap().unwrap();
-        assert_eq!(
-            (got.tenant.as_str(), got.tier.as_deref()),
-            ("bigco", Some("enterprise"))
-        );
-    }
-
-    #[test]
-    fn unknown_tier_is_403() {
-        let a = auth();
-        let r = a.authenticate(
-            &bearer(&token(claims_with(json!({"tier": "platinum"})))),
-            NOW,
-        );
-        assert_eq!(r, Err(IdentityError::UnknownTier("platinum".into())));
-        assert_eq!(r.unwrap_err().status(), 403);
-    }
-
-    #[test]
-    fn no_resolvable_tier() {
-        let mut s = settings();
-        s.default_tier = None;
-        // Tiers exist, nothing resolves: 403 with the "<none>" marker.
-        let a =
-            Authenticator::build(&s, &tiers(&["free", "pro", "enterprise"]), &tenants()).unwrap();
-        let r = a.authenticate(&bearer(&token(good_claims())), NOW);
-        assert_eq!(r, Err(IdentityError::UnknownTier(NO_TIER.into())));
-        let r = a.authenticate(&with_key(HeaderMap::new(), GLOBEX_KEY), NOW);
-        assert_eq!(r, Err(IdentityError::UnknownTier(NO_TIER.into())));
-        // ... but tenants with a tier still resolve.
-        let r = a.authenticate(&with_key(HeaderMap::new(), BIGCO_KEY), NOW);
-        assert_eq!(r.unwrap().unwrap().tier.as_deref(), Some("enterprise"));
-        // No tiers at all: tier None.
-        let a = Authenticator::build(&s, &BTreeMap::new(), &BTreeMap::new()).unwrap();
-        let r = a
-            .authenticate(&bearer(&token(good_claims())), NOW)
-            .unwrap()
-            .unwrap();
-        assert_eq!((r.tenant.as_str(), r.tier), ("acme", None));
-        let r = a
-            .authenticate(&with_key(HeaderMap::new(), GLOBEX_KEY), NOW)
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            (r.tenant.as_str(), r.tier, r.method),
-            ("globex", None, "api_key")
-        );
-    }
-
-    #[test]
-    fn api_key_identity_and_tier_order() {
-        let a = auth();
-        let id = |k| {
-            a.authenticate(&with_key(HeaderMap::new(), k), NOW)
-                .unwrap()
-                .unwrap()
-        };
-        // 1. the key's own tier.
-        assert_eq!(
-            id(ACME_KEY),
-            Identity {
-                tenant: "acme".into(),
-                tier: Some("pro".into()),
-                method: "api_key"
-            }
-        );
-        // 2. tenants map.
-        assert_eq!(id(BIGCO_KEY).tier.as_deref(), Some("enterprise"));
-        // 3. default tier.
-        assert_eq!(id(GLOBEX_KEY).tier.as_deref(), Some("free"));
-        // An explicit key tier beats the tenants map.
-        let mut s = settings();
-        s.api_keys.as_mut().unwrap().keys[2].tier = Some("pro".into());
-        let a =
-            Authenticator::build(&s, &tiers(&["free", "pro", "enterprise"]), &tenants()).unwrap();
-        let r = a
-            .authenticate(&with_key(HeaderMap::new(), BIGCO_KEY), NOW)
-            .unwrap()
-            .unwrap();
-        assert_eq!(r.tier.as_deref(), Some("pro"));
-    }
-
-    #[test]
-    fn api_key_errors() {
-        let a = auth();
-        let r = a.authenticate(&with_key(HeaderMap::new(), "wrong"), NOW);
-        assert_eq!(r, Err(IdentityError::UnknownApiKey));
-        let h = with_key(with_key(HeaderMap::new(), ACME_KEY), ACME_KEY);
-        assert_eq!(a.authenticate(&h, NOW), Err(IdentityError::DuplicateApiKey));
-        // Case-insensitive header name.
-        let mut h = HeaderMap::new();
-        h.insert(
-            http::header::HeaderName::from_static("x-api-key"),
-            HeaderValue::from_static(ACME_KEY),
-        );
-        let mut upper = HeaderMap::new();
-        upper.insert(
-            http::header::HeaderName::from_bytes(b"X-API-Key").unwrap(),
-            HeaderValue::from_static(ACME_KEY),
-        );
-        assert_eq!(a.authenticate(&upper, NOW), a.authenticate(&h, NOW));
-        assert_eq!(a.authenticate(&upper, NOW).unwrap().unwrap().tenant, "acme");
-    }
-
-    #[test]
-    fn bearer_decides_when_both_are_present() {
-        let a = auth();
-        // Valid bearer + valid key of another tenant: the token's tenant.
-        let h = with_key(
-            bearer(&token(claims_with(json!({"tenant": "bigco"})))),
-            ACME_KEY,
-        );
-        let id = a.authenticate(&h, NOW).unwrap().unwrap();
-        assert_eq!((id.tenant.as_str(), id.method), ("bigco", "jwt"));
-        // Invalid bearer + valid key: the token's error, the key is not a fallback.
-        let h = with_key(bearer("not.a.jwt"), ACME_KEY);
-        assert!(matches!(
-            a.authenticate(&h, NOW),
-            Err(IdentityError::InvalidToken(_))
-        ));
-        // Valid bearer + duplicate key headers: the key header is not looked at.
-        let h = with_key(with_key(bearer(&token(good_claims())), "x"), "y");
-        assert_eq!(a.authenticate(&h, NOW).unwrap().unwrap().method, "jwt");
-    }
-
-    #[test]
-    fn non_bearer_authorization_is_ignored() {
-        let a = auth();
-        let mut h = HeaderMap::new();
-        h.insert(
-            AUTHORIZATION,
-            HeaderValue::from_static("Basic YWxhZGRpbjpvcGVuc2VzYW1l"),
-        );
-        assert_eq!(a.authenticate(&h, NOW), Ok(None));
-        let h = with_key(h, ACME_KEY);
-        assert_eq!(a.authenticate(&h, NOW).unwrap().unwrap().method, "api_key");
-        // "Bearerx" is another scheme, not Bearer.
-        let mut h = HeaderMap::new();
-        h.insert(AUTHORIZATION, HeaderValue::from_static("Bearerx abc"));
-        assert_eq!(a.authenticate(&h, NOW), Ok(None));
-        // Basic next to a Bearer value: the bearer is used.
-        let mut h = HeaderMap::new();
-        h.append(
-            AUTHORIZATION,
-            HeaderValue::from_static("Basic YWxhZGRpbjpvcGVuc2VzYW1l"),
-        );
-        h.append(
-            AUTHORIZATION,
-            HeaderValue::from_str(&format!("Bearer {}", token(good_claims()))).unwrap(),
-        );
-        assert_eq!(a.authenticate(&h, NOW).unwrap().unwrap().tenant, "acme");
-    }
-
-    #[test]
-    fn bearer_scheme_parsing() {
-        let a = auth();
-        let t = token(good_claims());
-        for v in [
-            format!("bearer {t}"),
-            format!("BEARER {t}"),
-            format!("Bearer   {t}  "),
-        ] {
-            let mut h = HeaderMap::new();
-            h.insert(AUTHORIZATION, HeaderValue::from_str(&v).unwrap());
-            assert_eq!(
-                a.authenticate(&h, NOW).unwrap().unwrap().tenant,
-                "acme",
-                "{v}"
-            );
-        }
-        for v in ["Bearer", "Bearer ", "Bearer    "] {
-            let mut h = HeaderMap::new();
-            h.insert(AUTHORIZATION, HeaderValue::from_static(v));
-            assert_eq!(
-                a.authenticate(&h, NOW),
-                Err(IdentityError::InvalidToken("missing token".into())),
-                "{v:?}"
-            );
-        }
-        let mut h = HeaderMap::new();
-        h.append(
-            AUTHORIZATION,
-            HeaderValue::from_str(&format!("Bearer {t}")).unwrap(),
-        );
-        h.append(
-            AUTHORIZATION,
-            HeaderValue::from_str(&format!("Bearer {t}")).unwrap(),
-        );
-        assert_eq!(
-            a.authenticate(&h, NOW),
-            Err(IdentityError::InvalidToken(
-                "more than one bearer token".into()
-            ))
-        );
-        let mut h = HeaderMap::new();
-        h.insert(
-            AUTHORIZATION,
-            HeaderValue::from_bytes(b"Bearer \xff\xfe.a.b").unwrap(),
-        );
-        assert!(matches!(
-            a.authenticate(&h, NOW),
-            Err(IdentityError::InvalidToken(_))
-        ));
-    }
-
-    #[test]
-    fn bearer_ignored_when_jwt_not_configured() {
-        let mut s = settings();
-        s.jwt = None;
-        let a =
-            Authenticator::build(&s, &tiers(&["free", "pro", "enterprise"]), &tenants()).unwrap();
-        assert_eq!(a.authenticate(&bearer("anything"), NOW), Ok(None));
-        let h = with_key(bearer("anything"), ACME_KEY);
-        assert_eq!(a.authenticate(&h, NOW).unwrap().unwrap().tenant, "acme");
-        // And API key headers are ignored when API keys are not configured.
-        let mut s = settings();
-        s.api_keys = None;
-        let a =
-            Authenticator::build(&s, &tiers(&["free", "pro", "enterprise"]), &tenants()).unwrap();
-        assert_eq!(
-            a.authenticate(&with_key(HeaderMap::new(), "zzz"), NOW),
-            Ok(None)
-        );
-    }
-
-    #[test]
-    fn expired_token_via_authenticate_uses_injected_clock() {
-        let a = auth();
-        let t = token(good_claims()); // exp = NOW + 3600, leeway 30
-        assert!(a.authenticate(&bearer(&t), NOW + 3629).is_ok());
-        assert_eq!(
-            a.authenticate(&bearer(&t), NOW + 3630),
-            Err(IdentityError::InvalidToken("token expired".into()))
-        );
-    }
-
-    #[test]
-    fn status_and_www_authenticate() {
-        let cases = [
-            (
-                IdentityError::InvalidToken("token expired".into()),
-                401,
-                Some("Bearer error=\"invalid_token\""),
-            ),
-            (
-                IdentityError::UnknownApiKey,
-                401,
-                Some("Bearer error=\"invalid_token\""),
-            ),
-            (IdentityError::Missing, 401, Some("Bearer")),
-            (IdentityError::DuplicateApiKey, 400, None),
-            (IdentityError::UnknownTier("gold".into()), 403, None),
-        ];
-        for (e, status, www) in cases {
-            assert_eq!(e.status(), status, "{e:?}");
-            assert_eq!(e.www_authenticate(), www, "{e:?}");
-            assert!(!e.detail().is_empty());
-        }
-        assert_eq!(
-            IdentityError::InvalidToken("token expired".into()).detail(),
-            "invalid bearer token: token expired"
-        );
-        assert_eq!(
-            IdentityError::UnknownTier("gold".into()).detail(),
-            "tier \"gold\" is not configured"
-        );
-        assert_eq!(
-            IdentityError::UnknownTier(NO_TIER.into()).detail(),
-            "no tier is configured for this tenant"
-        );
-    }
-
-    #[test]
-    fn strip_headers_are_the_configured_identity_headers() {
-        let a = auth();
-        assert_eq!(a.strip_headers(), ["x-tollgate-tenant", "x-tollgate-tier"]);
-        let mut s = settings();
-        s.tier_header = "X-Tollgate-Tenant".into();
-        let a = Authenticator::build(&s, &tiers(&["free"]), &BTreeMap::new()).unwrap();
-        assert_eq!(a.strip_headers(), ["x-tollgate-tenant"]);
-    }
-
-    #[test]
-    fn build_collects_jwt_and_api_key_errors() {
-        let mut s = settings();
-        s.jwt.as_mut().unwrap().keys[1] = pem_key(Some("k1"), Algorithm::RS256, "nope.pem");
-        s.api_keys.as_mut().unwrap().keys[0].sha256 = "zz".into();
-        let errs = Authenticator::build(&s, &tiers(&["free"]), &BTreeMap::new()).unwrap_err();
-        let paths: Vec<&str> = errs.iter().map(|e| e.path.as_str()).collect();
-        assert_eq!(
-            paths,
-            [
-                "identity.jwt.keys[1].public_key_file",
-                "identity.api_keys.keys[0].sha256"
-            ]
-        );
-        assert!(errs[0]
-            .to_string()
-            .starts_with("identity.jwt.keys[1].public_key_file: cannot read"));
-    }
-
-    #[test]
-    fn debug_output_has_no_secrets() {
-        let a = auth();
-        let dbg = format!("{a:?}");
-        assert!(
-            !dbg.contains(std::str::from_utf8(HS_SECRET).unwrap()),
-            "{dbg}"
-        );
-        assert!(!dbg.contains(&hash_key(ACME_KEY)), "{dbg}");
-    }
-}
+mod tests;

@@ -35,6 +35,15 @@ pub enum RateBoundError {
     LimitTooLarge,
 }
 
+/// The bound on a period alone (`per` at most [`MAX_PER_MS`]), for a `per` checked before it
+/// is part of a whole rate (a tenant override). Errors: [`RateBoundError::PerTooLong`].
+pub fn check_per(per_ms: u64) -> Result<(), RateBoundError> {
+    if per_ms > MAX_PER_MS {
+        return Err(RateBoundError::PerTooLong);
+    }
+    Ok(())
+}
+
 /// Checks that `rate` can be decided exactly in Rust and in Lua, and that its headers fit.
 ///
 /// Errors: the first bound violated, in the order of the variants of [`RateBoundError`].
@@ -43,9 +52,7 @@ pub fn check(rate: &Rate) -> Result<(), RateBoundError> {
     if limit == 0 || per == 0 || burst == 0 {
         return Err(RateBoundError::Zero);
     }
-    if rate.per_ms > MAX_PER_MS {
-        return Err(RateBoundError::PerTooLong);
-    }
+    check_per(rate.per_ms)?;
     if burst * per > MAX_UNITS {
         return Err(RateBoundError::BurstTooLarge);
     }

@@ -1,0 +1,67 @@
+//! Stage 2, route: the request target normalised (or refused), then host + longest path prefix
+//! → route; and the route's body size limit on the declared `Content-Length`.
+
+use super::{Layer, Outcome, Rejection};
+use crate::config::RouteSettings;
+use crate::http::{self, body, target};
+use crate::response::Problem;
+use crate::snapshot::Snapshot;
+use pingora::http::RequestHeader;
+use serde_json::json;
+
+/// Normalises `req`'s target in place (what the backend receives) and finds its route: the
+/// index into `snap.config.routes`. Errors: 400 `bad_target` (a target that cannot be
+/// normalised safely, with `reason`), 404 `not_found`.
+pub fn resolve(snap: &Snapshot, req: &mut RequestHeader) -> Result<usize, Rejection> {
+    let target = target::normalise_target(req.raw_path()).map_err(bad_target)?;
+    let host = http::routing_host(req, &target);
+    if http::apply_target(req, &target).is_err() {
+        return Err(bad_target(target::TargetError::UnsupportedForm));
+    }
+    snap.router.find(&host, &target.path).ok_or_else(|| {
+        let p = Problem::status(404, "no route matches this host and path");
+        Rejection::new(Layer::Route, Outcome::NotFound, p)
+    })
+}
+
+/// The route `req` will take, without changing `req` (`None`: its target is refused or no
+/// route matches). For decisions taken before routing that depend on the route (the edge in a
+/// shadow route).
+pub fn peek<'a>(snap: &'a Snapshot, req: &RequestHeader) -> Option<&'a RouteSettings> {
+    let target = target::normalise_target(req.raw_path()).ok()?;
+    let host = http::routing_host(req, &target);
+    let index = snap.router.find(&host, &target.path)?;
+    snap.config.routes.get(index)
+}
+
+/// The 400 for a target that cannot be normalised safely.
+pub fn bad_target(why: target::TargetError) -> Rejection {
+    let p = Problem::status(400, why.detail()).with("reason", json!(why.as_str()));
+    Rejection::new(Layer::Http, Outcome::BadTarget, p)
+}
+
+/// 413 when the declared `Content-Length` is over `route.max_body_bytes`.
+pub fn check_body(route: &RouteSettings, req: &RequestHeader) -> Result<(), Rejection> {
+    let declared = req.headers.get("content-length").map(|v| v.as_bytes());
+    if body::declared_too_large(declared, route.max_body_bytes) {
+        return Err(body_too_large(route.max_body_bytes));
+    }
+    Ok(())
+}
+
+/// The 413 for a body over `max` bytes (declared, or found while streaming).
+pub fn body_too_large(max: Option<u64>) -> Rejection {
+    let p = Problem::status(413, body_limit_detail(max));
+    Rejection::new(Layer::Http, Outcome::BodyTooLarge, p)
+}
+
+/// The 413 `detail`.
+pub fn body_limit_detail(max: Option<u64>) -> String {
+    format!(
+        "the request body is larger than this route's limit of {} bytes",
+        max.unwrap_or(0)
+    )
+}
+
+#[cfg(test)]
+mod tests;

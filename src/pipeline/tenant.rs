@@ -1,0 +1,227 @@
+//! Stage 4, tenant quota: the tenant's tier sizes its bucket, one Redis script call decides
+//! (docs/DESIGN.md sections 2–3, 4c); a refusal may be rescued by the tier's burst pool.
+//!
+//! [`plan`] (pure) says what to ask, [`run`] asks the quota store (and the pool, on the refusal
+//! path only), [`judge`] (pure) turns the answer into a [`Verdict`].
+
+use super::{Decision, Layer, Outcome, Rejection};
+use crate::config::{PoolSettings, Tier, TierPolicy};
+use crate::identity::Identity;
+use crate::limit::{self, Rate};
+use crate::policy_headers;
+use crate::quota::pool_store::pool_headers;
+use crate::quota::{QuotaOutcome, QuotaService, Reservation, TenantQuota};
+use crate::region::RegionBudget;
+use crate::response::{self, Problem, QuotaHeaders};
+use crate::snapshot::Snapshot;
+use serde_json::json;
+
+/// What the tenant stage asks the quota store for one request.
+#[derive(Debug, Clone)]
+pub struct Plan<'a> {
+    pub tenant: String,
+    pub tier: &'a Tier,
+    /// The tenant's effective bucket (tier merged with its `tenants:` override, cut to this
+    /// region's share under `multi_region:`).
+    pub rate: Rate,
+    /// Tokens this request costs (`routes[].cost`).
+    pub cost: u64,
+    /// The tier's policy cut to this region's share (`None`: the tier's own).
+    regional: Option<TierPolicy>,
+}
+
+impl Plan<'_> {
+    /// The policy that decides: the tier's, or its regional cut.
+    pub fn policy(&self) -> &TierPolicy {
+        self.regional.as_ref().unwrap_or(&self.tier.policy)
+    }
+
+    /// The quota store request.
+    pub fn request(&self) -> TenantQuota<'_> {
+        TenantQuota {
+            tenant: &self.tenant,
+            policy: &self.tier.name,
+            rate: self.rate,
+            cost: self.cost,
+            on_failure: self.tier.on_failure,
+            tier_policy: self.policy(),
+        }
+    }
+
+    /// This region's part of the budget, main limit and calendar quotas alike (docs/DESIGN.md
+    /// 4c), recording the request's demand.
+    pub fn in_region(mut self, region: &RegionBudget) -> Self {
+        region.record(&self.tenant, self.cost);
+        let share = region.share(&self.tenant);
+        self.rate = share.apply(self.rate);
+        self.regional = share.apply_quotas(&self.tier.policy);
+        self
+    }
+}
+
+/// The plan for `identity` on a route costing `cost`: `Ok(None)` when the stage does not apply
+/// (no tiers, or an identity without a tier); a 403 `rejected` when its tier does not exist.
+pub fn plan<'a>(
+    snap: &'a Snapshot,
+    identity: &Identity,
+    cost: u64,
+) -> Result<Option<Plan<'a>>, Rejection> {
+    let (Some(_), Some(tier_name)) = (&snap.quota, &identity.tier) else {
+        return Ok(None);
+    };
+    let Some((tier, rate)) = snap.tenant_rate(&identity.tenant, tier_name) else {
+        let p = Problem::status(403, format!("tier \"{tier_name}\" does not exist"));
+        return Err(Rejection::new(Layer::Identity, Outcome::Rejected, p));
+    };
+    Ok(Some(Plan {
+        tenant: identity.tenant.clone(),
+        tier,
+        rate,
+        cost,
+        regional: None,
+    }))
+}
+
+/// What the tenant stage decided, with what the response and the metrics need.
+#[derive(Debug, Clone)]
+pub struct Verdict {
+    pub decision: Decision,
+    /// The `outcome` label of an admission (`admitted`, `fallback`, `pool_admitted`,
+    /// `failed_open`); a rejection carries its own.
+    pub outcome: Outcome,
+    /// Rate-limit headers for the response (none when failed open).
+    pub headers: Option<QuotaHeaders>,
+    /// The admission left under 20% of the burst.
+    pub near_limit: bool,
+    /// A `leaky_bucket` slot taken (with the bucket that decided), to give back if the client
+    /// leaves during its delay.
+    pub reservation: Option<(Rate, Reservation)>,
+}
+
+impl Verdict {
+    fn new(decision: Decision, outcome: Outcome, headers: Option<QuotaHeaders>) -> Self {
+        Verdict {
+            decision,
+            outcome,
+            headers,
+            near_limit: false,
+            reservation: None,
+        }
+    }
+}
+
+/// Asks the quota store, and the tier's burst pool when the tenant's bucket (in Redis, not
+/// the fallback) refused; then [`judge`]s.
+pub async fn run(quota: &QuotaService, plan: &Plan<'_>, status: u16, shadow: bool) -> Verdict {
+    // Boxed: the store's futures are deep, and nesting them in the proxy's request future
+    // would need a higher recursion limit for its layout (one allocation next to a Redis call).
+    let outcome = Box::pin(quota.decide(&plan.request())).await;
+    let mut pool = None;
+    if let (Some(p), Some(h)) = (&plan.tier.pool, headers_of(plan, &outcome)) {
+        // Not when degraded: the pool lives in Redis too.
+        if !h.admitted() && !h.degraded {
+            let asked = quota.decide_pool(&plan.tier.name, &plan.tenant, p, plan.cost);
+            pool = asked.await.ok().map(|d| (p, d));
+        }
+    }
+    judge(plan, status, outcome, pool, shadow)
+}
+
+/// The headers of a bucket decision (none when the store failed open or closed).
+fn headers_of(plan: &Plan<'_>, outcome: &QuotaOutcome) -> Option<QuotaHeaders> {
+    let QuotaOutcome::Decided {
+        decision,
+        rate,
+        degraded,
+        extras,
+    } = outcome
+    else {
+        return None;
+    };
+    Some(QuotaHeaders {
+        policy_name: plan.tier.name.clone(),
+        rate: *rate,
+        decision: *decision,
+        degraded: *degraded,
+        quotas: policy_headers::quota_reports(&plan.tier.name, plan.policy(), extras),
+        listed_before: None,
+    })
+}
+
+/// The verdict on `outcome` (and on the pool's decision, when it was asked): admissions carry
+/// their headers and outcome label; refusals are 429-style (`status`) `quota-exceeded`
+/// problems with `violated-policies` and the rate-limit headers, or 503
+/// `temporary-reduced-capacity` when the store failed closed; shadowed when `shadow`.
+pub fn judge(
+    plan: &Plan<'_>,
+    status: u16,
+    outcome: QuotaOutcome,
+    pool: Option<(&PoolSettings, limit::Decision)>,
+    shadow: bool,
+) -> Verdict {
+    let (headers, extras) = match (headers_of(plan, &outcome), outcome) {
+        (Some(h), QuotaOutcome::Decided { extras, .. }) => (h, extras),
+        (_, QuotaOutcome::FailedClosed { retry_after_s }) => {
+            let r = failed_closed(plan, retry_after_s);
+            return Verdict::new(Decision::refuse(r, shadow), Outcome::FailedClosed, None);
+        }
+        _ => return Verdict::new(Decision::Admit, Outcome::FailedOpen, None),
+    };
+    let (decision, rate) = (headers.decision, headers.rate);
+    if headers.admitted() {
+        let outcome = if headers.degraded {
+            Outcome::Fallback
+        } else {
+            Outcome::Admitted
+        };
+        let d = match extras.delay_ms {
+            0 => Decision::Admit,
+            ms => Decision::Delay(ms),
+        };
+        let mut v = Verdict::new(d, outcome, Some(headers));
+        v.near_limit = decision.remaining * 5 < rate.burst;
+        v.reservation = extras.reservation.map(|r| (rate, r));
+        return v;
+    }
+    if let Some((p, d)) = pool.filter(|(_, d)| d.admitted) {
+        let h = pool_headers(&headers, p, d);
+        return Verdict::new(Decision::Admit, Outcome::PoolAdmitted, Some(h));
+    }
+    let cost = plan.cost;
+    let name = &plan.tier.name;
+    let detail = if decision.admitted {
+        policy_headers::quota_detail(&headers, cost)
+    } else if decision.never_admissible() {
+        format!(
+            "this request costs {cost} tokens, more than the {} tokens tier \"{name}\" can ever hold",
+            rate.burst
+        )
+    } else {
+        format!(
+            "tenant quota of tier \"{name}\" exhausted: {} of {} tokens left, this request costs {cost}",
+            decision.remaining, rate.burst
+        )
+    };
+    let problem = Problem::typed(status, response::QUOTA_EXCEEDED, "Quota exceeded", detail)
+        .with("violated-policies", json!(headers.violated()));
+    let r = Rejection::new(Layer::Tenant, Outcome::Limited, problem);
+    let r = r.retry_after(headers.retry_after_s());
+    Verdict::new(Decision::refuse(r, shadow), Outcome::Limited, Some(headers))
+}
+
+/// The 503 when the quota store is unavailable and the tier fails closed.
+fn failed_closed(plan: &Plan<'_>, retry_after_s: u64) -> Rejection {
+    let p = Problem::typed(
+        503,
+        response::REDUCED_CAPACITY,
+        "Rate limiter unavailable",
+        format!(
+            "the quota store is unavailable and tier \"{}\" fails closed; retry later",
+            plan.tier.name
+        ),
+    );
+    Rejection::new(Layer::Tenant, Outcome::FailedClosed, p).retry_after(Some(retry_after_s))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,37 @@
+//! What a request that could not be proxied is answered with (Pingora's `fail_to_proxy`).
+
+use crate::tls::upstream::tls_failure_detail;
+use pingora::{Error, ErrorSource, ErrorType};
+
+/// The status and `detail` of a request that could not be proxied: its own status for an
+/// `HTTPStatus` error (e.g. 413 while streaming the body), 504 for upstream timeouts, 502 for an
+/// upstream that cannot be reached, fails TLS or fails otherwise, 400 for a malformed request,
+/// and 0 (no answer possible) when the client's connection failed.
+pub fn failure_status(e: &Error) -> (u16, String) {
+    use ErrorType::*;
+    let upstream = e.esource() == &ErrorSource::Upstream;
+    match e.etype() {
+        HTTPStatus(code) => {
+            let detail = e.context.as_ref().map(|c| c.as_str().to_string());
+            (*code, detail.unwrap_or_default())
+        }
+        ConnectTimedout | ReadTimedout | WriteTimedout | TLSHandshakeTimedout => {
+            (504, "the upstream did not answer in time".to_string())
+        }
+        _ if upstream => match tls_failure_detail(e) {
+            Some(detail) => (502, detail),
+            None => (
+                502,
+                "the upstream could not be reached or failed".to_string(),
+            ),
+        },
+        WriteError | ReadError | ConnectionClosed if e.esource() == &ErrorSource::Downstream => {
+            (0, String::new())
+        }
+        _ if e.esource() == &ErrorSource::Downstream => (400, "malformed request".to_string()),
+        _ => (502, "the request could not be proxied".to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests;
