@@ -204,6 +204,7 @@ pub struct RawEdge {
     pub max_clients: Option<i64>,
     #[schemars(extend("enum" = ["token_bucket", "gcra"]))]
     pub algorithm: Option<String>,
+    #[schemars(extend("enum" = ["enforce", "shadow"]))]
     pub mode: Option<String>,
 }
 
@@ -293,6 +294,7 @@ pub struct RawTier {
     #[schemars(range(min = 1))]
     pub weight: Option<i64>,
     pub pool: Option<RawPool>,
+    #[schemars(extend("enum" = ["enforce", "shadow"]))]
     pub mode: Option<String>,
 }
 
@@ -400,6 +402,7 @@ pub struct RawRoute {
     pub cost: Option<i64>,
     #[schemars(range(min = 1))]
     pub max_body_bytes: Option<i64>,
+    #[schemars(extend("enum" = ["enforce", "shadow"]))]
     pub mode: Option<String>,
 }
 
