@@ -223,6 +223,7 @@ impl Proxy {
             tier_policy,
         };
         let outcome = quota.decide(&request).await;
+        (self.app.tier_fit).record_outcome(&tenant, &outcome, crate::tier_fit::unix_ms());
         let bound = snap.config.observability.tenant_metrics;
         match outcome {
             QuotaOutcome::FailedOpen => {

@@ -76,6 +76,7 @@ pub struct RawCertPair {
 #[serde(deny_unknown_fields)]
 pub struct RawAdmin {
     pub listen: String,
+    pub token_env: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

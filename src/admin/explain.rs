@@ -1,0 +1,402 @@
+//! `POST /v1/explain`: what the gateway would do with a request now, layer by layer, without
+//! debiting anything.
+//!
+//! Body: `{"method": "GET", "host": "api.example.com", "path": "/orders/1?x=1",
+//! "headers": {"authorization": "Bearer ..."}, "client_ip": "203.0.113.7"}` (`headers` values
+//! are strings or lists of strings; `client_ip` is optional: the client address after
+//! `X-Forwarded-For` resolution, needed for the edge layer and anonymous tenants).
+//!
+//! The path is normalised exactly as the proxy does ([`crate::http::target`]), the route found
+//! by the snapshot's router, the identity resolved by the snapshot's authenticator (JWT or API
+//! key; a client certificate cannot be explained), then each layer's decision is read without
+//! debiting: the edge bucket of `client_ip` (memory), the tenant's policies (Redis, read-only
+//! script, see [`crate::quota::peek`]), the upstream's concurrency slots. The tier's burst pool,
+//! asked only when the tenant's bucket refuses, is not consulted.
+
+use super::tenants;
+use crate::config::{AuthMode, Config};
+use crate::edge::{client_ip, EdgeOutcome};
+use crate::http::target;
+use crate::identity::{tenant_id, Identity, IdentityError};
+use crate::limit::Decision;
+use crate::response::Problem;
+use crate::snapshot::{App, Snapshot};
+use crate::upstream::claimant::claimant_of;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+/// The request to explain.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExplainRequest {
+    #[serde(default = "get")]
+    pub method: String,
+    #[serde(default)]
+    pub host: String,
+    pub path: String,
+    #[serde(default)]
+    pub headers: BTreeMap<String, HeaderValues>,
+    pub client_ip: Option<String>,
+}
+
+fn get() -> String {
+    "GET".to_string()
+}
+
+/// One header's value or values.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum HeaderValues {
+    One(String),
+    Many(Vec<String>),
+}
+
+fn bad_request(detail: impl Into<String>) -> Problem {
+    Problem::status(400, detail)
+}
+
+/// The header map of `req`. Errors: an invalid header name or value (400).
+fn header_map(req: &ExplainRequest) -> Result<http::HeaderMap, Problem> {
+    let mut map = http::HeaderMap::new();
+    for (name, values) in &req.headers {
+        let name = http::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| bad_request(format!("headers: {name:?} is not a header name")))?;
+        let values = match values {
+            HeaderValues::One(v) => vec![v.as_str()],
+            HeaderValues::Many(v) => v.iter().map(String::as_str).collect(),
+        };
+        for v in values {
+            let value = http::HeaderValue::from_str(v)
+                .map_err(|_| bad_request(format!("headers.{name}: not a valid header value")))?;
+            map.append(name.clone(), value);
+        }
+    }
+    Ok(map)
+}
+
+fn decision_json(d: &Decision) -> Value {
+    json!({
+        "admitted": d.admitted,
+        "remaining": d.remaining,
+        "retry_after_s": if d.admitted { Some(0) } else { d.retry_after_s() },
+        "seconds_until_full": d.full_ms.div_ceil(1000),
+    })
+}
+
+/// The edge layer for `client`, read without debiting.
+fn edge_layer(app: &App, config: &Config, client: Option<IpAddr>) -> (Value, bool) {
+    let Some(settings) = &config.edge else {
+        return (
+            json!({"layer": "edge", "decision": "skipped", "why": "no edge: section"}),
+            true,
+        );
+    };
+    let Some(client) = client else {
+        let why = "no client_ip given";
+        return (
+            json!({"layer": "edge", "decision": "unknown", "why": why}),
+            true,
+        );
+    };
+    if settings.exempt.iter().any(|n| n.contains(&client)) {
+        let why = "client is in edge.exempt";
+        return (
+            json!({"layer": "edge", "decision": "skipped", "why": why}),
+            true,
+        );
+    }
+    let key = client_ip::key_of(client, settings.ipv6_prefix);
+    let now = app.now_ms();
+    let outcome = if settings.algorithm == crate::limit::algorithm::Algorithm::TokenBucket {
+        let d = app.edge_buckets.peek(&key, now, &settings.rate, 1);
+        if d.admitted {
+            EdgeOutcome::Admitted(d)
+        } else {
+            EdgeOutcome::Limited(d)
+        }
+    } else {
+        let cells = app.edge_cells(settings.max_clients);
+        let o = cells.peek(&key, settings.algorithm, now, &settings.rate, 1, 0);
+        if o.decision.admitted {
+            EdgeOutcome::Admitted(o.decision)
+        } else {
+            EdgeOutcome::Limited(o.decision)
+        }
+    };
+    let (decision, d) = match outcome {
+        EdgeOutcome::Admitted(d) => ("admitted", d),
+        EdgeOutcome::Limited(d) => ("limited", d),
+        EdgeOutcome::Skipped => return (json!({"layer": "edge", "decision": "skipped"}), true),
+    };
+    let v = json!({
+        "layer": "edge",
+        "decision": decision,
+        "client_key": key.to_string(),
+        "algorithm": settings.algorithm.as_str(),
+        "limit": settings.rate.limit,
+        "per_ms": settings.rate.per_ms,
+        "burst": settings.rate.burst,
+        "numbers": decision_json(&d),
+    });
+    (v, d.admitted)
+}
+
+fn identity_json(id: &Identity) -> Value {
+    json!({"tenant": id.tenant, "tier": id.tier, "method": id.method})
+}
+
+fn identity_error(e: &IdentityError) -> Value {
+    json!({
+        "layer": "identity",
+        "decision": "rejected",
+        "status": e.status(),
+        "detail": e.detail(),
+    })
+}
+
+fn stop(layers: &mut Vec<Value>, layer: Value, outcome: Value) -> Value {
+    layers.push(layer);
+    outcome
+}
+
+fn unix_now_s() -> u64 {
+    crate::tier_fit::unix_ms() / 1000
+}
+
+/// `POST /v1/explain`. Errors: 400 for a malformed body; a Redis fault is reported inside the
+/// tenant layer, not as an error.
+pub async fn explain(app: &App, snap: &Snapshot, body: &[u8]) -> Result<Value, Problem> {
+    let req: ExplainRequest = serde_json::from_slice(body).map_err(|e| {
+        bad_request(format!(
+            "body: {e} (expected {{method, host, path, headers}})"
+        ))
+    })?;
+    let client = match &req.client_ip {
+        Some(text) => Some(client_ip::normalize(
+            text.parse::<IpAddr>()
+                .map_err(|_| bad_request("client_ip: not an IP address"))?,
+        )),
+        None => None,
+    };
+    let headers = header_map(&req)?;
+    let config = &snap.config;
+    let mut layers = Vec::new();
+    let outcome = run(app, snap, &req, &headers, client, &mut layers).await;
+    Ok(json!({
+        "request": {"method": req.method, "host": req.host, "path": req.path, "client_ip": client.map(|c| c.to_string())},
+        "layers": layers,
+        "outcome": outcome,
+        "config_sha256": config.source.sha256,
+        "debited": false,
+    }))
+}
+
+/// Runs the layers in the proxy's order, pushing each to `layers`; returns the outcome (the
+/// first layer that would answer, or admission).
+async fn run(
+    app: &App,
+    snap: &Snapshot,
+    req: &ExplainRequest,
+    headers: &http::HeaderMap,
+    client: Option<IpAddr>,
+    layers: &mut Vec<Value>,
+) -> Value {
+    let config = &snap.config;
+    // 1. Edge.
+    let (edge, passed) = edge_layer(app, config, client);
+    if !passed {
+        let status = config.response.status;
+        let out = json!({"layer": "edge", "decision": "limited", "status": status});
+        return stop(layers, edge, out);
+    }
+    layers.push(edge);
+
+    // 2. Target and route.
+    let target = match target::normalise_target(req.path.as_bytes()) {
+        Ok(t) => t,
+        Err(why) => {
+            let l = json!({"layer": "http", "decision": "bad_target", "reason": why.as_str(), "detail": why.detail()});
+            return stop(
+                layers,
+                l,
+                json!({"layer": "http", "decision": "bad_target", "status": 400}),
+            );
+        }
+    };
+    let host = crate::upstream::router::normalize_host(
+        target.authority.as_deref().unwrap_or(req.host.as_str()),
+    );
+    let path = target.path.clone();
+    let Some(index) = snap.router.find(&host, &path) else {
+        let l = json!({"layer": "route", "decision": "not_found", "host": host, "path": path});
+        return stop(
+            layers,
+            l,
+            json!({"layer": "route", "decision": "not_found", "status": 404}),
+        );
+    };
+    let route = &config.routes[index];
+    let auth = match route.auth {
+        AuthMode::Required => "required",
+        AuthMode::Optional => "optional",
+        AuthMode::None => "none",
+    };
+    layers.push(json!({
+        "layer": "route",
+        "decision": "matched",
+        "route": route.id,
+        "host": host,
+        "path": path,
+        "path_prefix": route.path_prefix,
+        "upstream": route.upstream,
+        "auth": auth,
+        "cost": route.cost,
+    }));
+
+    // 3. Identity.
+    let identity = if route.auth == AuthMode::None {
+        layers.push(json!({"layer": "identity", "decision": "skipped", "why": "route auth: none"}));
+        None
+    } else {
+        match snap.auth.authenticate(headers, unix_now_s()) {
+            Ok(Some(id)) => {
+                layers.push(json!({"layer": "identity", "decision": "admitted", "identity": identity_json(&id)}));
+                Some(id)
+            }
+            Ok(None) if route.auth == AuthMode::Required => {
+                let e = IdentityError::Missing;
+                let out =
+                    json!({"layer": "identity", "decision": "unauthenticated", "status": 401});
+                return stop(layers, identity_error(&e), out);
+            }
+            Ok(None) => {
+                layers.push(json!({"layer": "identity", "decision": "anonymous"}));
+                None
+            }
+            Err(e) => {
+                let out =
+                    json!({"layer": "identity", "decision": "rejected", "status": e.status()});
+                return stop(layers, identity_error(&e), out);
+            }
+        }
+    };
+
+    // 4. Tenant policies.
+    let tenant_tier = match &identity {
+        Some(id) => id.tier.clone().map(|t| (id.tenant.clone(), t)),
+        None if config.tiers.contains_key("anonymous") => client.map(|c| {
+            let prefix = config.edge.as_ref().map(|e| e.ipv6_prefix).unwrap_or(64);
+            let key = client_ip::key_of(c, prefix).to_string();
+            (tenant_id::anonymous(&key), "anonymous".to_string())
+        }),
+        None => None,
+    };
+    let mut tenant_admitted = true;
+    match (&tenant_tier, &snap.quota) {
+        (Some((tenant, tier)), Some(_)) => {
+            let layer = tenant_layer(app, snap, tenant, tier, route.cost).await;
+            tenant_admitted = layer["decision"] != "limited";
+            let refused = layer["decision"] == "limited";
+            layers.push(layer);
+            if refused {
+                let status = config.response.status;
+                return json!({"layer": "tenant", "decision": "limited", "status": status});
+            }
+        }
+        (None, _) => layers.push(
+            json!({"layer": "tenant", "decision": "skipped", "why": "no tenant with a tier"}),
+        ),
+        (_, None) => layers.push(
+            json!({"layer": "tenant", "decision": "skipped", "why": "no quota store configured"}),
+        ),
+    }
+
+    // 5. Upstream slots.
+    let upstream = snap.upstreams.get(&route.upstream);
+    let Some((upstream, slots)) = upstream.and_then(|u| u.slots.as_ref().map(|s| (u, s))) else {
+        layers.push(
+            json!({"layer": "upstream", "decision": "admitted", "why": "no max_concurrency"}),
+        );
+        return json!({"layer": "upstream", "decision": "admitted", "tenant_admitted": tenant_admitted});
+    };
+    let (claimant, _) = claimant_of(
+        config,
+        tenant_tier.as_ref().map(|t| t.0.as_str()),
+        tenant_tier.as_ref().map(|t| t.1.as_str()),
+        client.unwrap_or(IpAddr::from([0, 0, 0, 0])),
+    );
+    let s = &upstream.settings;
+    let in_flight = slots.in_flight();
+    let held = slots.held_by(&claimant);
+    let max = s.max_concurrency.unwrap_or(u32::MAX);
+    let tenant_full = s.max_concurrency_per_tenant.is_some_and(|m| held >= m);
+    let decision = match (in_flight >= max || tenant_full, &s.queue) {
+        (false, _) => "admitted",
+        (true, Some(_)) => "queued",
+        (true, None) => "limited",
+    };
+    layers.push(json!({
+        "layer": "upstream",
+        "decision": decision,
+        "upstream": s.name,
+        "in_flight": in_flight,
+        "max_concurrency": s.max_concurrency,
+        "held_by_tenant": held,
+        "max_concurrency_per_tenant": s.max_concurrency_per_tenant,
+        "waiting": slots.waiting(),
+        "queue_max": s.queue.as_ref().map(|q| q.max),
+    }));
+    let status = if decision == "limited" { 503 } else { 200 };
+    json!({"layer": "upstream", "decision": decision, "status": status})
+}
+
+/// The tenant layer: every policy's state and what a request of `cost` would get.
+async fn tenant_layer(app: &App, snap: &Snapshot, tenant: &str, tier: &str, cost: u64) -> Value {
+    let Some((t, rate)) = snap.tenant_rate(tenant, tier) else {
+        return json!({"layer": "tenant", "decision": "rejected", "status": 403, "detail": format!("tier \"{tier}\" does not exist")});
+    };
+    let quota = snap.quota.as_ref().expect("checked by the caller");
+    let policy = match &snap.region {
+        Some(r) => {
+            let share = r.share(tenant);
+            (
+                share.apply(rate),
+                share
+                    .apply_quotas(&t.policy)
+                    .unwrap_or_else(|| t.policy.clone()),
+            )
+        }
+        None => (rate, t.policy.clone()),
+    };
+    let (rate, policy) = policy;
+    match crate::quota::peek::read(&quota.redis, tenant, policy.algorithm, &policy.quotas).await {
+        Ok(raw) => {
+            let p = crate::quota::peek::evaluate(
+                policy.algorithm,
+                &raw,
+                &rate,
+                policy.max_delay_ms,
+                &policy.quotas,
+                cost,
+            );
+            let decision = if p.admitted() { "admitted" } else { "limited" };
+            json!({
+                "layer": "tenant",
+                "decision": decision,
+                "tenant": tenant,
+                "tier": t.name,
+                "cost": cost,
+                "policies": tenants::policies_json(&t.name, &rate, &policy, &p, true),
+                "fit": app.tier_fit.report(tenant, raw.now_ms),
+            })
+        }
+        Err(fault) => json!({
+            "layer": "tenant",
+            "decision": "unknown",
+            "why": format!("quota store fault: {}", fault.as_str()),
+            "on_failure": format!("{:?}", t.on_failure).to_lowercase(),
+        }),
+    }
+}
