@@ -21,8 +21,6 @@ use std::hash::BuildHasher;
 
 /// Tenants tracked at most per instance (least recently seen evicted beyond).
 pub const MAX_TENANTS: usize = 10_000;
-/// Tenants exported as metrics when `observability.tenant_metrics` is 0.
-pub const DEFAULT_TOP_N: usize = 20;
 const SHARDS: usize = 16;
 const MINUTE_MS: u64 = 60_000;
 
@@ -259,7 +257,8 @@ impl TierFit {
     }
 
     /// Sets the fit gauges to the `n` tenants with the highest refused share of each window
-    /// (ties: more requests first); every other series is removed.
+    /// (ties: more requests first); every other series is removed (all of them when `n` is 0:
+    /// tenant ids are labels only with `observability.tenant_metrics > 0`).
     pub fn export_metrics(&self, n: usize, now_ms: u64) {
         let all = self.all(now_ms);
         REFUSED_SHARE.reset();

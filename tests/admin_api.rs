@@ -105,6 +105,38 @@ async fn disabled_admin_api_answers_404_for_every_v1_path() {
         }
         assert_eq!(gw.admin_get("/healthz").status, 200);
     }
+    // The variable is read at every load: a reload that sets token_env turns the API on.
+    let off = admin_yaml(
+        &redis.url(),
+        &backend.addr(),
+        TIERS,
+        &[("acme", "free")],
+        false,
+        "",
+    );
+    let gw = Gateway::start_with_env(&off, &[(ADMIN_TOKEN_ENV, ADMIN_TOKEN)]);
+    admin(gw.admin_addr(), "GET", "/v1/config", None)
+        .await
+        .expect_problem(404);
+    gw.reload(&admin_yaml(
+        &redis.url(),
+        &backend.addr(),
+        TIERS,
+        &[("acme", "free")],
+        true,
+        "",
+    ));
+    let mut status = 0;
+    for _ in 0..100 {
+        status = admin(gw.admin_addr(), "GET", "/v1/config", None)
+            .await
+            .status();
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, 200, "the reload did not enable the admin API");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -138,6 +170,8 @@ async fn missing_or_wrong_token_is_401_with_www_authenticate() {
     // A wrong-token reset deleted nothing: the tenant's bucket is untouched.
     assert_eq!(rig.request("/", "acme").await.remaining(), 4);
     assert_eq!(rig.request("/", "acme").await.remaining(), 3);
+    // Without observability.tenant_metrics no tenant id becomes a label.
+    assert!(!rig.gw.metrics().contains("tollgate_tenant_refused_share{"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

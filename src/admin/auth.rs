@@ -100,6 +100,24 @@ mod tests {
     }
 
     #[test]
+    fn token_env_must_name_a_variable() {
+        let yaml = |name: &str| {
+            format!(
+                "listen: [\"127.0.0.1:8080\"]\nadmin: {{ listen: \"127.0.0.1:9090\", token_env: \"{name}\" }}\n\
+                 upstreams: {{ a: {{ backends: [\"127.0.0.1:9001\"] }} }}\nroutes: [{{ path_prefix: \"/\", upstream: a }}]\n"
+            )
+        };
+        assert!(crate::config::parse_errors(&yaml("TOLLGATE_ADMIN_TOKEN")).is_empty());
+        for bad in ["", "1ABC", "A-B", "A B"] {
+            let errors = crate::config::parse_errors(&yaml(bad));
+            assert!(
+                errors.len() == 1 && errors[0].starts_with("admin.token_env: "),
+                "{bad:?}: {errors:?}"
+            );
+        }
+    }
+
+    #[test]
     fn unset_or_empty_variable_disables() {
         assert!(AdminToken::load(None).is_none());
         assert!(AdminToken::load(Some("TOLLGATE_TEST_SURELY_UNSET_VARIABLE")).is_none());

@@ -51,10 +51,8 @@ pub fn handle(app: &App, path: &str) -> Response<Full<Bytes>> {
             if evicted > counted {
                 METRICS.edge_evictions.inc_by(evicted - counted);
             }
-            let top = match app.snapshot.load().config.observability.tenant_metrics {
-                0 => crate::tier_fit::DEFAULT_TOP_N,
-                n => n,
-            };
+            // Tenant ids become labels only when opted in (observability.tenant_metrics).
+            let top = app.snapshot.load().config.observability.tenant_metrics;
             app.tier_fit.export_metrics(top, crate::tier_fit::unix_ms());
             reply(200, "text/plain; version=0.0.4", METRICS.render())
         }
