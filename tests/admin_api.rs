@@ -310,6 +310,28 @@ async fn reset_restores_the_full_burst_and_is_idempotent() {
     rig.admin("POST", "/v1/tenants/nobody/reset", None)
         .await
         .expect_problem(404);
+
+    // Redis down: a problem, not a made-up answer; explain says the tenant layer is unknown.
+    let mut rig = rig;
+    rig.redis.kill();
+    let p = rig.admin("GET", "/v1/tenants/acme", None).await;
+    assert_eq!(
+        p.expect_problem(503)["reason"],
+        "connection",
+        "{:?}",
+        p.reply
+    );
+    rig.admin("POST", "/v1/tenants/acme/reset", None)
+        .await
+        .expect_problem(503);
+    let e = rig
+        .admin(
+            "POST",
+            "/v1/explain",
+            Some(&explain_body("/", Some("acme"))),
+        )
+        .await;
+    assert_eq!(layer(e.expect_ok(), "tenant")["decision"], "unknown");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -215,3 +215,41 @@ pub async fn reset(snap: &Snapshot, tenant: &str) -> Result<Value, Problem> {
     tracing::info!(tenant = %crate::identity::tenant_id::encode(tenant), deleted, "admin: tenant limits reset");
     Ok(json!({ "tenant": tenant, "reset": true, "deleted_keys": deleted }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(identity: &str) -> Config {
+        let yaml = format!(
+            "listen: [\"127.0.0.1:8080\"]\n\
+             tiers: {{ free: {{ limit: 1, per: 1h }}, pro: {{ limit: 9, per: 1h }}, anonymous: {{ limit: 1, per: 1m }} }}\n\
+             redis: {{ url: \"redis://127.0.0.1:6379\" }}\n\
+             tenants: {{ listed: {{ tier: pro }}, bare: {{ burst: 1 }} }}\n\
+             identity:\n  api_keys: {{ keys: [{{ sha256: \"{}\", tenant: keyed, tier: free }}] }}\n{identity}\
+             upstreams: {{ a: {{ backends: [\"127.0.0.1:9001\"] }} }}\n\
+             routes: [{{ path_prefix: \"/\", upstream: a }}]\n",
+            "a".repeat(64)
+        );
+        crate::config::parse(&yaml).unwrap_or_else(|e| panic!("{e:?}"))
+    }
+
+    #[test]
+    fn known_tenants_and_their_tiers() {
+        let c = config("");
+        let configured = |t: &str| Some(Known::Configured(t.to_string()));
+        assert_eq!(tier_of(&c, "listed"), configured("pro"));
+        assert_eq!(tier_of(&c, "keyed"), configured("free"));
+        assert_eq!(tier_of(&c, "ip:10.0.0.1"), configured("anonymous"));
+        // Listed without a tier and no default tier: no tier to show.
+        assert_eq!(tier_of(&c, "bare"), None);
+        assert_eq!(tier_of(&c, "jwt-subject"), None);
+        let c = config("  default_tier: free\n");
+        assert_eq!(tier_of(&c, "bare"), configured("free"));
+        assert_eq!(tier_of(&c, "listed"), configured("pro"));
+        assert_eq!(
+            tier_of(&c, "jwt-subject"),
+            Some(Known::IfSeen("free".into()))
+        );
+    }
+}
