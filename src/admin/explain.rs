@@ -295,8 +295,8 @@ async fn run(
     };
     let mut tenant_admitted = true;
     match (&tenant_tier, &snap.quota) {
-        (Some((tenant, tier)), Some(_)) => {
-            let layer = tenant_layer(app, snap, tenant, tier, route.cost).await;
+        (Some((tenant, tier)), Some(quota)) => {
+            let layer = tenant_layer(app, snap, quota, tenant, tier, route.cost).await;
             tenant_admitted = layer["decision"] != "limited";
             let refused = layer["decision"] == "limited";
             layers.push(layer);
@@ -353,11 +353,17 @@ async fn run(
 }
 
 /// The tenant layer: every policy's state and what a request of `cost` would get.
-async fn tenant_layer(app: &App, snap: &Snapshot, tenant: &str, tier: &str, cost: u64) -> Value {
+async fn tenant_layer(
+    app: &App,
+    snap: &Snapshot,
+    quota: &crate::quota::QuotaService,
+    tenant: &str,
+    tier: &str,
+    cost: u64,
+) -> Value {
     let Some((t, rate)) = snap.tenant_rate(tenant, tier) else {
         return json!({"layer": "tenant", "decision": "rejected", "status": 403, "detail": format!("tier \"{tier}\" does not exist")});
     };
-    let quota = snap.quota.as_ref().expect("checked by the caller");
     let policy = match &snap.region {
         Some(r) => {
             let share = r.share(tenant);

@@ -76,12 +76,13 @@ fn text(v: &Value) -> Option<String> {
     }
 }
 
+/// A stored integer (scripts write them with `%.0f`: plain digits); a float text is floored.
 fn number(v: &Value) -> Option<u64> {
-    text(v)?
-        .trim()
-        .parse::<f64>()
+    let t = text(v)?;
+    let t = t.trim();
+    t.parse::<u64>()
         .ok()
-        .map(|f| f.max(0.0) as u64)
+        .or_else(|| t.parse::<f64>().ok().map(|f| f.max(0.0) as u64))
 }
 
 /// The state of `alg` from the values of its key (the reply of HMGET with [`fields`], or of
