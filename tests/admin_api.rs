@@ -580,3 +580,74 @@ async fn tier_fit_from_the_api_and_the_bounded_metric() {
         "top-1 bound"
     );
 }
+
+/// Every algorithm's state is read from the key its script writes, with the same math: after
+/// two requests the API reports what the last response's `RateLimit` said, and the next request
+/// reports one token less.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_algorithm_is_read_from_its_own_key_with_the_scripts_math() {
+    let algorithms = [
+        "token_bucket",
+        "gcra",
+        "fixed_window",
+        "sliding_window_log",
+        "sliding_window_counter",
+        "leaky_bucket",
+    ];
+    let tiers: String = algorithms
+        .iter()
+        .map(|a| format!("  t_{a}: {{ algorithm: {a}, limit: 1, per: 1h, burst: 4 }}\n"))
+        .collect();
+    let tenants: Vec<(String, String)> = algorithms
+        .iter()
+        .map(|a| (format!("c_{a}"), format!("t_{a}")))
+        .collect();
+    let pairs: Vec<(&str, &str)> = tenants
+        .iter()
+        .map(|(t, r)| (t.as_str(), r.as_str()))
+        .collect();
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let yaml = admin_yaml(&redis.url(), &backend.addr(), &tiers, &pairs, true, "");
+    let gw = Gateway::start_with_env(&yaml, &[(ADMIN_TOKEN_ENV, ADMIN_TOKEN)]);
+    let http = client();
+    for (tenant, _) in &pairs {
+        let mut last = None;
+        for _ in 0..2 {
+            let r = try_get_with_key(&http, &gw.url("/"), Some(&api_key_of(tenant)))
+                .await
+                .unwrap();
+            assert_eq!(r.status, 200, "{tenant}");
+            last = Some(r);
+        }
+        let last = last.unwrap();
+        let t = admin(
+            gw.admin_addr(),
+            "GET",
+            &format!("/v1/tenants/{tenant}"),
+            None,
+        )
+        .await;
+        let main = &t.expect_ok()["policies"][0];
+        assert_eq!(
+            main["remaining"].as_u64(),
+            Some(last.remaining()),
+            "{tenant}: {main}"
+        );
+        assert_eq!(main["remaining"], 2, "{tenant}: {main}");
+        let reset_s: u64 = last
+            .header("ratelimit")
+            .and_then(|f| f.split(';').find_map(|p| p.strip_prefix("t=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{tenant}: no t= in {:?}", last.header("ratelimit")));
+        let full = main["seconds_until_full"].as_u64().unwrap();
+        assert!(
+            full <= reset_s && full + 2 >= reset_s,
+            "{tenant}: {full} vs t={reset_s}"
+        );
+        let r = try_get_with_key(&http, &gw.url("/"), Some(&api_key_of(tenant)))
+            .await
+            .unwrap();
+        assert_eq!((r.status, r.remaining()), (200, 1), "{tenant}");
+    }
+}
