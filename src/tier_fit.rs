@@ -377,6 +377,40 @@ mod tests {
     }
 
     #[test]
+    fn outcomes_count_quotas_and_an_emptied_bucket() {
+        use crate::limit::{Decision, Rate};
+        use crate::quota::PolicyExtras;
+        let d = |admitted, remaining| Decision {
+            admitted,
+            remaining,
+            retry_after_ms: if admitted { 0 } else { 1_000 },
+            full_ms: 1_000,
+        };
+        let decided = |main, quotas| QuotaOutcome::Decided {
+            decision: main,
+            rate: Rate::new(1, 1_000, 5),
+            degraded: false,
+            extras: PolicyExtras {
+                quotas,
+                ..PolicyExtras::default()
+            },
+        };
+        let fit = TierFit::new(100);
+        fit.record_outcome("a", &decided(d(true, 3), vec![]), T0); // room left
+        fit.record_outcome("b", &decided(d(true, 0), vec![]), T0); // emptied: at the limit
+        fit.record_outcome("c", &decided(d(true, 3), vec![d(false, 0)]), T0); // quota refused
+        fit.record_outcome("d", &QuotaOutcome::FailedOpen, T0); // says nothing about the tier
+        let hour = |t: &str| {
+            fit.report(t, T0)
+                .map(|r| (r.hour.refused, r.hour.minutes_at_limit))
+        };
+        assert_eq!(hour("a"), Some((0, 0)));
+        assert_eq!(hour("b"), Some((0, 1)));
+        assert_eq!(hour("c"), Some((1, 1)));
+        assert_eq!(hour("d"), None);
+    }
+
+    #[test]
     fn top_n_orders_by_refused_share() {
         let fit = TierFit::new(100);
         fit.record("calm", true, false, T0);
