@@ -5,11 +5,12 @@
 //! otherwise every `/v1/*` path answers 404 (a warning is logged when `token_env` is configured
 //! but the variable is unset or empty).
 
+use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-/// A non-empty admin token. Its `Debug` never shows the value.
+/// A non-empty admin token, kept as its SHA-256 digest. Its `Debug` never shows it.
 #[derive(Clone)]
-pub struct AdminToken(Vec<u8>);
+pub struct AdminToken([u8; 32]);
 
 impl std::fmt::Debug for AdminToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -57,12 +58,12 @@ impl AdminToken {
 
     /// A token of these bytes (tests).
     pub fn new(token: &[u8]) -> Self {
-        AdminToken(token.to_vec())
+        AdminToken(Sha256::digest(token).into())
     }
 
     /// Checks an `Authorization` header value: scheme `Bearer` (case-insensitive), then the
-    /// token compared in constant time (the time does not depend on where the bytes differ;
-    /// only the length of the presented token may show).
+    /// token compared in constant time: the SHA-256 digests of both are compared with
+    /// `subtle`, so the time depends neither on where the bytes differ nor on the token's length.
     pub fn check(&self, authorization: Option<&[u8]>) -> Result<(), Denied> {
         let Some(value) = authorization else {
             return Err(Denied::Missing);
@@ -73,7 +74,7 @@ impl AdminToken {
         if !scheme.eq_ignore_ascii_case(b"bearer ") {
             return Err(Denied::Missing);
         }
-        let presented = value[7..].trim_ascii();
+        let presented: [u8; 32] = Sha256::digest(value[7..].trim_ascii()).into();
         if bool::from(presented.ct_eq(&self.0)) {
             Ok(())
         } else {
