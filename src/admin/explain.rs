@@ -364,19 +364,7 @@ async fn tenant_layer(
     let Some((t, rate)) = snap.tenant_rate(tenant, tier) else {
         return json!({"layer": "tenant", "decision": "rejected", "status": 403, "detail": format!("tier \"{tier}\" does not exist")});
     };
-    let policy = match &snap.region {
-        Some(r) => {
-            let share = r.share(tenant);
-            (
-                share.apply(rate),
-                share
-                    .apply_quotas(&t.policy)
-                    .unwrap_or_else(|| t.policy.clone()),
-            )
-        }
-        None => (rate, t.policy.clone()),
-    };
-    let (rate, policy) = policy;
+    let (rate, policy) = tenants::effective(snap, tenant, t, rate);
     match crate::quota::peek::read(&quota.redis, tenant, policy.algorithm, &policy.quotas).await {
         Ok(raw) => {
             let p = crate::quota::peek::evaluate(

@@ -51,7 +51,7 @@ pub fn tier_of(config: &Config, tenant: &str) -> Option<Known> {
 
 /// The rate and policy `tenant` is held to in this region (as the tenant stage computes them,
 /// without recording demand).
-fn effective(snap: &Snapshot, tenant: &str, tier: &Tier, rate: Rate) -> (Rate, TierPolicy) {
+pub fn effective(snap: &Snapshot, tenant: &str, tier: &Tier, rate: Rate) -> (Rate, TierPolicy) {
     match &snap.region {
         Some(region) => {
             let share = region.share(tenant);
