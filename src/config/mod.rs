@@ -7,6 +7,7 @@ pub mod duration;
 pub mod model;
 pub mod raw;
 mod region;
+pub mod source;
 mod validate;
 pub mod warnings;
 
