@@ -22,5 +22,6 @@ pub mod reload;
 pub mod response;
 pub mod server;
 pub mod snapshot;
+pub mod tier_fit;
 pub mod tls;
 pub mod upstream;

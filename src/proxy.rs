@@ -288,7 +288,8 @@ impl Proxy {
         ctx.tier = Some(plan.tier.name.clone());
         let status = snap.config.response.status;
         let shadow = plan.tier.mode.is_shadow() || ctx.shadow_route();
-        let verdict = pipeline::tenant::run(quota, &plan, status, shadow).await;
+        let fit = &self.app.tier_fit;
+        let verdict = pipeline::tenant::run(quota, fit, &plan, status, shadow).await;
         ctx.quota_headers = verdict.headers;
         if let Decision::Delay(ms) = verdict.decision {
             if let Err(e) = policy_headers::wait_for_slot(session, ms).await {

@@ -36,6 +36,8 @@ pub struct Snapshot {
     pub listener_tls: Vec<Option<ListenerTls>>,
     /// This region's part of every budget (`multi_region:`); `None` enforces whole limits.
     pub region: Option<Arc<RegionBudget>>,
+    /// The admin API's Bearer token, read from `admin.token_env` at this build.
+    pub admin_token: Option<crate::admin::auth::AdminToken>,
 }
 
 impl Snapshot {
@@ -110,6 +112,7 @@ impl Snapshot {
             quota,
             listener_tls,
             region,
+            admin_token: crate::admin::auth::AdminToken::load(config.admin_token_env.as_deref()),
             config,
         })
     }
@@ -181,6 +184,8 @@ pub struct App {
     pub epoch: Instant,
     /// Certificate resolvers of the TLS listeners (updated by every successful reload).
     pub listener_certs: crate::tls::ListenerCerts,
+    /// Per-tenant tier fit of this instance (admin API, metrics).
+    pub tier_fit: crate::tier_fit::TierFit,
 }
 
 impl App {
@@ -200,6 +205,7 @@ impl App {
             config_path,
             shutting_down: AtomicBool::new(false),
             epoch: Instant::now(),
+            tier_fit: Default::default(),
         }
     }
 

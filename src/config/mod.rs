@@ -8,6 +8,7 @@ pub mod model;
 pub mod raw;
 mod region;
 pub mod schema;
+pub mod source;
 mod validate;
 pub mod warnings;
 
@@ -52,7 +53,8 @@ pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
     validate::validate(raw)
 }
 
-/// Reads and validates the file at `path`.
+/// Reads and validates the file at `path`, recording its SHA-256 and the load time in
+/// [`Config::source`].
 pub fn load(path: &Path) -> Result<Config, Vec<ConfigError>> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         vec![ConfigError::new(
@@ -60,7 +62,9 @@ pub fn load(path: &Path) -> Result<Config, Vec<ConfigError>> {
             format!("cannot read {}: {e}", path.display()),
         )]
     })?;
-    parse(&text)
+    let mut config = parse(&text)?;
+    config.source = ConfigSource::of(&text);
+    Ok(config)
 }
 
 fn yaml_error(e: serde_yaml::Error) -> ConfigError {

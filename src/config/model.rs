@@ -1,5 +1,6 @@
 //! The validated, immutable configuration. Every value here has passed `validate`.
 
+pub use super::source::ConfigSource;
 use crate::limit::algorithm::Algorithm;
 use crate::limit::calendar::CalendarQuota;
 use crate::limit::Rate;
@@ -16,6 +17,11 @@ pub struct Config {
     pub listen: Vec<ListenSettings>,
     /// Admin listener (`/metrics`, `/healthz`, `/readyz`); `None` disables it.
     pub admin_listen: Option<SocketAddr>,
+    /// `admin.token_env`: the environment variable holding the admin API's Bearer token
+    /// (`/v1/*`; read at every load, see `crate::admin::auth`). `None`: the API is off.
+    pub admin_token_env: Option<String>,
+    /// The file this config was loaded from (hash, time), for `GET /v1/config`.
+    pub source: ConfigSource,
     pub server: ServerSettings,
     pub redis: Option<RedisSettings>,
     pub edge: Option<EdgeSettings>,

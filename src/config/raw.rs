@@ -99,6 +99,7 @@ pub struct RawCertPair {
 #[serde(deny_unknown_fields)]
 pub struct RawAdmin {
     pub listen: String,
+    pub token_env: Option<String>,
 }
 
 /// `server`: process and HTTP limits (restart-only except the HTTP limits).

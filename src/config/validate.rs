@@ -195,6 +195,12 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
         .admin
         .as_ref()
         .and_then(|a| c.socket_addr("admin.listen", &a.listen));
+    let admin_token_env = raw.admin.as_ref().and_then(|a| a.token_env.clone());
+    if let Some(name) = &admin_token_env {
+        if let Err(why) = env_var_name(name) {
+            c.err("admin.token_env", why);
+        }
+    }
 
     let server = server_settings(&mut c, raw.server.as_ref());
     let redis = raw.redis.as_ref().map(|r| redis_settings(&mut c, r));
@@ -376,6 +382,8 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
         Ok(Config {
             listen,
             admin_listen,
+            admin_token_env,
+            source: Default::default(),
             server,
             redis,
             edge,
@@ -390,6 +398,19 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
         })
     } else {
         Err(c.errors)
+    }
+}
+
+/// An environment variable name as POSIX shells accept it: `[A-Za-z_][A-Za-z0-9_]*`.
+fn env_var_name(name: &str) -> Result<(), &'static str> {
+    let mut chars = name.chars();
+    match chars.next() {
+        None => Err("must name an environment variable, not be empty"),
+        Some(c) if c.is_ascii_digit() => {
+            Err("an environment variable name cannot start with a digit")
+        }
+        _ if name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') => Ok(()),
+        _ => Err("an environment variable name has only letters, digits and '_'"),
     }
 }
 

@@ -102,6 +102,15 @@ impl<K: Hash + Eq + Clone> BucketStore<K> {
         decision
     }
 
+    /// The decision [`check`](Self::check) would take now, without changing anything (admin
+    /// `POST /v1/explain`).
+    pub fn peek(&self, key: &K, now_ms: u64, rate: &Rate, cost: u64) -> Decision {
+        let shards = self.shards.read();
+        let mut shard = shards[self.index(key, shards.len())].lock();
+        let state = shard.get_mut(key).map(|s| *s);
+        decide(state, now_ms, rate, cost).0
+    }
+
     /// Number of tracked client keys.
     pub fn len(&self) -> usize {
         self.shards.read().iter().map(|s| s.lock().len()).sum()

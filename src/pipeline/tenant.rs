@@ -14,6 +14,7 @@ use crate::quota::{QuotaOutcome, QuotaService, Reservation, TenantQuota};
 use crate::region::RegionBudget;
 use crate::response::{self, Problem, QuotaHeaders};
 use crate::snapshot::Snapshot;
+use crate::tier_fit::TierFit;
 use serde_json::json;
 
 /// What the tenant stage asks the quota store for one request.
@@ -111,11 +112,19 @@ impl Verdict {
 }
 
 /// Asks the quota store, and the tier's burst pool when the tenant's bucket (in Redis, not
-/// the fallback) refused; then [`judge`]s.
-pub async fn run(quota: &QuotaService, plan: &Plan<'_>, status: u16, shadow: bool) -> Verdict {
+/// the fallback) refused; then [`judge`]s. Records the outcome in the tier-fit tracker.
+pub async fn run(
+    quota: &QuotaService,
+    fit: &TierFit,
+    plan: &Plan<'_>,
+    status: u16,
+    shadow: bool,
+) -> Verdict {
     // Boxed: the store's futures are deep, and nesting them in the proxy's request future
     // would need a higher recursion limit for its layout (one allocation next to a Redis call).
     let outcome = Box::pin(quota.decide(&plan.request())).await;
+    // Tier fit counts the tenant's own policies (before any burst pool, shadow or not).
+    fit.record_outcome(&plan.tenant, &outcome, crate::tier_fit::unix_ms());
     let mut pool = None;
     if let (Some(p), Some(h)) = (&plan.tier.pool, headers_of(plan, &outcome)) {
         // Not when degraded: the pool lives in Redis too.

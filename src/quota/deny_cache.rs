@@ -92,6 +92,13 @@ impl DenyCache {
         })
     }
 
+    /// Forgets `tenant`'s entry (its bucket was reset).
+    pub fn forget(&self, tenant: &str) {
+        if let Some(e) = self.shard(tenant).lock().get_mut(tenant) {
+            e.until_ms = 0;
+        }
+    }
+
     /// Forgets everything.
     pub fn clear(&self) {
         for s in &self.shards {

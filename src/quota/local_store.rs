@@ -61,6 +61,21 @@ impl<K: Hash + Eq + Clone> AlgoStore<K> {
         (o, reservation)
     }
 
+    /// The outcome [`decide`](Self::decide) would give now, without changing anything (admin
+    /// `POST /v1/explain`).
+    pub fn peek(
+        &self,
+        key: &K,
+        alg: Algorithm,
+        now_ms: u64,
+        rate: &Rate,
+        cost: u64,
+        max_delay_ms: u64,
+    ) -> Outcome {
+        let mut s = self.shard(key).lock().get_mut(key).map(|s| (*s).clone());
+        algorithm::decide(alg, &mut s, now_ms, rate, cost, max_delay_ms)
+    }
+
     /// Gives back a leaky bucket reservation (see [`leaky_bucket::refund`]); true when it did.
     pub fn refund(&self, key: &K, reserved: TatState, rate: &Rate, cost: u64) -> bool {
         let mut shard = self.shard(key).lock();

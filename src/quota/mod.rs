@@ -9,6 +9,7 @@ pub mod breaker;
 pub mod deny_cache;
 pub mod fleet;
 pub mod local_store;
+pub mod peek;
 pub mod policies;
 pub mod policy_script;
 pub mod pool_store;
@@ -157,6 +158,12 @@ impl QuotaService {
         } else {
             self.settings.fleet_size
         }
+    }
+
+    /// Forgets what this instance remembers of `tenant`'s refusals (the deny cache), so a
+    /// reset bucket is asked again at once (admin API `POST /v1/tenants/{id}/reset`).
+    pub fn forget(&self, tenant: &str) {
+        self.deny.forget(tenant);
     }
 
     /// Current breaker state.

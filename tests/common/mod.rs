@@ -26,6 +26,8 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
+pub mod admin;
+
 /// Path of the gateway binary under test.
 pub const GATEWAY_BIN: &str = env!("CARGO_BIN_EXE_tollgate");
 /// Path of the echo backend binary.

@@ -1,16 +1,23 @@
 //! Admin listener: `/metrics` (Prometheus text), `/healthz` (liveness + limiter health detail),
-//! `/readyz` (503 once graceful shutdown starts).
+//! `/readyz` (503 once graceful shutdown starts), and the admin API under `/v1` ([`v1`]: tenant
+//! state and reset, explain, config; Bearer `admin.token_env`).
 //!
 //! Served by hyper on its own background service rather than a Pingora listening service,
 //! because Pingora stops accepting on its listeners when shutdown starts, and `/readyz` must
 //! keep answering 503 through the grace period.
+
+pub mod auth;
+pub mod config_view;
+pub mod explain;
+pub mod tenants;
+pub mod v1;
 
 use crate::metrics::METRICS;
 use crate::quota::breaker::BreakerState;
 use crate::snapshot::App;
 use async_trait::async_trait;
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
@@ -44,6 +51,9 @@ pub fn handle(app: &App, path: &str) -> Response<Full<Bytes>> {
             if evicted > counted {
                 METRICS.edge_evictions.inc_by(evicted - counted);
             }
+            // Tenant ids become labels only when opted in (observability.tenant_metrics).
+            let top = app.snapshot.load().config.observability.tenant_metrics;
+            app.tier_fit.export_metrics(top, crate::tier_fit::unix_ms());
             reply(200, "text/plain; version=0.0.4", METRICS.render())
         }
         "/healthz" => {
@@ -74,6 +84,31 @@ pub fn handle(app: &App, path: &str) -> Response<Full<Bytes>> {
         }
         _ => reply(404, "text/plain", "not found\n"),
     }
+}
+
+/// Answers one admin request: `/v1/*` through [`v1::handle`] (its body read up to
+/// [`v1::MAX_BODY_BYTES`]), everything else through [`handle`].
+pub async fn serve(app: &App, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let path = req.uri().path().to_string();
+    if path != "/v1" && !path.starts_with("/v1/") {
+        return handle(app, &path);
+    }
+    let (parts, body) = req.into_parts();
+    let body = match Limited::new(body, v1::MAX_BODY_BYTES).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => {
+            let p = crate::response::Problem::status(
+                413,
+                format!(
+                    "admin request bodies are limited to {} bytes",
+                    v1::MAX_BODY_BYTES
+                ),
+            );
+            return v1::problem_reply(&p, &[]);
+        }
+    };
+    // Boxed: the handlers' Redis futures are deep (see `pipeline::tenant::run`).
+    Box::pin(v1::handle(app, &parts.method, &path, &parts.headers, body)).await
 }
 
 /// Binds with SO_REUSEPORT so a new binary started with `--upgrade` can serve admin requests
@@ -129,8 +164,8 @@ impl BackgroundService for AdminService {
                     let app = self.app.clone();
                     tokio::spawn(async move {
                         let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                            let resp = handle(&app, req.uri().path());
-                            async move { Ok::<_, std::convert::Infallible>(resp) }
+                            let app = app.clone();
+                            async move { Ok::<_, std::convert::Infallible>(serve(&app, req).await) }
                         });
                         let _ = hyper::server::conn::http1::Builder::new()
                             .serve_connection(TokioIo::new(stream), service)

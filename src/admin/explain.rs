@@ -1,0 +1,390 @@
+//! `POST /v1/explain`: what the gateway would do with a request now, layer by layer, without
+//! debiting anything.
+//!
+//! Body: `{"method": "GET", "host": "api.example.com", "path": "/orders/1?x=1",
+//! "headers": {"authorization": "Bearer ..."}, "client_ip": "203.0.113.7"}` (`headers` values
+//! are strings or lists of strings; `client_ip` is optional: the client address after
+//! `X-Forwarded-For` resolution, needed for the edge layer and anonymous tenants).
+//!
+//! The path is normalised exactly as the proxy does ([`crate::http::target`]), the route found
+//! by the snapshot's router, the identity resolved by the snapshot's authenticator (JWT or API
+//! key; a client certificate cannot be explained), then each layer's decision is read without
+//! debiting: the edge bucket of `client_ip` (memory), the tenant's policies (Redis, read-only
+//! script, see [`crate::quota::peek`]), the upstream's concurrency slots. The tier's burst pool,
+//! asked only when the tenant's bucket refuses, is not consulted.
+
+use super::tenants;
+use crate::config::{AuthMode, Config};
+use crate::edge::{client_ip, EdgeOutcome};
+use crate::identity::{Identity, Method};
+use crate::limit::Decision;
+use crate::pipeline;
+use crate::response::Problem;
+use crate::snapshot::{App, Snapshot};
+use crate::upstream::claimant::claimant_of;
+use pingora::http::RequestHeader;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+/// The request to explain.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExplainRequest {
+    #[serde(default = "get")]
+    pub method: String,
+    #[serde(default)]
+    pub host: String,
+    pub path: String,
+    #[serde(default)]
+    pub headers: BTreeMap<String, HeaderValues>,
+    pub client_ip: Option<String>,
+}
+
+fn get() -> String {
+    "GET".to_string()
+}
+
+/// One header's value or values.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum HeaderValues {
+    One(String),
+    Many(Vec<String>),
+}
+
+fn bad_request(detail: impl Into<String>) -> Problem {
+    Problem::status(400, detail)
+}
+
+/// The header map of `req`. Errors: an invalid header name or value (400).
+fn header_map(req: &ExplainRequest) -> Result<http::HeaderMap, Problem> {
+    let mut map = http::HeaderMap::new();
+    for (name, values) in &req.headers {
+        let name = http::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| bad_request(format!("headers: {name:?} is not a header name")))?;
+        let values = match values {
+            HeaderValues::One(v) => vec![v.as_str()],
+            HeaderValues::Many(v) => v.iter().map(String::as_str).collect(),
+        };
+        for v in values {
+            let value = http::HeaderValue::from_str(v)
+                .map_err(|_| bad_request(format!("headers.{name}: not a valid header value")))?;
+            map.append(name.clone(), value);
+        }
+    }
+    Ok(map)
+}
+
+fn decision_json(d: &Decision) -> Value {
+    json!({
+        "admitted": d.admitted,
+        "remaining": d.remaining,
+        "retry_after_s": if d.admitted { Some(0) } else { d.retry_after_s() },
+        "seconds_until_full": d.full_ms.div_ceil(1000),
+    })
+}
+
+/// The edge layer for `client`, read without debiting.
+fn edge_layer(app: &App, config: &Config, client: Option<IpAddr>) -> (Value, bool) {
+    let Some(settings) = &config.edge else {
+        return (
+            json!({"layer": "edge", "decision": "skipped", "why": "no edge: section"}),
+            true,
+        );
+    };
+    let Some(client) = client else {
+        let why = "no client_ip given";
+        return (
+            json!({"layer": "edge", "decision": "unknown", "why": why}),
+            true,
+        );
+    };
+    if settings.exempt.iter().any(|n| n.contains(&client)) {
+        let why = "client is in edge.exempt";
+        return (
+            json!({"layer": "edge", "decision": "skipped", "why": why}),
+            true,
+        );
+    }
+    let key = client_ip::key_of(client, settings.ipv6_prefix);
+    let now = app.now_ms();
+    let outcome = if settings.algorithm == crate::limit::algorithm::Algorithm::TokenBucket {
+        let d = app.edge_buckets.peek(&key, now, &settings.rate, 1);
+        if d.admitted {
+            EdgeOutcome::Admitted(d)
+        } else {
+            EdgeOutcome::Limited(d)
+        }
+    } else {
+        let cells = app.edge_cells(settings.max_clients);
+        let o = cells.peek(&key, settings.algorithm, now, &settings.rate, 1, 0);
+        if o.decision.admitted {
+            EdgeOutcome::Admitted(o.decision)
+        } else {
+            EdgeOutcome::Limited(o.decision)
+        }
+    };
+    let (decision, d) = match outcome {
+        EdgeOutcome::Admitted(d) => ("admitted", d),
+        EdgeOutcome::Limited(d) => ("limited", d),
+        EdgeOutcome::Skipped => return (json!({"layer": "edge", "decision": "skipped"}), true),
+    };
+    let v = json!({
+        "layer": "edge",
+        "decision": decision,
+        "client_key": key.to_string(),
+        "algorithm": settings.algorithm.as_str(),
+        "limit": settings.rate.limit,
+        "per_ms": settings.rate.per_ms,
+        "burst": settings.rate.burst,
+        "numbers": decision_json(&d),
+    });
+    (v, d.admitted)
+}
+
+fn identity_json(id: &Identity) -> Value {
+    json!({"tenant": id.tenant, "tier": id.tier, "method": id.method.as_str()})
+}
+
+/// The request head the proxy would see: method, target, `Host` and the given headers.
+/// Errors: a method or target that is not a valid request line (the detail).
+fn request_head(req: &ExplainRequest, headers: &http::HeaderMap) -> Result<RequestHeader, String> {
+    let mut head = RequestHeader::build(req.method.as_str(), req.path.as_bytes(), None)
+        .map_err(|e| format!("method or path is not a valid request line: {e}"))?;
+    for (name, value) in headers {
+        head.append_header(name.clone(), value.clone())
+            .map_err(|e| format!("header {name}: {e}"))?;
+    }
+    if !req.host.is_empty() {
+        head.insert_header(http::header::HOST, req.host.as_str())
+            .map_err(|e| format!("host: {e}"))?;
+    }
+    Ok(head)
+}
+
+fn stop(layers: &mut Vec<Value>, layer: Value, outcome: Value) -> Value {
+    layers.push(layer);
+    outcome
+}
+
+fn unix_now_s() -> u64 {
+    crate::tier_fit::unix_ms() / 1000
+}
+
+/// `POST /v1/explain`. Errors: 400 for a malformed body; a Redis fault is reported inside the
+/// tenant layer, not as an error.
+pub async fn explain(app: &App, snap: &Snapshot, body: &[u8]) -> Result<Value, Problem> {
+    let req: ExplainRequest = serde_json::from_slice(body).map_err(|e| {
+        bad_request(format!(
+            "body: {e} (expected {{method, host, path, headers}})"
+        ))
+    })?;
+    let client = match &req.client_ip {
+        Some(text) => Some(client_ip::normalize(
+            text.parse::<IpAddr>()
+                .map_err(|_| bad_request("client_ip: not an IP address"))?,
+        )),
+        None => None,
+    };
+    let headers = header_map(&req)?;
+    let config = &snap.config;
+    let mut layers = Vec::new();
+    let outcome = run(app, snap, &req, &headers, client, &mut layers).await;
+    Ok(json!({
+        "request": {"method": req.method, "host": req.host, "path": req.path, "client_ip": client.map(|c| c.to_string())},
+        "layers": layers,
+        "outcome": outcome,
+        "config_sha256": config.source.sha256,
+        "debited": false,
+    }))
+}
+
+/// Runs the layers in the proxy's order, pushing each to `layers`; returns the outcome (the
+/// first layer that would answer, or admission).
+async fn run(
+    app: &App,
+    snap: &Snapshot,
+    req: &ExplainRequest,
+    headers: &http::HeaderMap,
+    client: Option<IpAddr>,
+    layers: &mut Vec<Value>,
+) -> Value {
+    let config = &snap.config;
+    // 1. Edge.
+    let (edge, passed) = edge_layer(app, config, client);
+    if !passed {
+        let status = config.response.status;
+        let out = json!({"layer": "edge", "decision": "limited", "status": status});
+        return stop(layers, edge, out);
+    }
+    layers.push(edge);
+
+    // 2. Target and route: the proxy's own stage on a request head built from the body.
+    let mut head = match request_head(req, headers) {
+        Ok(h) => h,
+        Err(detail) => {
+            let l = json!({"layer": "http", "decision": "bad_target", "detail": detail});
+            let out = json!({"layer": "http", "decision": "bad_target", "status": 400});
+            return stop(layers, l, out);
+        }
+    };
+    let index = match pipeline::route::resolve(snap, &mut head) {
+        Ok(i) => i,
+        Err(r) => {
+            let mut l = json!({"layer": r.layer.as_str(), "decision": r.reason.as_str(), "status": r.problem.status});
+            if let Some(reason) = r.problem.extensions.get("reason") {
+                l["reason"] = reason.clone();
+            }
+            l["detail"] = json!(r.problem.detail);
+            let out = json!({"layer": r.layer.as_str(), "decision": r.reason.as_str(), "status": r.problem.status});
+            return stop(layers, l, out);
+        }
+    };
+    let route = &config.routes[index];
+    let auth = match route.auth {
+        AuthMode::Required => "required",
+        AuthMode::Optional => "optional",
+        AuthMode::None => "none",
+    };
+    layers.push(json!({
+        "layer": "route",
+        "decision": "matched",
+        "route": route.id,
+        "host": head.headers.get("host").and_then(|h| h.to_str().ok()),
+        "path": head.uri.path(),
+        "path_prefix": route.path_prefix,
+        "upstream": route.upstream,
+        "auth": auth,
+        "cost": route.cost,
+    }));
+
+    // 3. Identity: the proxy's own stage (anonymous identities included).
+    let credentials = pipeline::identity::Credentials {
+        headers,
+        cert_cn: None,
+        client: client.unwrap_or(IpAddr::from([0, 0, 0, 0])),
+        ipv6_prefix: config.ipv6_prefix(),
+        now_s: unix_now_s(),
+    };
+    let identity = match pipeline::identity::decide(&snap.auth, route.auth, &credentials) {
+        Ok(id) => id,
+        Err(r) => {
+            let status = r.problem.status;
+            let l = json!({"layer": "identity", "decision": r.reason.as_str(), "status": status, "detail": r.problem.detail});
+            let out = json!({"layer": "identity", "decision": r.reason.as_str(), "status": status});
+            return stop(layers, l, out);
+        }
+    };
+    let anonymous_without_client = identity.method == Method::Anonymous && client.is_none();
+    let decision = match (route.auth, identity.method) {
+        (AuthMode::None, _) => "skipped",
+        (_, Method::Anonymous) => "anonymous",
+        _ => "admitted",
+    };
+    layers.push(
+        json!({"layer": "identity", "decision": decision, "identity": identity_json(&identity)}),
+    );
+
+    // 4. Tenant policies (an anonymous tenant only when `client_ip` says whose it is).
+    let tenant_tier = match &identity.tier {
+        Some(tier) if !anonymous_without_client => Some((identity.tenant.clone(), tier.clone())),
+        _ => None,
+    };
+    let mut tenant_admitted = true;
+    match (&tenant_tier, &snap.quota) {
+        (Some((tenant, tier)), Some(quota)) => {
+            let layer = tenant_layer(app, snap, quota, tenant, tier, route.cost).await;
+            tenant_admitted = layer["decision"] != "limited";
+            let refused = layer["decision"] == "limited";
+            layers.push(layer);
+            if refused {
+                let status = config.response.status;
+                return json!({"layer": "tenant", "decision": "limited", "status": status});
+            }
+        }
+        (None, _) => layers.push(
+            json!({"layer": "tenant", "decision": "skipped", "why": "no tenant with a tier"}),
+        ),
+        (_, None) => layers.push(
+            json!({"layer": "tenant", "decision": "skipped", "why": "no quota store configured"}),
+        ),
+    }
+
+    // 5. Upstream slots.
+    let upstream = snap.upstreams.get(&route.upstream);
+    let Some((upstream, slots)) = upstream.and_then(|u| u.slots.as_ref().map(|s| (u, s))) else {
+        layers.push(
+            json!({"layer": "upstream", "decision": "admitted", "why": "no max_concurrency"}),
+        );
+        return json!({"layer": "upstream", "decision": "admitted", "tenant_admitted": tenant_admitted});
+    };
+    let (claimant, _) = claimant_of(config, &identity);
+    let s = &upstream.settings;
+    let in_flight = slots.in_flight();
+    let held = slots.held_by(&claimant);
+    let max = s.max_concurrency.unwrap_or(u32::MAX);
+    let tenant_full = s.max_concurrency_per_tenant.is_some_and(|m| held >= m);
+    let decision = match (in_flight >= max || tenant_full, &s.queue) {
+        (false, _) => "admitted",
+        (true, Some(_)) => "queued",
+        (true, None) => "limited",
+    };
+    layers.push(json!({
+        "layer": "upstream",
+        "decision": decision,
+        "upstream": s.name,
+        "in_flight": in_flight,
+        "max_concurrency": s.max_concurrency,
+        "held_by_tenant": held,
+        "max_concurrency_per_tenant": s.max_concurrency_per_tenant,
+        "waiting": slots.waiting(),
+        "queue_max": s.queue.as_ref().map(|q| q.max),
+    }));
+    let status = if decision == "limited" { 503 } else { 200 };
+    json!({"layer": "upstream", "decision": decision, "status": status})
+}
+
+/// The tenant layer: every policy's state and what a request of `cost` would get.
+async fn tenant_layer(
+    app: &App,
+    snap: &Snapshot,
+    quota: &crate::quota::QuotaService,
+    tenant: &str,
+    tier: &str,
+    cost: u64,
+) -> Value {
+    let Some((t, rate)) = snap.tenant_rate(tenant, tier) else {
+        return json!({"layer": "tenant", "decision": "rejected", "status": 403, "detail": format!("tier \"{tier}\" does not exist")});
+    };
+    let (rate, policy) = tenants::effective(snap, tenant, t, rate);
+    match crate::quota::peek::read(&quota.redis, tenant, policy.algorithm, &policy.quotas).await {
+        Ok(raw) => {
+            let p = crate::quota::peek::evaluate(
+                policy.algorithm,
+                &raw,
+                &rate,
+                policy.max_delay_ms,
+                &policy.quotas,
+                cost,
+            );
+            let decision = if p.admitted() { "admitted" } else { "limited" };
+            json!({
+                "layer": "tenant",
+                "decision": decision,
+                "tenant": tenant,
+                "tier": t.name,
+                "cost": cost,
+                "policies": tenants::policies_json(&t.name, &rate, &policy, &p, true),
+                "fit": app.tier_fit.report(tenant, raw.now_ms),
+            })
+        }
+        Err(fault) => json!({
+            "layer": "tenant",
+            "decision": "unknown",
+            "why": format!("quota store fault: {}", fault.as_str()),
+            "on_failure": format!("{:?}", t.on_failure).to_lowercase(),
+        }),
+    }
+}

@@ -1,0 +1,255 @@
+//! `GET /v1/tenants/{id}` (tier, every policy's state read without debiting, tier fit) and
+//! `POST /v1/tenants/{id}/reset` (delete the tenant's keys).
+//!
+//! Which tenants are known ([`tier_of`]): a tenant listed in `tenants:` or named by an API key
+//! (tier as the identity stage resolves it: the key's tier, then `tenants.<id>.tier`, then
+//! `identity.default_tier`); an anonymous `ip:<address>` tenant when the `anonymous` tier
+//! exists; any other id (e.g. a JWT subject) only when `identity.default_tier` is set and the
+//! tenant has state in Redis or was seen by this instance. Everything else is 404.
+
+use super::v1::store_problem;
+use crate::config::{Config, Tier, TierPolicy};
+use crate::identity::tenant_id::ANONYMOUS_PREFIX;
+use crate::limit::Rate;
+use crate::quota::peek::{self, Peeked};
+use crate::response::Problem;
+use crate::snapshot::{App, Snapshot};
+use serde_json::{json, Value};
+
+/// How a tenant's tier was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Known {
+    /// From the config (`tenants:`, an API key, the anonymous tier).
+    Configured(String),
+    /// Only `identity.default_tier`: known if it has state or was seen.
+    IfSeen(String),
+}
+
+/// The tier of `tenant` by the rule in the module docs; `None`: unknown.
+pub fn tier_of(config: &Config, tenant: &str) -> Option<Known> {
+    if tenant.starts_with(ANONYMOUS_PREFIX) {
+        return config
+            .tiers
+            .contains_key("anonymous")
+            .then(|| Known::Configured("anonymous".to_string()));
+    }
+    let listed = config.tenants.get(tenant);
+    let key = config
+        .identity
+        .api_keys
+        .as_ref()
+        .and_then(|k| k.keys.iter().find(|k| k.tenant == tenant));
+    let default = config.identity.default_tier.clone();
+    if listed.is_none() && key.is_none() {
+        return default.map(Known::IfSeen);
+    }
+    key.and_then(|k| k.tier.clone())
+        .or_else(|| listed.and_then(|t| t.tier.clone()))
+        .or(default)
+        .map(Known::Configured)
+}
+
+/// The rate and policy `tenant` is held to in this region (as the tenant stage computes them,
+/// without recording demand).
+pub fn effective(snap: &Snapshot, tenant: &str, tier: &Tier, rate: Rate) -> (Rate, TierPolicy) {
+    match &snap.region {
+        Some(region) => {
+            let share = region.share(tenant);
+            let policy = share
+                .apply_quotas(&tier.policy)
+                .unwrap_or_else(|| tier.policy.clone());
+            (share.apply(rate), policy)
+        }
+        None => (rate, tier.policy.clone()),
+    }
+}
+
+fn not_found(tenant_known: bool) -> Problem {
+    let why = if tenant_known {
+        "this tenant's tier is not configured"
+    } else {
+        "unknown tenant: not in tenants:, not named by an API key, and no state in the quota store"
+    };
+    Problem::status(404, why)
+}
+
+/// What the tenant stage would see for `tenant` now, and for a request of `cost` tokens.
+/// Errors: 404 (unknown tenant or tier), 503 (no quota store, or it failed).
+pub async fn inspect(
+    app: &App,
+    snap: &Snapshot,
+    tenant: &str,
+    cost: u64,
+) -> Result<(String, Rate, TierPolicy, Peeked), Problem> {
+    let known = tier_of(&snap.config, tenant).ok_or_else(|| not_found(false))?;
+    let tier_name = match &known {
+        Known::Configured(t) | Known::IfSeen(t) => t.clone(),
+    };
+    let (tier, rate) = snap
+        .tenant_rate(tenant, &tier_name)
+        .ok_or_else(|| not_found(true))?;
+    let quota = snap
+        .quota
+        .as_ref()
+        .ok_or_else(|| Problem::status(503, "no quota store is configured (redis:)"))?;
+    let (rate, policy) = effective(snap, tenant, tier, rate);
+    let raw = peek::read(&quota.redis, tenant, policy.algorithm, &policy.quotas)
+        .await
+        .map_err(store_problem)?;
+    if matches!(known, Known::IfSeen(_)) {
+        let stored = raw.main.is_some() || raw.quota_used.iter().any(|&u| u > 0);
+        if !stored && app.tier_fit.report(tenant, raw.now_ms).is_none() {
+            return Err(not_found(false));
+        }
+    }
+    let peeked = peek::evaluate(
+        policy.algorithm,
+        &raw,
+        &rate,
+        policy.max_delay_ms,
+        &policy.quotas,
+        cost,
+    );
+    Ok((tier.name.clone(), rate, policy, peeked))
+}
+
+/// The per-policy JSON of `peeked`: the main limit first (named after the tier), then each
+/// calendar quota (`<tier>.<period>`). With `decision`, each also carries what a request of
+/// that cost would get.
+pub fn policies_json(
+    tier: &str,
+    rate: &Rate,
+    policy: &TierPolicy,
+    peeked: &Peeked,
+    decision: bool,
+) -> Vec<Value> {
+    let secs = |ms: u64| ms.div_ceil(1000);
+    let retry = |ms: u64| {
+        if ms == u64::MAX {
+            Value::Null
+        } else {
+            json!(secs(ms))
+        }
+    };
+    let mut main = json!({
+        "name": tier,
+        "algorithm": policy.algorithm.as_str(),
+        "limit": rate.limit,
+        "per_ms": rate.per_ms,
+        "burst": rate.burst,
+        "remaining": peeked.main_view.remaining,
+        "seconds_until_full": secs(peeked.main_view.full_ms),
+    });
+    if policy.algorithm == crate::limit::algorithm::Algorithm::LeakyBucket {
+        main["max_delay_ms"] = json!(policy.max_delay_ms);
+    }
+    if decision {
+        let d = &peeked.main_decision;
+        main["would_admit"] = json!(d.admitted);
+        main["remaining_after"] = json!(d.remaining);
+        main["retry_after_s"] = if d.admitted {
+            json!(0)
+        } else {
+            retry(d.retry_after_ms)
+        };
+    }
+    let mut out = vec![main];
+    for (q, (view, d)) in policy.quotas.iter().zip(&peeked.quotas) {
+        let (_, end) = q.period.window(peeked.state.now_ms);
+        let mut v = json!({
+            "name": format!("{tier}.{}", q.period.as_str()),
+            "algorithm": "calendar_quota",
+            "period": q.period.as_str(),
+            "limit": q.limit,
+            "per_ms": end - q.period.window(peeked.state.now_ms).0,
+            "burst": q.limit,
+            "remaining": view.remaining,
+            "seconds_until_full": secs(view.full_ms),
+            "window_ends_in_s": secs(end - peeked.state.now_ms),
+        });
+        if decision {
+            v["would_admit"] = json!(d.admitted);
+            v["remaining_after"] = json!(d.remaining);
+            v["retry_after_s"] = if d.admitted {
+                json!(0)
+            } else {
+                retry(d.retry_after_ms)
+            };
+        }
+        out.push(v);
+    }
+    out
+}
+
+/// `GET /v1/tenants/{id}`.
+pub async fn get(app: &App, snap: &Snapshot, tenant: &str) -> Result<Value, Problem> {
+    let (tier, rate, policy, peeked) = inspect(app, snap, tenant, 1).await?;
+    let fit = app
+        .tier_fit
+        .report(tenant, crate::tier_fit::unix_ms())
+        .unwrap_or_default();
+    Ok(json!({
+        "tenant": tenant,
+        "tier": tier,
+        "policies": policies_json(&tier, &rate, &policy, &peeked, false),
+        "fit": fit,
+        "region": snap.region.as_ref().map(|r| r.region().to_string()),
+    }))
+}
+
+/// `POST /v1/tenants/{id}/reset`: deletes every key of the tenant (all algorithms' main keys,
+/// every calendar quota counter) and forgets this instance's cached refusal. Idempotent: the
+/// body says how many keys existed.
+pub async fn reset(snap: &Snapshot, tenant: &str) -> Result<Value, Problem> {
+    if tier_of(&snap.config, tenant).is_none() {
+        return Err(not_found(false));
+    }
+    let quota = snap
+        .quota
+        .as_ref()
+        .ok_or_else(|| Problem::status(503, "no quota store is configured (redis:)"))?;
+    let deleted = peek::reset(&quota.redis, tenant)
+        .await
+        .map_err(store_problem)?;
+    quota.forget(tenant);
+    tracing::info!(tenant = %crate::identity::tenant_id::encode(tenant), deleted, "admin: tenant limits reset");
+    Ok(json!({ "tenant": tenant, "reset": true, "deleted_keys": deleted }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(identity: &str) -> Config {
+        let yaml = format!(
+            "listen: [\"127.0.0.1:8080\"]\n\
+             tiers: {{ free: {{ limit: 1, per: 1h }}, pro: {{ limit: 9, per: 1h }}, anonymous: {{ limit: 1, per: 1m }} }}\n\
+             redis: {{ url: \"redis://127.0.0.1:6379\" }}\n\
+             tenants: {{ listed: {{ tier: pro }}, bare: {{ burst: 1 }} }}\n\
+             identity:\n  api_keys: {{ keys: [{{ sha256: \"{}\", tenant: keyed, tier: free }}] }}\n{identity}\
+             upstreams: {{ a: {{ backends: [\"127.0.0.1:9001\"] }} }}\n\
+             routes: [{{ path_prefix: \"/\", upstream: a }}]\n",
+            "a".repeat(64)
+        );
+        crate::config::parse(&yaml).unwrap_or_else(|e| panic!("{e:?}"))
+    }
+
+    #[test]
+    fn known_tenants_and_their_tiers() {
+        let c = config("");
+        let configured = |t: &str| Some(Known::Configured(t.to_string()));
+        assert_eq!(tier_of(&c, "listed"), configured("pro"));
+        assert_eq!(tier_of(&c, "keyed"), configured("free"));
+        assert_eq!(tier_of(&c, "ip:10.0.0.1"), configured("anonymous"));
+        // Listed without a tier and no default tier: no tier to show.
+        assert_eq!(tier_of(&c, "bare"), None);
+        assert_eq!(tier_of(&c, "jwt-subject"), None);
+        let c = config("  default_tier: free\n");
+        assert_eq!(tier_of(&c, "bare"), configured("free"));
+        assert_eq!(tier_of(&c, "listed"), configured("pro"));
+        assert_eq!(
+            tier_of(&c, "jwt-subject"),
+            Some(Known::IfSeen("free".into()))
+        );
+    }
+}
