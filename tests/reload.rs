@@ -28,107 +28,29 @@ fn key(tenant: &str) -> String {
     format!("key-of-{tenant}")
 }
 
-/// A gateway config assembled from parts, so a test can change one thing and reload.
-#[derive(Clone)]
-struct Cfg {
-    listen: String,
-    server: String,
-    redis_url: String,
-    edge: Option<String>,
-    jwt: Option<String>,
-    keys: Vec<(String, String)>,
-    tiers: Vec<(String, String)>,
-    upstreams: Vec<(String, String)>,
-    routes: Vec<String>,
-    extra: String,
+/// Upstream `echo` → `backend`, catch-all route `auth: optional`, tier `T` burst 3 ~no refill,
+/// no keys yet (an empty `api_keys.keys`). Redis gets a generous timeout: these tests are not
+/// about Redis failures, and a busy machine must not turn a decision into a fallback.
+fn base_config(redis: &RedisServer, backend: &Backend) -> GatewayConfig {
+    GatewayConfig::echo(&backend.addr(), "optional")
+        .redis(&redis.url(), "timeout_ms: 1000")
+        .api_keys_always()
+        .tier("T", "{ limit: 1, per: 1d, burst: 3 }")
 }
 
-impl Cfg {
-    /// Upstream `echo` → `backend`, catch-all route `auth: optional`, tier `T` burst 3 ~no
-    /// refill, no keys yet. Redis gets a generous timeout: these tests are not about Redis
-    /// failures, and a busy machine must not turn a decision into a fallback.
-    fn new(redis: &RedisServer, backend: &Backend) -> Self {
-        Cfg {
-            listen: "{listen}".into(),
-            server: "{ threads: 2, grace_period_s: 1 }".into(),
-            redis_url: redis.url(),
-            edge: None,
-            jwt: None,
-            keys: Vec::new(),
-            tiers: vec![("T".into(), "{ limit: 1, per: 1d, burst: 3 }".into())],
-            upstreams: vec![("echo".into(), backend.addr())],
-            routes: vec!["{ path_prefix: \"/\", upstream: echo, auth: optional }".into()],
-            extra: String::new(),
-        }
+/// Reload tests give each tenant the API key [`key`]`(tenant)`.
+trait TenantKeys {
+    fn key(self, tenant: &str, tier: &str) -> Self;
+    fn without_key(self, tenant: &str) -> Self;
+}
+
+impl TenantKeys for GatewayConfig {
+    fn key(self, tenant: &str, tier: &str) -> Self {
+        self.api_key(&key(tenant), tenant, tier)
     }
 
-    /// Sets (or adds) tier `name` to the flow map `spec`.
-    fn tier(mut self, name: &str, spec: &str) -> Self {
-        match self.tiers.iter_mut().find(|(n, _)| n == name) {
-            Some(t) => t.1 = spec.into(),
-            None => self.tiers.push((name.into(), spec.into())),
-        }
-        self
-    }
-
-    fn key(mut self, tenant: &str, tier: &str) -> Self {
-        self.keys.push((tenant.into(), tier.into()));
-        self
-    }
-
-    fn without_key(mut self, tenant: &str) -> Self {
-        self.keys.retain(|(t, _)| t != tenant);
-        self
-    }
-
-    fn upstream(mut self, name: &str, backend: &Backend) -> Self {
-        self.upstreams.push((name.into(), backend.addr()));
-        self
-    }
-
-    fn route(mut self, flow_map: &str) -> Self {
-        self.routes.push(flow_map.into());
-        self
-    }
-
-    fn edge(mut self, flow_map: &str) -> Self {
-        self.edge = Some(flow_map.into());
-        self
-    }
-
-    fn yaml(&self) -> String {
-        let mut y = format!(
-            "listen: [\"{}\"]\nadmin: {{ listen: \"{{admin}}\" }}\nserver: {}\n\
-             redis: {{ url: \"{}\", timeout_ms: 1000 }}\n",
-            self.listen, self.server, self.redis_url
-        );
-        if let Some(edge) = &self.edge {
-            y += &format!("edge: {edge}\n");
-        }
-        y += "identity:\n";
-        if let Some(jwt) = &self.jwt {
-            y += &format!("  jwt: {jwt}\n");
-        }
-        y += "  api_keys:\n    keys:\n";
-        for (tenant, tier) in &self.keys {
-            y += &format!(
-                "      - {{ sha256: \"{}\", tenant: \"{tenant}\", tier: \"{tier}\" }}\n",
-                sha256_hex(&key(tenant))
-            );
-        }
-        y += "tiers:\n";
-        for (name, spec) in &self.tiers {
-            y += &format!("  {name}: {spec}\n");
-        }
-        y += "upstreams:\n";
-        for (name, addr) in &self.upstreams {
-            y += &format!("  {name}: {{ backends: [\"{addr}\"] }}\n");
-        }
-        y += "routes:\n";
-        for r in &self.routes {
-            y += &format!("  - {r}\n");
-        }
-        y + &self.extra
+    fn without_key(self, tenant: &str) -> Self {
+        self.without_api_keys_of(tenant)
     }
 }
 
@@ -358,14 +280,14 @@ async fn fifty_reloads_under_load_fail_no_request() {
     let redis = RedisServer::start();
     let a = Backend::start("a");
     let b = Backend::start("b");
-    let mut base = Cfg::new(&redis, &a).tier("T", "{ limit: 1, per: 1d, burst: 1000000 }");
+    let mut base = base_config(&redis, &a).tier("T", "{ limit: 1, per: 1d, burst: 1000000 }");
     for i in 0..4 {
         base = base.key(&format!("load-{i}"), "T");
     }
     let config_a = base.clone();
     let config_b = base
         .tier("T", "{ limit: 1, per: 1d, burst: 900000 }")
-        .upstream("other", &b)
+        .upstream("other", &b.addr())
         .route("{ path_prefix: \"/b\", upstream: other, auth: optional }")
         .key("extra", "T");
     let gw = Gateway::start(&config_a.yaml());
@@ -416,7 +338,7 @@ async fn fifty_reloads_under_load_fail_no_request() {
 async fn drained_tenant_stays_rejected_across_twenty_reloads() {
     let redis = RedisServer::start();
     let a = Backend::start("a");
-    let base = Cfg::new(&redis, &a).key("k1", "T").key("k2", "T");
+    let base = base_config(&redis, &a).key("k1", "T").key("k2", "T");
     let gw = Gateway::start(&base.yaml());
     let http = http();
     let url = gw.url("/x");
@@ -435,14 +357,11 @@ async fn drained_tenant_stays_rejected_across_twenty_reloads() {
         base.clone()
             .route("{ path_prefix: \"/new\", upstream: echo, auth: none }"),
         base.clone().key("k3", "T"),
-        Cfg {
-            extra: "response: { headers: both }\n".into(),
-            ..base.clone()
-        },
+        base.clone().section("response", "{ headers: both }"),
         base.clone().tier("other", "{ limit: 5, per: 1s }"),
     ];
     let with_new_redis_timeout =
-        |cfg: &Cfg| cfg.yaml().replace("timeout_ms: 1000", "timeout_ms: 900");
+        |cfg: &GatewayConfig| cfg.clone().redis_opts("timeout_ms: 900").yaml();
     for i in 0..20 {
         let cfg = &variants[i % variants.len()];
         let yaml = if i % 4 == 3 {
@@ -473,7 +392,7 @@ async fn drained_tenant_stays_rejected_across_twenty_reloads() {
 async fn changed_burst_applies_to_live_buckets_capped_at_the_new_burst() {
     let redis = RedisServer::start();
     let a = Backend::start("a");
-    let mut cfg = Cfg::new(&redis, &a)
+    let mut cfg = base_config(&redis, &a)
         .tier("T", "{ limit: 1, per: 1d, burst: 10 }")
         // Refills in 100 ms: a used bucket is full again (its key expired) a moment later.
         .tier("F", "{ limit: 10, per: 1s, burst: 10 }")
@@ -552,15 +471,14 @@ async fn changed_burst_applies_to_live_buckets_capped_at_the_new_burst() {
 async fn reload_of_redis_settings_keeps_the_local_fallback_buckets() {
     let mut redis = RedisServer::start();
     let a = Backend::start("a");
-    let cfg = Cfg::new(&redis, &a).key("k1", "T").key("k2", "T");
+    let cfg = base_config(&redis, &a).key("k1", "T").key("k2", "T");
     let yaml = |timeout_ms: u32| {
-        cfg.yaml().replace(
-            "timeout_ms: 1000 }",
-            &format!(
+        cfg.clone()
+            .redis_opts(&format!(
                 "timeout_ms: {timeout_ms}, on_failure: local, fleet_size: 1, \
-                 circuit_breaker: {{ min_calls: 2, failure_ratio: 0.5, break_s: 60 }} }}"
-            ),
-        )
+                 circuit_breaker: {{ min_calls: 2, failure_ratio: 0.5, break_s: 60 }}"
+            ))
+            .yaml()
     };
     let gw = Gateway::start(&yaml(1000));
     let http = http();
@@ -608,7 +526,7 @@ async fn reload_of_redis_settings_keeps_the_local_fallback_buckets() {
 async fn invalid_file_is_rejected_and_the_old_config_keeps_serving() {
     let redis = RedisServer::start();
     let a = Backend::start("a");
-    let cfg = Cfg::new(&redis, &a).key("k1", "T");
+    let cfg = base_config(&redis, &a).key("k1", "T");
     let gw = Gateway::start(&cfg.yaml());
     let http = http();
     let url = gw.url("/x");
@@ -616,7 +534,11 @@ async fn invalid_file_is_rejected_and_the_old_config_keeps_serving() {
     assert!(last_ok > 0.0);
 
     let syntax_error = cfg.yaml() + "  - { path_prefix: \"/broken\", upstream: echo\n";
-    let unknown_upstream = cfg.yaml().replace("upstream: echo", "upstream: nowhere");
+    let unknown_upstream = cfg
+        .clone()
+        .no_routes()
+        .route("{ path_prefix: \"/\", upstream: nowhere, auth: optional }")
+        .yaml();
     let negative_limit = cfg
         .clone()
         .tier("T", "{ limit: -5, per: 1d, burst: 3 }")
@@ -657,7 +579,7 @@ async fn removed_key_is_401_and_new_route_works_right_after_reload() {
     let redis = RedisServer::start();
     let a = Backend::start("a");
     let b = Backend::start("b");
-    let cfg = Cfg::new(&redis, &a)
+    let cfg = base_config(&redis, &a)
         .tier("T", "{ limit: 1, per: 1d, burst: 100 }")
         .key("k1", "T")
         .key("k2", "T");
@@ -673,7 +595,7 @@ async fn removed_key_is_401_and_new_route_works_right_after_reload() {
 
     let next = cfg
         .without_key("k2")
-        .upstream("fresh", &b)
+        .upstream("fresh", &b.addr())
         .route("{ path_prefix: \"/new\", upstream: fresh, auth: required }");
     reload_ok(&gw, &next.yaml()).await;
 
@@ -704,18 +626,17 @@ fn echo_name(r: &Reply) -> String {
 async fn listen_and_threads_changes_need_restart_and_the_old_listener_keeps_serving() {
     let redis = RedisServer::start();
     let a = Backend::start("a");
-    let cfg = Cfg::new(&redis, &a).key("k1", "T");
+    let cfg = base_config(&redis, &a).key("k1", "T");
     let gw = Gateway::start(&cfg.yaml());
     let http = http();
 
     let elsewhere = free_addr();
-    let next = Cfg {
-        listen: elsewhere.clone(),
-        server: "{ threads: 3, grace_period_s: 1 }".into(),
-        ..cfg.clone()
-    }
-    // The rest of the file still applies.
-    .route("{ path_prefix: \"/only-new\", upstream: echo, auth: required }");
+    let next = cfg
+        .clone()
+        .listen(&[&yaml_str(&elsewhere)])
+        .server("{ threads: 3, grace_period_s: 1 }")
+        // The rest of the file still applies.
+        .route("{ path_prefix: \"/only-new\", upstream: echo, auth: required }");
     reload_ok(&gw, &next.yaml()).await;
 
     let line = log_line_with(&gw, &["needs restart"]).await;
@@ -748,7 +669,7 @@ async fn listen_and_threads_changes_need_restart_and_the_old_listener_keeps_serv
 async fn case_c09_reload_never_hands_out_a_fresh_burst() {
     let redis = RedisServer::start();
     let a = Backend::start("a");
-    let cfg = Cfg::new(&redis, &a)
+    let cfg = base_config(&redis, &a)
         .edge("{ limit: 1, per: 1d, burst: 5 }")
         .tier("T", "{ limit: 1, per: 1d, burst: 5 }")
         .key("k1", "T");
@@ -883,14 +804,11 @@ fn access_events(log: &str) -> Vec<serde_json::Value> {
 async fn metrics_and_access_log_follow_the_traffic() {
     let redis = RedisServer::start();
     let a = Backend::start("a");
-    let cfg = Cfg {
-        jwt: Some(
-            "{ tenant_claim: \"tenant\", tier_claim: \"tier\", keys: [ { algorithm: HS256, secret_env: \"TG_TEST_JWT\" } ] }"
-                .into(),
-        ),
-        extra: "observability: { log_format: json, tenant_metrics: 2 }\n".into(),
-        ..Cfg::new(&redis, &a)
-    }
+    let cfg = base_config(&redis, &a)
+        .jwt(
+            "{ tenant_claim: \"tenant\", tier_claim: \"tier\", keys: [ { algorithm: HS256, secret_env: \"TG_TEST_JWT\" } ] }",
+        )
+        .section("observability", "{ log_format: json, tenant_metrics: 2 }")
     .edge("{ limit: 1, per: 1d, burst: 1000 }")
     .tier("T", "{ limit: 1, per: 1d, burst: 10 }")
     .key("t1", "T")
@@ -1080,14 +998,13 @@ fn admitted(r: &Reply) -> Result<(), String> {
 async fn binary_upgrade_hands_over_without_failing_a_request() {
     let redis = RedisServer::start();
     let a = Backend::start("a");
-    let mut cfg = Cfg {
+    let mut cfg = base_config(&redis, &a)
         // Relative to the gateway's working directory (its private temp dir): unique per test.
-        server: "{ threads: 2, grace_period_s: 1, graceful_shutdown_timeout_s: 1, \
-                 upgrade_sock: \"upgrade.sock\" }"
-            .into(),
-        ..Cfg::new(&redis, &a)
-    }
-    .tier("T", "{ limit: 1, per: 1d, burst: 1000000 }");
+        .server(
+            "{ threads: 2, grace_period_s: 1, graceful_shutdown_timeout_s: 1, \
+             upgrade_sock: \"upgrade.sock\" }",
+        )
+        .tier("T", "{ limit: 1, per: 1d, burst: 1000000 }");
     for i in 0..4 {
         cfg = cfg.key(&format!("up-{i}"), "T");
     }

@@ -198,6 +198,18 @@ impl GatewayConfig {
         self
     }
 
+    /// [`tier`](Self::tier) for each `name: flow_map` line of `lines` (the body of a `tiers:`
+    /// section as written in YAML, e.g. `"  T: { limit: 1, per: 1d }\n  P: { .. }\n"`).
+    pub fn tier_lines(mut self, lines: &str) -> Self {
+        for line in lines.lines().filter(|l| !l.trim().is_empty()) {
+            let (name, spec) = line
+                .split_once(':')
+                .unwrap_or_else(|| panic!("tier line without `name:`: {line:?}"));
+            self = self.tier(name.trim(), spec.trim());
+        }
+        self
+    }
+
     /// Sets (or adds) `tenants.<name>: <flow_map>`.
     pub fn tenant(mut self, name: &str, flow_map: &str) -> Self {
         set_named(&mut self.tenants, name, flow_map.to_string());
