@@ -326,6 +326,59 @@ fn sync_http_client_reads_control_endpoints() {
     );
 }
 
+/// `metric` matches the name and the label set, in any order and only whole: a subset or a
+/// superset of the labels is another series; escaped label values are decoded.
+#[test]
+fn metric_lookup_matches_labels_as_a_set() {
+    let text = "\
+# TYPE tollgate_decisions_total counter
+tollgate_decisions_total{layer=\"tenant\",outcome=\"limited\",tier=\"T\"} 4
+tollgate_decisions_total{layer=\"edge\",outcome=\"limited\",tier=\"-\"} 9 1700000000000
+tollgate_odd{path=\"a\\\"b,c}\\\\\"} 2
+tollgate_up 1
+";
+    let limited = [("outcome", "limited"), ("tier", "T"), ("layer", "tenant")];
+    assert_eq!(
+        metric(text, "tollgate_decisions_total", &limited),
+        Some(4.0)
+    );
+    let edge = [("tier", "-"), ("layer", "edge"), ("outcome", "limited")];
+    assert_eq!(metric(text, "tollgate_decisions_total", &edge), Some(9.0));
+    assert_eq!(
+        metric(text, "tollgate_decisions_total", &limited[..2]),
+        None,
+        "a subset of the labels is another series"
+    );
+    assert_eq!(
+        metric(
+            text,
+            "tollgate_decisions_total",
+            &[
+                ("layer", "tenant"),
+                ("outcome", "limited"),
+                ("tier", "T"),
+                ("x", "y")
+            ]
+        ),
+        None,
+        "a superset of the labels is another series"
+    );
+    assert_eq!(
+        metric(text, "tollgate_odd", &[("path", "a\"b,c}\\")]),
+        Some(2.0)
+    );
+    assert_eq!(metric(text, "tollgate_up", &[]), Some(1.0));
+    assert_eq!(metric_or_zero(text, "tollgate_down", &[]), 0.0);
+    assert_eq!(
+        metric_value(
+            text,
+            r#"tollgate_decisions_total{tier="T",outcome="limited",layer="tenant"}"#
+        ),
+        Some(4.0),
+        "metric_value matches labels as a set too"
+    );
+}
+
 #[test]
 fn metric_lookup_matches_whole_series() {
     let text = "\
@@ -407,14 +460,11 @@ async fn gateway_lifecycle_start_reload_term() {
     let a = Backend::start("a");
     let b = Backend::start("b");
     let yaml = |routes: &str| {
-        format!(
-            "listen: [\"{{listen}}\"]\nadmin: {{ listen: \"{{admin}}\" }}\n\
-             server: {{ threads: 2, grace_period_s: 1 }}\n\
-             upstreams:\n  up_a: {{ backends: [\"{}\"] }}\n  up_b: {{ backends: [\"{}\"] }}\n\
-             routes:\n{routes}",
-            a.addr(),
-            b.addr()
-        )
+        GatewayConfig::new()
+            .upstream("up_a", &a.addr())
+            .upstream("up_b", &b.addr())
+            .route_lines(routes)
+            .yaml()
     };
     let mut gw = Gateway::start(&yaml(
         "  - { path_prefix: \"/\", upstream: up_a, auth: none }\n",

@@ -1,7 +1,7 @@
 //! Gateway YAML for tests: one builder, [`GatewayConfig`], for every integration test.
 //!
 //! The builder holds the document by top-level section and renders it as text with the harness
-//! placeholders `{listen}` and `{admin}` (replaced by [`Gateway::start`](super::Gateway::start)
+//! placeholders `{listen}` and `{admin}` (replaced by `Gateway::start`
 //! with free addresses). Section values are YAML fragments as the config reference writes them
 //! (`"{ limit: 1, per: 1d, burst: 3 }"`), so a test reads like the config it runs; API keys are
 //! given in clear and stored as their SHA-256. What the typed setters do not cover goes in
@@ -23,6 +23,13 @@ pub fn yaml_str(text: &str) -> String {
     serde_json::to_string(text).expect("a string serializes")
 }
 
+/// The `redis:` section: a URL and further options, or a whole flow mapping.
+#[derive(Clone, Debug)]
+enum Redis {
+    Url { url: String, opts: String },
+    Spec(String),
+}
+
 /// One entry of `identity.api_keys.keys`.
 #[derive(Clone, Debug)]
 struct ApiKey {
@@ -39,9 +46,9 @@ struct ApiKey {
 #[derive(Clone, Debug)]
 pub struct GatewayConfig {
     listen: Vec<String>,
-    admin: String,
+    admin: Option<String>,
     server: Option<String>,
-    redis: Option<(String, String)>,
+    redis: Option<Redis>,
     edge: Option<String>,
     jwt: Option<String>,
     default_tier: Option<String>,
@@ -77,7 +84,7 @@ impl GatewayConfig {
     pub fn new() -> Self {
         GatewayConfig {
             listen: vec!["\"{listen}\"".to_string()],
-            admin: "{ listen: \"{admin}\" }".to_string(),
+            admin: Some("{ listen: \"{admin}\" }".to_string()),
             server: Some("{ threads: 2, grace_period_s: 1 }".to_string()),
             redis: None,
             edge: None,
@@ -110,6 +117,13 @@ impl GatewayConfig {
         self
     }
 
+    /// Leaves `admin:` out: for documents parsed in-process or checked, never run by
+    /// `Gateway` (which waits for the admin listener).
+    pub fn no_admin(mut self) -> Self {
+        self.admin = None;
+        self
+    }
+
     /// `server: <flow_map>`.
     pub fn server(mut self, flow_map: &str) -> Self {
         self.server = Some(flow_map.to_string());
@@ -124,14 +138,25 @@ impl GatewayConfig {
 
     /// `redis: { url: "<url>", <opts> }` (`opts` may be empty).
     pub fn redis(mut self, url: &str, opts: &str) -> Self {
-        self.redis = Some((url.to_string(), opts.to_string()));
+        self.redis = Some(Redis::Url {
+            url: url.to_string(),
+            opts: opts.to_string(),
+        });
         self
     }
 
     /// Replaces the options after `url` of [`redis`](Self::redis).
     pub fn redis_opts(mut self, opts: &str) -> Self {
-        let (url, _) = self.redis.take().expect("redis_opts before redis");
-        self.redis = Some((url, opts.to_string()));
+        match &mut self.redis {
+            Some(Redis::Url { opts: o, .. }) => *o = opts.to_string(),
+            _ => panic!("redis_opts needs redis(url, ..) first"),
+        }
+        self
+    }
+
+    /// `redis: <flow_map>` as given (cluster and sentinel modes, which take `urls`).
+    pub fn redis_spec(mut self, flow_map: &str) -> Self {
+        self.redis = Some(Redis::Spec(flow_map.to_string()));
         self
     }
 
@@ -201,11 +226,8 @@ impl GatewayConfig {
     /// [`tier`](Self::tier) for each `name: flow_map` line of `lines` (the body of a `tiers:`
     /// section as written in YAML, e.g. `"  T: { limit: 1, per: 1d }\n  P: { .. }\n"`).
     pub fn tier_lines(mut self, lines: &str) -> Self {
-        for line in lines.lines().filter(|l| !l.trim().is_empty()) {
-            let (name, spec) = line
-                .split_once(':')
-                .unwrap_or_else(|| panic!("tier line without `name:`: {line:?}"));
-            self = self.tier(name.trim(), spec.trim());
+        for (name, spec) in entry_lines(lines) {
+            self = self.tier(name, spec);
         }
         self
     }
@@ -237,6 +259,28 @@ impl GatewayConfig {
         self
     }
 
+    /// [`upstream_spec`](Self::upstream_spec) for each `name: flow_map` line of `lines` (the body
+    /// of an `upstreams:` section as written in YAML, one upstream a line).
+    pub fn upstream_lines(mut self, lines: &str) -> Self {
+        for (name, spec) in entry_lines(lines) {
+            self = self.upstream_spec(name, spec);
+        }
+        self
+    }
+
+    /// [`route`](Self::route) for each `- flow_map` line of `lines` (the body of a `routes:`
+    /// section as written in YAML, one route a line).
+    pub fn route_lines(mut self, lines: &str) -> Self {
+        for line in lines.lines().filter(|l| !l.trim().is_empty()) {
+            let route = line
+                .trim()
+                .strip_prefix("- ")
+                .unwrap_or_else(|| panic!("route line without `- `: {line:?}"));
+            self = self.route(route);
+        }
+        self
+    }
+
     /// Appends a route (`flow_map`, e.g. `{ path_prefix: "/a", upstream: a, auth: none }`).
     pub fn route(mut self, flow_map: &str) -> Self {
         self.routes.push(flow_map.to_string());
@@ -264,20 +308,22 @@ impl GatewayConfig {
 
     /// The YAML text.
     pub fn yaml(&self) -> String {
-        let mut y = format!(
-            "listen: [{}]\nadmin: {}\n",
-            self.listen.join(", "),
-            self.admin
-        );
+        let mut y = format!("listen: [{}]\n", self.listen.join(", "));
+        if let Some(admin) = &self.admin {
+            y += &format!("admin: {admin}\n");
+        }
         if let Some(server) = &self.server {
             y += &format!("server: {server}\n");
         }
-        if let Some((url, opts)) = &self.redis {
-            if opts.is_empty() {
+        match &self.redis {
+            Some(Redis::Url { url, opts }) if opts.is_empty() => {
                 y += &format!("redis: {{ url: \"{url}\" }}\n");
-            } else {
+            }
+            Some(Redis::Url { url, opts }) => {
                 y += &format!("redis: {{ url: \"{url}\", {opts} }}\n");
             }
+            Some(Redis::Spec(spec)) => y += &format!("redis: {spec}\n"),
+            None => {}
         }
         if let Some(edge) = &self.edge {
             y += &format!("edge: {edge}\n");
@@ -362,4 +408,14 @@ fn named_block(name: &str, entries: &[(String, String)]) -> String {
         y += &format!("  {key}: {value}\n");
     }
     y
+}
+
+/// The `(name, value)` of each non-blank `name: value` line of `lines`, trimmed.
+fn entry_lines(lines: &str) -> impl Iterator<Item = (&str, &str)> {
+    lines.lines().filter(|l| !l.trim().is_empty()).map(|line| {
+        let (name, value) = line
+            .split_once(':')
+            .unwrap_or_else(|| panic!("line without `name:`: {line:?}"));
+        (name.trim(), value.trim())
+    })
 }

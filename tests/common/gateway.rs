@@ -196,9 +196,9 @@ impl Gateway {
         reply.body
     }
 
-    /// The value of the sample whose series text (everything before the value) is exactly
-    /// `series`, e.g. `tollgate_requests_total{route="routes[0]",status_class="2xx"}` (labels in
-    /// the order the exposition prints them: alphabetical for the prometheus crate).
+    /// The value of the series written `series`, e.g.
+    /// `tollgate_requests_total{route="routes[0]",status_class="2xx"}`: the name and the label
+    /// set must match (labels in any order). See also [`metric`](super::metrics::metric).
     pub fn metric(&self, series: &str) -> Option<f64> {
         metric_value(&self.metrics(), series)
     }

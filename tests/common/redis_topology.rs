@@ -622,25 +622,14 @@ pub fn api_key(tenant: &str) -> String {
 /// A gateway config: `redis: { <redis> }`, the tier lines (indented two spaces), one API key per
 /// `(tenant, tier)`, one echo upstream behind an `auth: required` catch-all route.
 pub fn ha_gateway_yaml(redis: &str, tiers: &str, keys: &[(String, &str)], backend: &str) -> String {
-    let keys: String = keys
-        .iter()
-        .map(|(tenant, tier)| {
-            format!(
-                "      - {{ sha256: \"{}\", tenant: \"{tenant}\", tier: \"{tier}\" }}\n",
-                crate::common::sha256_hex(&api_key(tenant))
-            )
-        })
-        .collect();
-    format!(
-        "listen: [\"{{listen}}\"]\n\
-         admin: {{ listen: \"{{admin}}\" }}\n\
-         server: {{ threads: 2, grace_period_s: 1 }}\n\
-         redis: {{ {redis} }}\n\
-         identity:\n  api_keys:\n    keys:\n{keys}\
-         tiers:\n{tiers}\
-         upstreams:\n  echo: {{ backends: [\"{backend}\"] }}\n\
-         routes:\n  - {{ path_prefix: \"/\", upstream: echo, auth: required }}\n"
-    )
+    let mut config = crate::common::GatewayConfig::echo(backend, "required")
+        .redis_spec(&format!("{{ {redis} }}"))
+        .api_keys_always()
+        .tier_lines(tiers);
+    for (tenant, tier) in keys {
+        config = config.api_key(&api_key(tenant), tenant, tier);
+    }
+    config.yaml()
 }
 
 /// How one answer was decided, from its status and headers.

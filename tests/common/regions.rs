@@ -6,7 +6,7 @@
 
 #![allow(dead_code)]
 
-use crate::common::{sha256_hex, try_get_with_key, Backend, Gateway, RedisServer};
+use crate::common::{try_get_with_key, Backend, Gateway, GatewayConfig, RedisServer, STRICT_REDIS};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -144,25 +144,15 @@ pub fn region_yaml(
     multi_region: &str,
     extra: &str,
 ) -> String {
-    let mut y = format!(
-        "listen: [\"{{listen}}\"]\n\
-         admin: {{ listen: \"{{admin}}\" }}\n\
-         server: {{ threads: 2, grace_period_s: 1 }}\n\
-         redis: {{ url: \"{redis_url}\", timeout_ms: 2000, circuit_breaker: {{ min_calls: 1000 }}, on_failure: closed }}\n\
-         upstreams:\n  echo: {{ backends: [\"{backend}\"] }}\n\
-         routes:\n  - {{ path_prefix: \"/\", upstream: echo, auth: required }}\n\
-         tiers:\n  t: {tier}\n\
-         multi_region: {multi_region}\n\
-         identity:\n  api_keys:\n    keys:\n"
-    );
+    let mut config = GatewayConfig::echo(backend, "required")
+        .redis(redis_url, STRICT_REDIS)
+        .tier("t", tier)
+        .section("multi_region", multi_region)
+        .api_keys_always();
     for t in tenants {
-        y.push_str(&format!(
-            "      - {{ sha256: \"{}\", tenant: \"{t}\", tier: t }}\n",
-            sha256_hex(&region_key(t))
-        ));
+        config = config.api_key(&region_key(t), t, "t");
     }
-    y.push_str(extra);
-    y
+    config.raw(extra).yaml()
 }
 
 /// One answer seen by [`drive`]: when (since the driver's start) and whether it was admitted.
