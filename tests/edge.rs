@@ -455,17 +455,15 @@ async fn flood_of_distinct_clients_stays_bounded_and_hot_abuser_stays_limited() 
     let backend = Backend::start("flood");
     // Only /api is routed: flood requests admitted by the edge end as cheap 404s (the edge runs
     // before routing), so the flood costs the backend nothing.
-    let yaml = format!(
-        "listen: [\"{{listen}}\"]\n\
-         admin: {{ listen: \"{{admin}}\" }}\n\
-         server: {{ threads: 2, grace_period_s: 1 }}\n\
-         edge: {{ limit: 1, per: 1d, burst: 3, trusted_proxies: [\"127.0.0.2/32\"], \
-         max_clients: {MAX_CLIENTS} }}\n\
-         observability: {{ access_log: false }}\n\
-         upstreams:\n  echo: {{ backends: [\"{}\"] }}\n\
-         routes:\n  - {{ path_prefix: \"/api\", upstream: echo, auth: none }}\n",
-        backend.addr()
-    );
+    let yaml = GatewayConfig::new()
+        .edge(&format!(
+            "{{ limit: 1, per: 1d, burst: 3, trusted_proxies: [\"127.0.0.2/32\"], \
+             max_clients: {MAX_CLIENTS} }}"
+        ))
+        .section("observability", "{ access_log: false }")
+        .upstream("echo", &backend.addr())
+        .route("{ path_prefix: \"/api\", upstream: echo, auth: none }")
+        .yaml();
     let gw = Gateway::start(&yaml);
     let addr = gw.listen_addr().to_string();
     let hot_admitted = Arc::new(AtomicU64::new(0));

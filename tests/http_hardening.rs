@@ -506,20 +506,15 @@ async fn idle_keepalive_connection_is_closed() {
 #[test]
 fn check_warns_about_broad_trust_and_shadowed_auth_but_passes() {
     let backend = Backend::start("b");
-    let yaml = format!(
-        "listen: [\"{{listen}}\"]\n\
-         admin: {{ listen: \"{{admin}}\" }}\n\
-         edge: {{ limit: 100, per: 1s, trusted_proxies: [\"0.0.0.0/0\", \"10.0.0.0/8\", \"10.1.2.3\"] }}\n\
-         identity:\n  api_keys:\n    keys:\n\
-         \x20     - {{ sha256: \"{}\", tenant: \"ops\" }}\n\
-         upstreams:\n  echo: {{ backends: [\"{}\"] }}\n\
-         routes:\n\
-         \x20 - {{ path_prefix: \"/admin\", upstream: echo, auth: required }}\n\
-         \x20 - {{ path_prefix: \"/admin/public\", upstream: echo, auth: none }}\n\
-         \x20 - {{ path_prefix: \"/\", upstream: echo, auth: none }}\n",
-        sha256_hex(KEY),
-        backend.addr(),
-    );
+    let yaml = GatewayConfig::new()
+        .no_server()
+        .edge("{ limit: 100, per: 1s, trusted_proxies: [\"0.0.0.0/0\", \"10.0.0.0/8\", \"10.1.2.3\"] }")
+        .api_key_with(KEY, "ops", None)
+        .upstream("echo", &backend.addr())
+        .route("{ path_prefix: \"/admin\", upstream: echo, auth: required }")
+        .route("{ path_prefix: \"/admin/public\", upstream: echo, auth: none }")
+        .route("{ path_prefix: \"/\", upstream: echo, auth: none }")
+        .yaml();
     let out = check_config(&yaml);
     assert_eq!(out.code(), Some(0), "{}", out.all());
     let all = out.all();

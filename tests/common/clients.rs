@@ -198,6 +198,19 @@ pub fn ip(text: &str) -> IpAddr {
 // Raw requests with exact header lines (appended for tests/identity.rs)
 // ---------------------------------------------------------------------------------------------
 
+/// A blocking connection to `addr` ("127.0.0.1:P"); `timeout` bounds the connect and each read
+/// and write.
+fn connect(addr: &str, timeout: Duration) -> std::io::Result<TcpStream> {
+    let sock: SocketAddr = addr
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| std::io::Error::other(format!("cannot resolve {addr}")))?;
+    let stream = TcpStream::connect_timeout(&sock, timeout)?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    Ok(stream)
+}
+
 /// Like [`http_request`] but writes `headers` byte for byte as given (name case, order and
 /// repetitions preserved), e.g. to send `X-API-KEY` in upper case or a header twice.
 pub fn http_request_with_headers(
@@ -207,13 +220,7 @@ pub fn http_request_with_headers(
     headers: &[(&str, &str)],
     timeout: Duration,
 ) -> std::io::Result<HttpReply> {
-    let sock: SocketAddr = addr
-        .to_socket_addrs()?
-        .next()
-        .ok_or_else(|| std::io::Error::other(format!("cannot resolve {addr}")))?;
-    let mut stream = TcpStream::connect_timeout(&sock, timeout)?;
-    stream.set_read_timeout(Some(timeout))?;
-    stream.set_write_timeout(Some(timeout))?;
+    let mut stream = connect(addr, timeout)?;
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (name, value) in headers {
         head.push_str(&format!("{name}: {value}\r\n"));
@@ -232,13 +239,7 @@ pub fn http_request_with_headers(
 /// Writes `bytes` exactly as given on a new connection to `addr`, then reads until the server
 /// closes (or `timeout` passes between reads) and parses the answer. For malformed requests.
 pub fn raw_exchange(addr: &str, bytes: &[u8], timeout: Duration) -> std::io::Result<HttpReply> {
-    let sock: SocketAddr = addr
-        .to_socket_addrs()?
-        .next()
-        .ok_or_else(|| std::io::Error::other(format!("cannot resolve {addr}")))?;
-    let mut stream = TcpStream::connect_timeout(&sock, timeout)?;
-    stream.set_read_timeout(Some(timeout))?;
-    stream.set_write_timeout(Some(timeout))?;
+    let mut stream = connect(addr, timeout)?;
     // The server may answer and close before every byte is written: keep what it said.
     let _ = stream.write_all(bytes);
     let mut raw = Vec::new();
