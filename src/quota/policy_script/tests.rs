@@ -10,6 +10,25 @@ fn composed_script_embeds_the_algorithm_once() {
     }
 }
 
+/// Every algorithm's script has its shared parts in place, each once: the prelude in all but
+/// the token bucket (whose arithmetic differs), the TAT block in `gcra` and `leaky_bucket`.
+#[test]
+fn algorithm_scripts_carry_their_shared_parts() {
+    for alg in Algorithm::ALL {
+        let s = algorithm_lua(alg);
+        assert!(!s.contains("--@@"), "{alg:?} has a placeholder left");
+        let prelude = usize::from(alg != Algorithm::TokenBucket);
+        assert_eq!(s.matches(PRELUDE_LUA).count(), prelude, "{alg:?}");
+        let tat = usize::from(matches!(alg, Algorithm::Gcra | Algorithm::LeakyBucket));
+        assert_eq!(s.matches(TAT_LUA).count(), tat, "{alg:?}");
+        assert_eq!(
+            s.matches("redis.replicate_commands()").count(),
+            1,
+            "{alg:?}"
+        );
+    }
+}
+
 #[test]
 fn keys_and_args_layout() {
     let quotas = [CalendarQuota {
