@@ -18,6 +18,7 @@ use tokio::task::JoinSet;
 const RELOADS_OK: &str = "tollgate_config_reloads_total{result=\"ok\"}";
 const RELOADS_ERR: &str = "tollgate_config_reloads_total{result=\"error\"}";
 const LAST_RELOAD: &str = "tollgate_config_last_reload_success_timestamp_seconds";
+const REQUESTS: &str = "tollgate_requests_total";
 
 // ---------------------------------------------------------------------------------------------
 // Config builder
@@ -752,12 +753,12 @@ async fn case_c09_reload_never_hands_out_a_fresh_burst() {
     assert_eq!(a.stats().requests, 21);
     // Edge rejections come before routing (route "none"); the tenant's after it. Counters are
     // written in the logging phase, just after the answer went out.
-    let edge = "tollgate_requests_total{route=\"none\",status_class=\"4xx\"}";
-    let tenant = "tollgate_requests_total{route=\"routes[0]\",status_class=\"4xx\"}";
+    let edge = [("route", "none"), ("status_class", "4xx")];
+    let tenant = [("route", "routes[0]"), ("status_class", "4xx")];
     let counted = eventually(Duration::from_secs(10), || {
         let m = gw.metrics();
-        metric_value(&m, edge) == Some((1 + 1 + 1 + 40 + 1 + 2) as f64)
-            && metric_value(&m, tenant) == Some(2.0)
+        metric(&m, REQUESTS, &edge) == Some((1 + 1 + 1 + 40 + 1 + 2) as f64)
+            && metric(&m, REQUESTS, &tenant) == Some(2.0)
     })
     .await;
     assert!(counted, "every 429 counted: {}", gw.metrics());
@@ -853,18 +854,18 @@ async fn metrics_and_access_log_follow_the_traffic() {
 
     // Request counters and access log lines are written in the logging phase, just after the
     // client got its answer: wait for the last one.
+    fn route_0(class: &str) -> [(&str, &str); 2] {
+        [("route", "routes[0]"), ("status_class", class)]
+    }
     let logged = eventually(Duration::from_secs(10), || {
-        gw.metric_or_zero("tollgate_requests_total{route=\"routes[0]\",status_class=\"4xx\"}")
-            == 2.0
+        metric_or_zero(&gw, REQUESTS, &route_0("4xx")) == 2.0
     })
     .await;
     assert!(logged, "{}", gw.metrics());
     let m = gw.metrics();
-    let value = |s: &str| metric_value(&m, s);
     let decisions = |layer: &str, outcome: &str, tier: &str| {
-        value(&format!(
-            "tollgate_decisions_total{{layer=\"{layer}\",outcome=\"{outcome}\",tier=\"{tier}\"}}"
-        ))
+        let labels = [("layer", layer), ("outcome", outcome), ("tier", tier)];
+        metric(&m, "tollgate_decisions_total", &labels)
     };
     assert_eq!(decisions("edge", "admitted", "-"), Some(15.0), "{m}");
     assert_eq!(decisions("identity", "admitted", "T"), Some(14.0), "{m}");
@@ -875,24 +876,17 @@ async fn metrics_and_access_log_follow_the_traffic() {
     );
     assert_eq!(decisions("tenant", "admitted", "T"), Some(13.0), "{m}");
     assert_eq!(decisions("tenant", "limited", "T"), Some(1.0), "{m}");
-    assert_eq!(
-        value("tollgate_requests_total{route=\"routes[0]\",status_class=\"2xx\"}"),
-        Some(13.0)
-    );
-    assert_eq!(
-        value("tollgate_requests_total{route=\"routes[0]\",status_class=\"4xx\"}"),
-        Some(2.0)
-    );
+    assert_eq!(metric(&m, REQUESTS, &route_0("2xx")), Some(13.0));
+    assert_eq!(metric(&m, REQUESTS, &route_0("4xx")), Some(2.0));
     // Burst 10: admissions leaving 1 or 0 tokens (< 20 %) are near the limit: t1's last two.
     assert_eq!(
-        value("tollgate_tenant_near_limit_total{tier=\"T\"}"),
+        metric(&m, "tollgate_tenant_near_limit_total", &[("tier", "T")]),
         Some(2.0)
     );
     // Opt-in per-tenant series, bounded to 2 tenants + "other".
     let tenant = |outcome: &str, t: &str| {
-        value(&format!(
-            "tollgate_tenant_decisions_total{{outcome=\"{outcome}\",tenant=\"{t}\"}}"
-        ))
+        let labels = [("tenant", t), ("outcome", outcome)];
+        metric(&m, "tollgate_tenant_decisions_total", &labels)
     };
     assert_eq!(tenant("admitted", "t1"), Some(10.0), "{m}");
     assert_eq!(tenant("limited", "t1"), Some(1.0), "{m}");
@@ -901,8 +895,12 @@ async fn metrics_and_access_log_follow_the_traffic() {
     assert!(!m.contains("tenant=\"t3\""), "bounded: {m}");
 
     // Reload counters and the success timestamp.
-    assert_eq!(value(RELOADS_OK), Some(1.0), "the startup load counts");
-    let t0 = value(LAST_RELOAD).expect("last reload timestamp");
+    assert_eq!(
+        metric_value(&m, RELOADS_OK),
+        Some(1.0),
+        "the startup load counts"
+    );
+    let t0 = metric(&m, LAST_RELOAD, &[]).expect("last reload timestamp");
     assert!(t0 > 0.0);
     let next_second = eventually(Duration::from_secs(5), || {
         std::time::SystemTime::now()
