@@ -13,9 +13,10 @@
 //! One file a concern: `processes` (binaries, free ports, temp dirs, signals), `redis_server`,
 //! `backend` (`tollgate-echo`), `gateway` (`tollgate run` / `check`), `clients` (blocking control
 //! client, reqwest clients, raw one-shot requests), `raw_conn` (hand-driven keep-alive
-//! connections), `config` (the YAML builder), `metrics` (Prometheus text), `assertions` (problem
-//! bodies, echo JSON), `wait` (polling). `regions`, `redis_topology` and `tls` are included by the
-//! test files that need them (`#[path = "common/..."]`).
+//! connections), `relay` (a TCP relay: re-pointed, delayed, cut), `config` (the YAML builder),
+//! `metrics` (Prometheus text), `assertions` (problem bodies, echo JSON), `wait` (polling).
+//! `regions`, `redis_topology` and `tls` are included by the test files that need them
+//! (`#[path = "common/..."]`).
 //!
 //! Set `TOLLGATE_KEEP_TEST_DIRS=1` to keep every temporary directory (configs and logs) after the
 //! test; their paths are printed.
@@ -31,6 +32,7 @@ mod metrics;
 mod processes;
 mod raw_conn;
 mod redis_server;
+mod relay;
 mod wait;
 
 // Every helper stays reachable as `common::name`, as before the split. A test file that uses none of
@@ -38,5 +40,5 @@ mod wait;
 #[allow(unused_imports)]
 pub use self::{
     assertions::*, backend::*, clients::*, config::*, gateway::*, metrics::*, processes::*,
-    raw_conn::*, redis_server::*, wait::*,
+    raw_conn::*, redis_server::*, relay::*, wait::*,
 };
