@@ -54,6 +54,8 @@ def compose(alg):
     body = (LUA / f"{alg}.lua").read_text()
     body = body.replace("--@@PRELUDE@@\n", (LUA / "lib" / "prelude.lua").read_text(), 1)
     body = body.replace("--@@TAT@@\n", (LUA / "lib" / "tat.lua").read_text(), 1)
+    if alg == "token_bucket":
+        body = (LUA / "lib" / "refill.lua").read_text() + body
     main = f"local function main_policy(KEYS, ARGV, redis)\n{body}\nend"
     return (LUA / "policy.lua").read_text().replace("--@@MAIN@@", main, 1)
 
