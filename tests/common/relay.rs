@@ -66,17 +66,12 @@ impl TcpRelay {
                     s.push(client.try_clone().expect("clone"));
                     s.push(server.try_clone().expect("clone"));
                 }
-                let (c, s) = (
+                delayed_pipe(
                     client.try_clone().expect("clone"),
                     server.try_clone().expect("clone"),
+                    delay,
                 );
-                if delay.is_zero() {
-                    pipe(c, s);
-                    pipe(server, client);
-                } else {
-                    delayed_pipe(c, s, delay);
-                    delayed_pipe(server, client, delay);
-                }
+                delayed_pipe(server, client, delay);
             }
         });
         relay
@@ -116,25 +111,8 @@ impl Drop for TcpRelay {
     }
 }
 
-/// Copies `from` → `to` until either side ends, then half-closes `to`.
-fn pipe(mut from: TcpStream, mut to: TcpStream) {
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 16 * 1024];
-        loop {
-            match from.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if to.write_all(&buf[..n]).is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-        let _ = to.shutdown(Shutdown::Write);
-    });
-}
-
-/// Copies `from` → `to`, each chunk written `delay` after it was read (order kept).
+/// Copies `from` → `to`, each chunk written `delay` after it was read (order kept; at once for
+/// a zero delay), then half-closes `to`.
 fn delayed_pipe(mut from: TcpStream, mut to: TcpStream, delay: Duration) {
     let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
     std::thread::spawn(move || {
