@@ -1,11 +1,20 @@
 //! Gateway YAML for tests: one builder, [`GatewayConfig`], for every integration test.
 //!
 //! The builder holds the document by top-level section and renders it as text with the harness
-//! placeholders `{listen}` and `{admin}` (replaced by `Gateway::start`
-//! with free addresses). Section values are YAML fragments as the config reference writes them
+//! placeholders `{listen}` and `{admin}` (replaced by `Gateway::start` with free addresses).
+//! Section values are YAML fragments as the config reference writes them
 //! (`"{ limit: 1, per: 1d, burst: 3 }"`), so a test reads like the config it runs; API keys are
 //! given in clear and stored as their SHA-256. What the typed setters do not cover goes in
-//! through [`section`](GatewayConfig::section) or [`raw`](GatewayConfig::raw).
+//! through [`section`](GatewayConfig::section) or [`raw`](GatewayConfig::raw). Documents that
+//! must be broken on purpose (syntax errors for `tollgate check`) stay literal text in their test.
+//!
+//! ```text
+//! GatewayConfig::echo(&backend.addr(), "required")      // upstream `echo`, catch-all route
+//!     .redis(&redis.url(), STRICT_REDIS)
+//!     .tier("T", "{ limit: 1, per: 1d, burst: 3 }")
+//!     .api_key("key-of-acme", "acme", "T")               // stored as its SHA-256
+//!     .yaml()
+//! ```
 
 /// Generous Redis settings: a 2 s timeout, a breaker that does not open, and `closed` as the
 /// failure policy, so that any Redis fault is a visible 503 instead of a different count.
