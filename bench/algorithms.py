@@ -50,7 +50,12 @@ W = (BURST * PER_MS + LIMIT - 1) // LIMIT
 
 
 def compose(alg):
+    # The shared parts in place, as src/quota/policy_script.rs `expand` does.
     body = (LUA / f"{alg}.lua").read_text()
+    body = body.replace("--@@PRELUDE@@\n", (LUA / "lib" / "prelude.lua").read_text(), 1)
+    body = body.replace("--@@TAT@@\n", (LUA / "lib" / "tat.lua").read_text(), 1)
+    if alg == "token_bucket":
+        body = (LUA / "lib" / "refill.lua").read_text() + body
     main = f"local function main_policy(KEYS, ARGV, redis)\n{body}\nend"
     return (LUA / "policy.lua").read_text().replace("--@@MAIN@@", main, 1)
 

@@ -22,26 +22,13 @@ local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
 local function ceil_div(a, b) return math.floor((a + b - 1) / b) end
 
--- Level (in units of 1/scale token) of the bucket at KEYS[i] now.
+-- Level (in units of 1/scale token) of the bucket at KEYS[i] now (refilled: lua/lib/refill.lua,
+-- in front of this script).
 local function level_of(key, limit, capacity)
   local stored = redis.call('HMGET', key, 'l', 's', 't')
   if stored[1] == false then return capacity end
-  local level = tonumber(stored[1])
-  local old_scale = tonumber(stored[2])
-  local last = tonumber(stored[3])
-  if old_scale ~= scale and old_scale > 0 then
-    local whole = math.floor(level / old_scale)
-    local rest = level - whole * old_scale
-    level = whole * scale + math.floor(rest * scale / old_scale)
-  end
-  if level > capacity then level = capacity end
-  if now > last then
-    local elapsed = now - last
-    local to_full = ceil_div(capacity - level, limit)
-    if elapsed > to_full then elapsed = to_full end
-    level = level + elapsed * limit
-  end
-  if level > capacity then level = capacity end
+  local level = refilled(tonumber(stored[1]), tonumber(stored[2]), tonumber(stored[3]), now, scale,
+    limit, capacity)
   return level
 end
 

@@ -9,22 +9,7 @@
 -- Returns integers {admitted, remaining, retry-after ms (-1 = never), ms until the estimate is
 -- 0, delay ms (0)}. Clock: Redis TIME. A stored window from the future is rebased to the
 -- current one (counts kept), written even on a refusal.
-if redis.replicate_commands then redis.replicate_commands() end
-
-local limit = tonumber(ARGV[1])
-local per = tonumber(ARGV[2])
-local burst = tonumber(ARGV[3])
-local cost = tonumber(ARGV[4])
-
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-
-local function idiv(a, b)
-  local q = math.floor(a / b)
-  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
-  return q
-end
-local function int(x) return string.format('%.0f', x) end
+--@@PRELUDE@@
 
 local w = math.max(idiv(burst * per + limit - 1, limit), 1)
 local start = idiv(now, w) * w

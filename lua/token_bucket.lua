@@ -26,31 +26,16 @@ local need = cost * scale
 
 local function ceil_div(a, b) return math.floor((a + b - 1) / b) end
 
+-- refilled: lua/lib/refill.lua, in front of this script.
 local stored = redis.call('HMGET', KEYS[1], 'l', 's', 't')
 local level = capacity
 local rebased = false
 if stored[1] ~= false then
-  level = tonumber(stored[1])
-  local old_scale = tonumber(stored[2])
-  local last = tonumber(stored[3])
-  if old_scale ~= scale and old_scale > 0 then
-    local whole = math.floor(level / old_scale)
-    local rest = level - whole * old_scale
-    level = whole * scale + math.floor(rest * scale / old_scale)
-  end
-  if level > capacity then level = capacity end
-  if now > last then
-    local elapsed = now - last
-    local to_full = ceil_div(capacity - level, limit)
-    if elapsed > to_full then elapsed = to_full end
-    level = level + elapsed * limit
-  elseif now < last then
-    -- Stamp in the future (written under another clock): it counts as now. Keep the level,
-    -- refill nothing, and store the rebased stamp even on a rejection, so Retry-After holds.
-    rebased = true
-  end
+  -- A stamp in the future (written under another clock) counts as now: the level is kept,
+  -- nothing refills, and the rebased stamp is stored even on a rejection, so Retry-After holds.
+  level, rebased = refilled(tonumber(stored[1]), tonumber(stored[2]), tonumber(stored[3]), now,
+    scale, limit, capacity)
 end
-if level > capacity then level = capacity end
 
 local function store(new_level)
   local full_ms = ceil_div(capacity - new_level, limit)

@@ -15,22 +15,12 @@ const KEY_A: &str = "clock-steps-key-a-0123456789";
 const KEY_B: &str = "clock-steps-key-b-0123456789";
 
 fn yaml(redis: &RedisServer, backend: &Backend) -> String {
-    format!(
-        "listen: [\"{{listen}}\"]\n\
-         admin: {{ listen: \"{{admin}}\" }}\n\
-         server: {{ threads: 2, grace_period_s: 1 }}\n\
-         redis: {{ url: \"{}\", timeout_ms: 2000, circuit_breaker: {{ min_calls: 1000 }}, on_failure: closed }}\n\
-         upstreams:\n  echo: {{ backends: [\"{}\"] }}\n\
-         tiers:\n  T: {{ limit: 1, per: 1s, burst: 2 }}\n\
-         identity:\n  api_keys:\n    keys:\n\
-         \x20     - {{ sha256: \"{}\", tenant: ta, tier: T }}\n\
-         \x20     - {{ sha256: \"{}\", tenant: tb, tier: T }}\n\
-         routes:\n  - {{ path_prefix: \"/\", upstream: echo, auth: required }}\n",
-        redis.url(),
-        backend.addr(),
-        sha256_hex(KEY_A),
-        sha256_hex(KEY_B),
-    )
+    GatewayConfig::echo(&backend.addr(), "required")
+        .redis(&redis.url(), STRICT_REDIS)
+        .tier("T", "{ limit: 1, per: 1s, burst: 2 }")
+        .api_key(KEY_A, "ta", "T")
+        .api_key(KEY_B, "tb", "T")
+        .yaml()
 }
 
 fn redis_time_ms(con: &mut redis::Connection) -> u64 {

@@ -17,50 +17,44 @@ use std::time::Duration;
 const REDUCED_CAPACITY: &str =
     "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity";
 
-/// A gateway config with the harness placeholders, the given `upstreams:` and `routes:` bodies
-/// (lines indented by two spaces) and extra top-level sections.
-fn config(upstreams: &str, routes: &str, extra: &str) -> String {
-    format!(
-        "listen: [\"{{listen}}\"]\n\
-         admin: {{ listen: \"{{admin}}\" }}\n\
-         server: {{ threads: 2, grace_period_s: 1 }}\n\
-         {extra}\
-         upstreams:\n{upstreams}\
-         routes:\n{routes}"
-    )
+/// A catch-all `auth: none` route to `upstream`.
+fn route_all(upstream: &str) -> String {
+    route(upstream, "/")
+}
+
+/// An `auth: none` route for `prefix` to `upstream`.
+fn route(upstream: &str, prefix: &str) -> String {
+    format!("{{ path_prefix: \"{prefix}\", upstream: {upstream}, auth: none }}")
 }
 
 /// One upstream `echo` (`settings` appended to its mapping) behind a catch-all route.
 fn single(backend: &str, settings: &str) -> String {
-    config(
-        &format!("  echo: {{ backends: [\"{backend}\"], {settings} }}\n"),
-        "  - { path_prefix: \"/\", upstream: echo, auth: none }\n",
-        "",
-    )
+    GatewayConfig::new()
+        .upstream_with("echo", backend, settings)
+        .route(&route_all("echo"))
+        .yaml()
 }
 
 fn in_flight(gw: &Gateway, upstream: &str) -> f64 {
-    gw.metric_or_zero(&format!(
-        "tollgate_upstream_in_flight{{upstream=\"{upstream}\"}}"
-    ))
+    metric_or_zero(gw, "tollgate_upstream_in_flight", &[("upstream", upstream)])
 }
 
 fn queue_depth(gw: &Gateway, upstream: &str) -> f64 {
-    gw.metric_or_zero(&format!(
-        "tollgate_upstream_queue_depth{{upstream=\"{upstream}\"}}"
-    ))
+    metric_or_zero(
+        gw,
+        "tollgate_upstream_queue_depth",
+        &[("upstream", upstream)],
+    )
 }
 
 fn queue_waits(gw: &Gateway, upstream: &str) -> f64 {
-    gw.metric_or_zero(&format!(
-        "tollgate_upstream_queue_wait_seconds_count{{upstream=\"{upstream}\"}}"
-    ))
+    let name = "tollgate_upstream_queue_wait_seconds_count";
+    metric_or_zero(gw, name, &[("upstream", upstream)])
 }
 
 fn rejections(gw: &Gateway, upstream: &str, reason: &str) -> f64 {
-    gw.metric_or_zero(&format!(
-        "tollgate_upstream_rejections_total{{reason=\"{reason}\",upstream=\"{upstream}\"}}"
-    ))
+    let labels = [("upstream", upstream), ("reason", reason)];
+    metric_or_zero(gw, "tollgate_upstream_rejections_total", &labels)
 }
 
 /// Waits (up to `timeout`) until the gauge `read` returns `want`; panics with the last value.
@@ -167,16 +161,16 @@ fn assert_capacity_problem(a: &Answer, retry_after: &str) -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_upstream_rejects_with_503_problem_and_retry_after() {
     let backend = Backend::start("full");
-    let yaml = config(
-        &format!(
-            "  echo: {{ backends: [\"{b}\"], max_concurrency: 2 }}\n\
-             \x20 custom: {{ backends: [\"{b}\"], max_concurrency: 1, retry_after_s: 7 }}\n",
-            b = backend.addr()
-        ),
-        "  - { path_prefix: \"/custom\", upstream: custom, auth: none }\n\
-         \x20 - { path_prefix: \"/\", upstream: echo, auth: none }\n",
-        "",
-    );
+    let yaml = GatewayConfig::new()
+        .upstream_with("echo", &backend.addr(), "max_concurrency: 2")
+        .upstream_with(
+            "custom",
+            &backend.addr(),
+            "max_concurrency: 1, retry_after_s: 7",
+        )
+        .route(&route("custom", "/custom"))
+        .route(&route_all("echo"))
+        .yaml();
     let gw = Gateway::start(&yaml);
     let http = client();
     assert_eq!(in_flight(&gw, "echo"), 0.0);
@@ -218,9 +212,8 @@ async fn full_upstream_rejects_with_503_problem_and_retry_after() {
     assert_eq!(queue_waits(&gw, "echo"), 0.0, "no queue, no waits");
     // The upstream layer's decisions: 2 slots granted, 8 refused.
     let decisions = |outcome: &str| {
-        gw.metric_or_zero(&format!(
-            "tollgate_decisions_total{{layer=\"upstream\",outcome=\"{outcome}\",tier=\"-\"}}"
-        ))
+        let labels = [("layer", "upstream"), ("outcome", outcome), ("tier", "-")];
+        metric_or_zero(&gw, "tollgate_decisions_total", &labels)
     };
     assert_eq!((decisions("admitted"), decisions("limited")), (2.0, 8.0));
 
@@ -365,22 +358,13 @@ async fn queue_timeout_rejects_with_503() {
 async fn concurrency_rejection_keeps_the_tenant_token_and_says_so() {
     let redis = RedisServer::start();
     let backend = Backend::start("token");
-    let extra = format!(
-        "redis: {{ url: \"{}\" }}\n\
-         identity:\n  api_keys:\n    keys:\n\
-         \x20     - {{ sha256: \"{}\", tenant: \"acme\", tier: T }}\n\
-         tiers:\n  T: {{ limit: 1, per: 1d, burst: 10 }}\n",
-        redis.url(),
-        sha256_hex("k1-secret"),
-    );
-    let yaml = config(
-        &format!(
-            "  echo: {{ backends: [\"{}\"], max_concurrency: 1 }}\n",
-            backend.addr()
-        ),
-        "  - { path_prefix: \"/\", upstream: echo, auth: required }\n",
-        &extra,
-    );
+    let yaml = GatewayConfig::new()
+        .redis(&redis.url(), "")
+        .api_key("k1-secret", "acme", "T")
+        .tier("T", "{ limit: 1, per: 1d, burst: 10 }")
+        .upstream_with("echo", &backend.addr(), "max_concurrency: 1")
+        .route("{ path_prefix: \"/\", upstream: echo, auth: required }")
+        .yaml();
     let gw = Gateway::start(&yaml);
     let http = client();
     let key = [("x-api-key", "k1-secret")];
@@ -488,22 +472,25 @@ async fn case_c10_slots_come_back_after_every_kind_of_early_end() {
     let backend = Backend::start("paths");
     let sick = Backend::start("sick");
     let dead = free_addr(); // reserved, never bound: connections are refused
-    let yaml = config(
-        &format!(
-            "  slow: {{ backends: [\"{b}\"], max_concurrency: 2 }}\n\
-             \x20 tight: {{ backends: [\"{b}\"], max_concurrency: 2, read_timeout_ms: 150 }}\n\
-             \x20 dead: {{ backends: [\"{dead}\"], max_concurrency: 2, connect_timeout_ms: 500 }}\n\
-             \x20 sick: {{ backends: [\"{s}\"], max_concurrency: 2, \
-             health_check: {{ path: \"/healthz\", interval_s: 1 }} }}\n",
-            b = backend.addr(),
-            s = sick.addr()
-        ),
-        "  - { path_prefix: \"/slow\", upstream: slow, auth: none }\n\
-         \x20 - { path_prefix: \"/tight\", upstream: tight, auth: none }\n\
-         \x20 - { path_prefix: \"/dead\", upstream: dead, auth: none }\n\
-         \x20 - { path_prefix: \"/sick\", upstream: sick, auth: none }\n",
-        "observability: { access_log: false }\n",
-    );
+    let yaml = GatewayConfig::new()
+        .section("observability", "{ access_log: false }")
+        .upstream_with("slow", &backend.addr(), "max_concurrency: 2")
+        .upstream_with(
+            "tight",
+            &backend.addr(),
+            "max_concurrency: 2, read_timeout_ms: 150",
+        )
+        .upstream_with("dead", &dead, "max_concurrency: 2, connect_timeout_ms: 500")
+        .upstream_with(
+            "sick",
+            &sick.addr(),
+            "max_concurrency: 2, health_check: { path: \"/healthz\", interval_s: 1 }",
+        )
+        .route(&route("slow", "/slow"))
+        .route(&route("tight", "/tight"))
+        .route(&route("dead", "/dead"))
+        .route(&route("sick", "/sick"))
+        .yaml();
     let gw = Gateway::start(&yaml);
     sick.set_healthy(false);
     let addr = gw.listen_addr().to_string();
@@ -634,17 +621,17 @@ async fn case_c10_slots_come_back_after_every_kind_of_early_end() {
 async fn thousands_of_mixed_requests_leave_no_slot_behind() {
     let backend = Backend::start("mixed");
     let dead = free_addr();
-    let yaml = config(
-        &format!(
-            "  echo: {{ backends: [\"{b}\"], max_concurrency: 2, \
-             queue: {{ max: 4, timeout_ms: 100 }}, read_timeout_ms: 150 }}\n\
-             \x20 dead: {{ backends: [\"{dead}\"], max_concurrency: 2 }}\n",
-            b = backend.addr()
-        ),
-        "  - { path_prefix: \"/dead\", upstream: dead, auth: none }\n\
-         \x20 - { path_prefix: \"/\", upstream: echo, auth: none }\n",
-        "observability: { access_log: false }\n",
-    );
+    let yaml = GatewayConfig::new()
+        .section("observability", "{ access_log: false }")
+        .upstream_with(
+            "echo",
+            &backend.addr(),
+            "max_concurrency: 2, queue: { max: 4, timeout_ms: 100 }, read_timeout_ms: 150",
+        )
+        .upstream_with("dead", &dead, "max_concurrency: 2")
+        .route(&route("dead", "/dead"))
+        .route(&route_all("echo"))
+        .yaml();
     let gw = Gateway::start(&yaml);
     let addr = gw.listen_addr().to_string();
     const WORKERS: usize = 16;

@@ -11,20 +11,17 @@ use std::time::Duration;
 const KEY: &str = "config-bounds-key-0123456789";
 
 /// Tier `T` (1 token per day, burst 5) and tenant `t1` with `override_fields`.
+fn config(redis_url: &str, backend: &str, override_fields: &str) -> GatewayConfig {
+    GatewayConfig::echo(backend, "required")
+        .redis(redis_url, STRICT_REDIS)
+        .tier("T", "{ limit: 1, per: 1d, burst: 5 }")
+        .tenant("t1", &format!("{{ {override_fields} }}"))
+        .api_key(KEY, "t1", "T")
+}
+
+/// [`config`] as YAML text.
 fn yaml(redis_url: &str, backend: &str, override_fields: &str) -> String {
-    format!(
-        "listen: [\"{{listen}}\"]\n\
-         admin: {{ listen: \"{{admin}}\" }}\n\
-         server: {{ threads: 2, grace_period_s: 1 }}\n\
-         redis: {{ url: \"{redis_url}\", timeout_ms: 2000, circuit_breaker: {{ min_calls: 1000 }}, on_failure: closed }}\n\
-         upstreams:\n  echo: {{ backends: [\"{backend}\"] }}\n\
-         tiers:\n  T: {{ limit: 1, per: 1d, burst: 5 }}\n\
-         tenants:\n  t1: {{ {override_fields} }}\n\
-         identity:\n  api_keys:\n    keys:\n\
-         \x20     - {{ sha256: \"{}\", tenant: t1, tier: T }}\n\
-         routes:\n  - {{ path_prefix: \"/\", upstream: echo, auth: required }}\n",
-        sha256_hex(KEY),
-    )
+    config(redis_url, backend, override_fields).yaml()
 }
 
 /// The issue's reproduction: `check` accepted it; now it names the override's field.
@@ -44,8 +41,9 @@ fn check_refuses_an_out_of_range_override_at_its_field() {
     );
     // A `per` override that makes the tier's own burst too large blames `per`.
     let out = check_config(
-        &yaml("redis://127.0.0.1:1", "127.0.0.1:9", "per: 1d")
-            .replace("per: 1d, burst: 5 }", "per: 1s, burst: 100000000 }"),
+        &config("redis://127.0.0.1:1", "127.0.0.1:9", "per: 1d")
+            .tier("T", "{ limit: 1, per: 1s, burst: 100000000 }")
+            .yaml(),
     );
     assert_ne!(out.code(), Some(0), "{}", out.all());
     assert!(out.all().contains("tenants.t1.per: "), "{}", out.all());

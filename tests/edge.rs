@@ -18,18 +18,10 @@ use std::time::Instant;
 const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
 const TRUSTED: &str = "127.0.0.2";
 
-/// A gateway config: one echo upstream behind a catch-all route, the given `edge:` body (inline
-/// YAML mapping contents) and any extra top-level sections.
-fn config(backend: &str, edge: &str, extra: &str, auth: &str) -> String {
-    format!(
-        "listen: [\"{{listen}}\"]\n\
-         admin: {{ listen: \"{{admin}}\" }}\n\
-         server: {{ threads: 2, grace_period_s: 1 }}\n\
-         edge: {{ limit: 1, per: 1d, burst: 3, {edge} }}\n\
-         {extra}\
-         upstreams:\n  echo: {{ backends: [\"{backend}\"] }}\n\
-         routes:\n  - {{ path_prefix: \"/\", upstream: echo, auth: {auth} }}\n"
-    )
+/// A gateway config: one echo upstream behind a catch-all route with `auth`, and the edge
+/// limiter `{ limit: 1, per: 1d, burst: 3, <edge> }` (`edge`: further inline mapping entries).
+fn config(backend: &str, edge: &str, auth: &str) -> GatewayConfig {
+    GatewayConfig::echo(backend, auth).edge(&format!("{{ limit: 1, per: 1d, burst: 3, {edge} }}"))
 }
 
 /// Sends `n` GETs from `from` with the `X-Forwarded-For` values `xff(i)` (None: no header) and
@@ -73,9 +65,9 @@ async fn case_c06_xff_cannot_choose_the_bucket() {
     let yaml = config(
         &backend.addr(),
         "trusted_proxies: [\"127.0.0.2/32\", \"10.0.0.0/8\"]",
-        "",
         "none",
-    );
+    )
+    .yaml();
     let gw = Gateway::start(&yaml);
 
     // 1. An untrusted client cannot pick a fresh bucket per request with the header.
@@ -151,9 +143,9 @@ async fn untrusted_peer_is_keyed_by_its_own_address_and_proxied_clients_are_sepa
     let yaml = config(
         &backend.addr(),
         "trusted_proxies: [\"127.0.0.2/32\"]",
-        "",
         "none",
-    );
+    )
+    .yaml();
     let gw = Gateway::start(&yaml);
 
     // An untrusted peer claiming 1.2.3.4 is keyed by its own address.
@@ -207,7 +199,6 @@ async fn ipv6_clients_share_one_bucket_per_64_and_mapped_ipv4_is_ipv4() {
     let base = config(
         &backend.addr(),
         "trusted_proxies: [\"127.0.0.2/32\"]",
-        "",
         "none",
     );
     let mut last_err = String::new();
@@ -215,12 +206,10 @@ async fn ipv6_clients_share_one_bucket_per_64_and_mapped_ipv4_is_ipv4() {
     for _attempt in 0..3 {
         let v6_port = free_port();
         let yaml = if dual_stack {
-            base.replace(
-                "listen: [\"{listen}\"]",
-                &format!("listen: [\"{{listen}}\", \"[::]:{v6_port}\"]"),
-            )
+            let v6 = format!("\"[::]:{v6_port}\"");
+            base.clone().listen(&["\"{listen}\"", &v6]).yaml()
         } else {
-            base.clone()
+            base.yaml()
         };
         match Gateway::try_start(&yaml) {
             Ok(gw) => {
@@ -300,9 +289,9 @@ async fn exempt_addresses_are_never_limited() {
         &backend.addr(),
         "trusted_proxies: [\"127.0.0.2/32\"], \
          exempt: [\"127.0.0.4/32\", \"198.51.100.48/29\", \"2001:db8:e::/48\"]",
-        "",
         "none",
-    );
+    )
+    .yaml();
     let gw = Gateway::start(&yaml);
 
     let got = statuses(&gw, "127.0.0.4", 12, |_| None).await;
@@ -341,9 +330,9 @@ async fn non_ascii_xff_entry_is_one_malformed_entry() {
     let yaml = config(
         &backend.addr(),
         "trusted_proxies: [\"127.0.0.2/32\", \"10.0.0.0/8\"]",
-        "",
         "none",
-    );
+    )
+    .yaml();
     let gw = Gateway::start(&yaml);
     let mut conn = RawConn::connect(gw.listen_addr(), Some(ip(TRUSTED)))
         .await
@@ -387,17 +376,12 @@ fn remaining(resp: &reqwest::Response) -> u64 {
 async fn edge_rejection_names_the_edge_policy_and_spends_nothing_downstream() {
     let redis = RedisServer::start();
     let backend = Backend::start("spend");
-    let extra = format!(
-        "redis: {{ url: \"{}\" }}\n\
-         identity:\n  api_keys:\n    keys:\n\
-         \x20     - {{ sha256: \"{}\", tenant: \"acme\", tier: T }}\n\
-         \x20     - {{ sha256: \"{}\", tenant: \"beta\", tier: T }}\n\
-         tiers:\n  T: {{ limit: 1, per: 1d, burst: 10 }}\n",
-        redis.url(),
-        sha256_hex("k1-secret"),
-        sha256_hex("k2-secret"),
-    );
-    let yaml = config(&backend.addr(), "max_clients: 1000", &extra, "required");
+    let yaml = config(&backend.addr(), "max_clients: 1000", "required")
+        .redis(&redis.url(), "")
+        .api_key("k1-secret", "acme", "T")
+        .api_key("k2-secret", "beta", "T")
+        .tier("T", "{ limit: 1, per: 1d, burst: 10 }")
+        .yaml();
     let gw = Gateway::start(&yaml);
     let a = client_from(ip("127.0.0.2"));
     let b = client_from(ip("127.0.0.3"));
@@ -452,9 +436,8 @@ async fn edge_rejection_names_the_edge_policy_and_spends_nothing_downstream() {
     assert_eq!(resp.status(), 200);
     assert_eq!(remaining(&resp), 9);
     assert_eq!(backend.stats().requests, 5);
-    let limited = gw
-        .metric("tollgate_decisions_total{layer=\"edge\",outcome=\"limited\",tier=\"-\"}")
-        .unwrap_or(0.0);
+    let labels = [("layer", "edge"), ("outcome", "limited"), ("tier", "-")];
+    let limited = metric_or_zero(&gw, "tollgate_decisions_total", &labels);
     assert_eq!(limited, 5.0);
 }
 
@@ -472,17 +455,15 @@ async fn flood_of_distinct_clients_stays_bounded_and_hot_abuser_stays_limited() 
     let backend = Backend::start("flood");
     // Only /api is routed: flood requests admitted by the edge end as cheap 404s (the edge runs
     // before routing), so the flood costs the backend nothing.
-    let yaml = format!(
-        "listen: [\"{{listen}}\"]\n\
-         admin: {{ listen: \"{{admin}}\" }}\n\
-         server: {{ threads: 2, grace_period_s: 1 }}\n\
-         edge: {{ limit: 1, per: 1d, burst: 3, trusted_proxies: [\"127.0.0.2/32\"], \
-         max_clients: {MAX_CLIENTS} }}\n\
-         observability: {{ access_log: false }}\n\
-         upstreams:\n  echo: {{ backends: [\"{}\"] }}\n\
-         routes:\n  - {{ path_prefix: \"/api\", upstream: echo, auth: none }}\n",
-        backend.addr()
-    );
+    let yaml = GatewayConfig::new()
+        .edge(&format!(
+            "{{ limit: 1, per: 1d, burst: 3, trusted_proxies: [\"127.0.0.2/32\"], \
+             max_clients: {MAX_CLIENTS} }}"
+        ))
+        .section("observability", "{ access_log: false }")
+        .upstream("echo", &backend.addr())
+        .route("{ path_prefix: \"/api\", upstream: echo, auth: none }")
+        .yaml();
     let gw = Gateway::start(&yaml);
     let addr = gw.listen_addr().to_string();
     let hot_admitted = Arc::new(AtomicU64::new(0));

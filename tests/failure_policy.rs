@@ -29,8 +29,8 @@ fn key(tenant: &str) -> String {
 }
 
 /// A gateway config: one echo upstream behind an `auth: required` catch-all route, the given
-/// `redis:` flow-map body (after `url`), optional `edge:` line, tiers (YAML lines indented by two
-/// spaces) and one API key per `(tenant, tier)`.
+/// `redis:` flow-map body (after `url`), the `edge:` flow map (empty: none), tiers (YAML lines
+/// indented by two spaces) and one API key per `(tenant, tier)`.
 fn gateway_yaml(
     redis_url: &str,
     redis_extra: &str,
@@ -39,26 +39,17 @@ fn gateway_yaml(
     keys: &[(String, &str)],
     backend: &str,
 ) -> String {
-    let keys: String = keys
-        .iter()
-        .map(|(tenant, tier)| {
-            format!(
-                "      - {{ sha256: \"{}\", tenant: \"{tenant}\", tier: \"{tier}\" }}\n",
-                sha256_hex(&key(tenant))
-            )
-        })
-        .collect();
-    format!(
-        "listen: [\"{{listen}}\"]\n\
-         admin: {{ listen: \"{{admin}}\" }}\n\
-         server: {{ threads: 2, grace_period_s: 1 }}\n\
-         redis: {{ url: \"{redis_url}\", {redis_extra} }}\n\
-         {edge}\
-         identity:\n  api_keys:\n    keys:\n{keys}\
-         tiers:\n{tiers}\
-         upstreams:\n  echo: {{ backends: [\"{backend}\"] }}\n\
-         routes:\n  - {{ path_prefix: \"/\", upstream: echo, auth: required }}\n"
-    )
+    let mut config = GatewayConfig::echo(backend, "required")
+        .redis(redis_url, redis_extra)
+        .api_keys_always()
+        .tier_lines(tiers);
+    if !edge.is_empty() {
+        config = config.edge(edge);
+    }
+    for (tenant, tier) in keys {
+        config = config.api_key(&key(tenant), tenant, tier);
+    }
+    config.yaml()
 }
 
 /// `n` tenant names `<prefix>-<i>` paired with `tier`.
@@ -134,16 +125,30 @@ fn assert_degraded(r: &Reply, tier: &str, burst: u64) -> u64 {
     r.remaining()
 }
 
-fn decisions(tier: &str, outcome: &str) -> String {
-    format!("tollgate_decisions_total{{layer=\"tenant\",outcome=\"{outcome}\",tier=\"{tier}\"}}")
+/// Tenant-layer decisions of `tier` with `outcome` in `m` (a gateway or exposition text).
+fn decisions(m: impl Exposition, tier: &str, outcome: &str) -> f64 {
+    let labels = [("layer", "tenant"), ("outcome", outcome), ("tier", tier)];
+    metric_or_zero(&m, "tollgate_decisions_total", &labels)
 }
 
-fn redis_errors(kind: &str) -> String {
-    format!("tollgate_redis_errors_total{{kind=\"{kind}\"}}")
+/// Redis errors of `kind` in `m`.
+fn redis_errors(m: impl Exposition, kind: &str) -> f64 {
+    metric_or_zero(&m, "tollgate_redis_errors_total", &[("kind", kind)])
 }
 
-fn transitions(to: &str) -> String {
-    format!("tollgate_redis_breaker_transitions_total{{to=\"{to}\"}}")
+/// Breaker transitions to `to` in `m`.
+fn transitions(m: impl Exposition, to: &str) -> f64 {
+    metric_or_zero(
+        &m,
+        "tollgate_redis_breaker_transitions_total",
+        &[("to", to)],
+    )
+}
+
+/// Answers of the catch-all route with a 5xx status.
+fn route_5xx(gw: &Gateway) -> f64 {
+    let labels = [("route", "routes[0]"), ("status_class", "5xx")];
+    metric_or_zero(gw, "tollgate_requests_total", &labels)
 }
 
 const BREAKER_STATE: &str = "tollgate_redis_breaker_state";
@@ -166,7 +171,7 @@ async fn assert_one_log_line_per_transition(gw: &Gateway) {
         pairs
             .iter()
             .map(|(to, needle)| {
-                let transitions = metric_value(&m, &transitions(to)).unwrap_or(0.0) as usize;
+                let transitions = transitions(&m, to) as usize;
                 (*needle, log_lines(gw, needle), transitions)
             })
             .collect::<Vec<_>>()
@@ -346,24 +351,22 @@ async fn redis_killed_under_load_each_policy_holds() {
 
     // The metrics count exactly what was sent (the background tenant is in open_t too).
     let m = gw.metrics();
-    let value = |s: &str| metric_value(&m, s).unwrap_or(0.0) as u64;
-    assert_eq!(value(&decisions("open_t", "failed_open")), 32 + failed_open);
-    assert_eq!(value(&decisions("closed_t", "failed_closed")), 32);
-    assert_eq!(value(&decisions("local_t", "fallback")), 8 * 5);
-    assert_eq!(value(&decisions("local_t", "limited")), 8 * 3);
     assert_eq!(
-        value(&decisions("local_t", "admitted")),
+        decisions(&m, "open_t", "failed_open") as u64,
+        32 + failed_open
+    );
+    assert_eq!(decisions(&m, "closed_t", "failed_closed") as u64, 32);
+    assert_eq!(decisions(&m, "local_t", "fallback") as u64, 8 * 5);
+    assert_eq!(decisions(&m, "local_t", "limited") as u64, 8 * 3);
+    assert_eq!(
+        decisions(&m, "local_t", "admitted") as u64,
         0,
         "never reached Redis"
     );
-    assert!(value(&redis_errors("connection")) > 0, "{m}");
-    assert_eq!(value(&redis_errors("script")), 0, "{m}");
+    assert!(redis_errors(&m, "connection") as u64 > 0, "{m}");
+    assert_eq!(redis_errors(&m, "script") as u64, 0, "{m}");
     // Request counters are written in the logging phase, just after the answer went out.
-    let fivexx = "tollgate_requests_total{route=\"routes[0]\",status_class=\"5xx\"}";
-    let counted = eventually(Duration::from_secs(10), || {
-        gw.metric_or_zero(fivexx) == 32.0
-    })
-    .await;
+    let counted = eventually(Duration::from_secs(10), || route_5xx(&gw) == 32.0).await;
     assert!(
         counted,
         "only the closed tier's 503s are 5xx: {}",
@@ -402,7 +405,7 @@ async fn frozen_redis_opens_the_breaker_and_is_not_called_while_open() {
     warm_up(&http, &url, "warm", "open_t", 1000, 2).await;
     assert_eq!(healthz(&gw)["limiter"], "ok");
     let calls_before = redis.command_calls("evalsha");
-    let errors_before = gw.metric_or_zero(&redis_errors("timeout")) as u64;
+    let errors_before = redis_errors(&gw, "timeout") as u64;
 
     redis.pause();
     // One request at a time until the breaker opens: each call times out after 50 ms and the
@@ -420,13 +423,12 @@ async fn frozen_redis_opens_the_breaker_and_is_not_called_while_open() {
         "min_calls 5, ratio 0.5, after 2 successes"
     );
     let m = gw.metrics();
-    let value = |s: &str| metric_value(&m, s).unwrap_or(0.0) as u64;
     assert_eq!(
-        value(&redis_errors("timeout")) - errors_before,
+        redis_errors(&m, "timeout") as u64 - errors_before,
         sent_while_closed,
         "every frozen call ends in a timeout: {m}"
     );
-    assert_eq!(value(&transitions("open")), 1);
+    assert_eq!(transitions(&m, "open") as u64, 1);
     let health = healthz(&gw);
     assert_eq!(health["limiter"], "degraded", "{health}");
     assert_eq!(health["redis_breaker"], "open", "{health}");
@@ -463,15 +465,14 @@ async fn frozen_redis_opens_the_breaker_and_is_not_called_while_open() {
     }
     assert_eq!(local_admitted, 5, "local fallback bucket of 5");
     let m = gw.metrics();
-    let value = |s: &str| metric_value(&m, s).unwrap_or(0.0) as u64;
     assert_eq!(
-        value(&decisions("open_t", "failed_open")),
+        decisions(&m, "open_t", "failed_open") as u64,
         sent_while_closed + 15
     );
-    assert_eq!(value(&decisions("local_t", "fallback")), 5);
+    assert_eq!(decisions(&m, "local_t", "fallback") as u64, 5);
     let errors: u64 = ["timeout", "connection", "script", "other"]
         .iter()
-        .map(|k| value(&redis_errors(k)))
+        .map(|k| redis_errors(&m, k) as u64)
         .sum();
     assert_eq!(
         errors - errors_before,
@@ -545,11 +546,8 @@ async fn restarted_redis_takes_decisions_back_without_noscript_errors() {
         assert_redis_decided(&r, "closed_t", 1000);
         assert_eq!(r.remaining(), expected, "the restarted Redis starts empty");
     }
-    assert_eq!(gw.metric_or_zero(&redis_errors("script")), 0.0);
-    assert_eq!(
-        gw.metric_or_zero(&decisions("closed_t", "failed_closed")),
-        0.0
-    );
+    assert_eq!(redis_errors(&gw, "script"), 0.0);
+    assert_eq!(decisions(&gw, "closed_t", "failed_closed"), 0.0);
     assert!(
         redis.command_calls("script|load") >= 1,
         "NOSCRIPT was answered by a load"
@@ -567,17 +565,16 @@ async fn restarted_redis_takes_decisions_back_without_noscript_errors() {
         assert_eq!(r.remaining(), expected);
     }
     let m = gw.metrics();
-    let value = |s: &str| metric_value(&m, s).unwrap_or(0.0) as u64;
-    assert_eq!(value(BREAKER_STATE), 0, "{m}");
+    assert_eq!(metric_or_zero(&m, BREAKER_STATE, &[]) as u64, 0, "{m}");
     assert_eq!(
-        value(&transitions("open")),
+        transitions(&m, "open") as u64,
         1,
         "the first probe succeeded: {m}"
     );
-    assert_eq!(value(&transitions("half_open")), 1, "{m}");
-    assert_eq!(value(&transitions("closed")), 1, "{m}");
-    assert_eq!(value(&redis_errors("script")), 0, "{m}");
-    assert!(value(&redis_errors("connection")) > 0, "{m}");
+    assert_eq!(transitions(&m, "half_open") as u64, 1, "{m}");
+    assert_eq!(transitions(&m, "closed") as u64, 1, "{m}");
+    assert_eq!(redis_errors(&m, "script") as u64, 0, "{m}");
+    assert!(redis_errors(&m, "connection") as u64 > 0, "{m}");
     assert_eq!(healthz(&gw)["limiter"], "ok");
 
     // 3. Frozen instead of killed, then SIGCONT: same recovery on the surviving connection.
@@ -603,12 +600,11 @@ async fn restarted_redis_takes_decisions_back_without_noscript_errors() {
         last = Some(rem);
     }
     let m = gw.metrics();
-    let value = |s: &str| metric_value(&m, s).unwrap_or(0.0) as u64;
-    assert_eq!(value(BREAKER_STATE), 0, "{m}");
-    assert_eq!(value(&transitions("open")), 2, "{m}");
-    assert_eq!(value(&transitions("closed")), 2, "{m}");
-    assert!(value(&redis_errors("timeout")) > 0, "{m}");
-    assert_eq!(value(&redis_errors("script")), 0, "{m}");
+    assert_eq!(metric_or_zero(&m, BREAKER_STATE, &[]) as u64, 0, "{m}");
+    assert_eq!(transitions(&m, "open") as u64, 2, "{m}");
+    assert_eq!(transitions(&m, "closed") as u64, 2, "{m}");
+    assert!(redis_errors(&m, "timeout") as u64 > 0, "{m}");
+    assert_eq!(redis_errors(&m, "script") as u64, 0, "{m}");
     assert_one_log_line_per_transition(&gw).await;
     assert!(!gw.log().contains("NOSCRIPT"), "{}", gw.log_tail(30));
 }
@@ -651,7 +647,7 @@ async fn gateway_starts_without_redis_and_recovers_when_it_appears() {
         assert_eq!(assert_degraded(&r, "local_t", 5), 4 - i);
     }
     assert_eq!(gw.admin_get("/readyz").status, 200);
-    assert!(gw.metric_or_zero(&redis_errors("connection")) > 0.0);
+    assert!(redis_errors(&gw, "connection") > 0.0);
 
     redis.restart();
     // Within break_s plus a probe, decisions are back in Redis (a generous bound for a busy
@@ -705,7 +701,7 @@ async fn case_c05(policy: &str) -> (Gateway, Vec<Reply>) {
     let yaml = gateway_yaml(
         &nowhere,
         &format!("timeout_ms: 50, fleet_size: 1, on_failure: {policy}"),
-        "edge: { limit: 1, per: 1d, burst: 3, exempt: [\"127.0.0.1/32\"] }\n",
+        "{ limit: 1, per: 1d, burst: 3, exempt: [\"127.0.0.1/32\"] }",
         "  T: { limit: 1, per: 1d, burst: 5 }\n  big: { limit: 1, per: 1d, burst: 1000 }\n",
         &keys,
         &backend.addr(),
@@ -741,8 +737,10 @@ async fn case_c05(policy: &str) -> (Gateway, Vec<Reply>) {
         }
     }
     assert_eq!(
-        gw.metric_or_zero(
-            "tollgate_decisions_total{layer=\"edge\",outcome=\"limited\",tier=\"-\"}"
+        metric_or_zero(
+            &gw,
+            "tollgate_decisions_total",
+            &[("layer", "edge"), ("outcome", "limited"), ("tier", "-")]
         ),
         1.0
     );
@@ -756,13 +754,9 @@ async fn case_c05_open_admits_without_quota_headers() {
     for r in &replies {
         assert_failed_open(r);
     }
-    assert_eq!(gw.metric_or_zero(&decisions("T", "failed_open")), 10.0);
-    assert_eq!(gw.metric_or_zero(&decisions("big", "failed_open")), 3.0);
-    assert!(
-        gw.metric_or_zero(&redis_errors("connection"))
-            + gw.metric_or_zero(&redis_errors("timeout"))
-            > 0.0
-    );
+    assert_eq!(decisions(&gw, "T", "failed_open"), 10.0);
+    assert_eq!(decisions(&gw, "big", "failed_open"), 3.0);
+    assert!(redis_errors(&gw, "connection") + redis_errors(&gw, "timeout") > 0.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -771,14 +765,10 @@ async fn case_c05_closed_is_503_with_retry_after_never_500() {
     for r in &replies {
         assert_failed_closed(r);
     }
-    assert_eq!(gw.metric_or_zero(&decisions("T", "failed_closed")), 10.0);
-    assert_eq!(gw.metric_or_zero(&decisions("big", "failed_closed")), 3.0);
+    assert_eq!(decisions(&gw, "T", "failed_closed"), 10.0);
+    assert_eq!(decisions(&gw, "big", "failed_closed"), 3.0);
     // Request counters are written in the logging phase, just after the answer went out.
-    let fivexx = "tollgate_requests_total{route=\"routes[0]\",status_class=\"5xx\"}";
-    let counted = eventually(Duration::from_secs(10), || {
-        gw.metric_or_zero(fivexx) == 13.0
-    })
-    .await;
+    let counted = eventually(Duration::from_secs(10), || route_5xx(&gw) == 13.0).await;
     assert!(counted, "only the 503s are 5xx: {}", gw.metrics());
 }
 
@@ -795,7 +785,7 @@ async fn case_c05_local_uses_the_local_bucket_exactly() {
         let retry: u64 = r.header("retry-after").unwrap().parse().unwrap();
         assert!(retry >= 1);
     }
-    assert_eq!(gw.metric_or_zero(&decisions("T", "fallback")), 5.0);
-    assert_eq!(gw.metric_or_zero(&decisions("T", "limited")), 5.0);
-    assert_eq!(gw.metric_or_zero(&decisions("big", "fallback")), 3.0);
+    assert_eq!(decisions(&gw, "T", "fallback"), 5.0);
+    assert_eq!(decisions(&gw, "T", "limited"), 5.0);
+    assert_eq!(decisions(&gw, "big", "fallback"), 3.0);
 }

@@ -20,25 +20,23 @@ use std::time::{Duration, Instant};
 
 const RELOADS_OK: &str = "tollgate_config_reloads_total{result=\"ok\"}";
 
-fn config(upstream: &str, auth: &str, extra: &str) -> String {
-    format!(
-        "listen: [\"{{listen}}\"]\n\
-         admin: {{ listen: \"{{admin}}\" }}\n\
-         server: {{ threads: 2, grace_period_s: 1 }}\n\
-         {extra}\
-         upstreams:\n  echo: {{ {upstream} }}\n\
-         routes:\n  - {{ path_prefix: \"/\", upstream: echo, auth: {auth} }}\n"
-    )
+/// Upstream `echo` with the mapping body `upstream` (`backends: [..], ...`) behind a catch-all
+/// route with `auth`.
+fn config(upstream: &str, auth: &str) -> GatewayConfig {
+    GatewayConfig::new()
+        .upstream_spec("echo", &format!("{{ {upstream} }}"))
+        .route(&format!(
+            "{{ path_prefix: \"/\", upstream: echo, auth: {auth} }}"
+        ))
 }
 
 fn gauge(gw: &Gateway, name: &str) -> f64 {
-    gw.metric_or_zero(&format!("{name}{{upstream=\"echo\"}}"))
+    metric_or_zero(gw, name, &[("upstream", "echo")])
 }
 
 fn rejections(gw: &Gateway, reason: &str) -> f64 {
-    gw.metric_or_zero(&format!(
-        "tollgate_upstream_rejections_total{{reason=\"{reason}\",upstream=\"echo\"}}"
-    ))
+    let labels = [("upstream", "echo"), ("reason", reason)];
+    metric_or_zero(gw, "tollgate_upstream_rejections_total", &labels)
 }
 
 async fn wait_gauge(gw: &Gateway, name: &str, want: f64, timeout: Duration) {
@@ -86,8 +84,8 @@ async fn per_tenant_cap_refuses_the_tenant_not_the_others() {
             backend.addr()
         ),
         "none",
-        "",
-    );
+    )
+    .yaml();
     let gw = Gateway::start(&yaml);
     let a = client_from(ip("127.0.0.2"));
     let b = client_from(ip("127.0.0.3"));
@@ -137,8 +135,8 @@ async fn full_upstream_names_the_upstream_scope() {
             backend.addr()
         ),
         "none",
-        "",
-    );
+    )
+    .yaml();
     let gw = Gateway::start(&yaml);
     let a = client_from(ip("127.0.0.2"));
     let b = client_from(ip("127.0.0.3"));
@@ -172,8 +170,8 @@ async fn fair_queue_client_gone_while_queued_leaves_at_once() {
             backend.addr()
         ),
         "none",
-        "",
-    );
+    )
+    .yaml();
     let gw = Gateway::start(&yaml);
     let a = client_from(ip("127.0.0.2"));
     let holder = spawn_get(&a, gw.url("/hold?delay_ms=3000"));
@@ -241,8 +239,8 @@ async fn fair_queue_timeout_gives_the_place_back() {
             backend.addr()
         ),
         "none",
-        "",
-    );
+    )
+    .yaml();
     let gw = Gateway::start(&yaml);
     let a = client_from(ip("127.0.0.2"));
     let holder = spawn_get(&a, gw.url("/hold?delay_ms=3000"));
@@ -282,7 +280,7 @@ async fn reload_keeps_fair_queue_waiters_and_slot_counts() {
          queue: {{ max: 2, timeout_ms: 20000, fair: true }}",
         backend.addr()
     );
-    let gw = Gateway::start(&config(&upstream, "none", ""));
+    let gw = Gateway::start(&config(&upstream, "none").yaml());
     let a = client_from(ip("127.0.0.2"));
     let holder = spawn_get(&a, gw.url("/hold?delay_ms=4000"));
     wait_gauge(
@@ -308,11 +306,11 @@ async fn reload_keeps_fair_queue_waiters_and_slot_counts() {
     .await;
 
     let before = gw.metric_or_zero(RELOADS_OK);
-    gw.reload(&config(
-        &upstream,
-        "none",
-        "response: { status: 429, headers: both }\n",
-    ));
+    gw.reload(
+        &config(&upstream, "none")
+            .section("response", "{ status: 429, headers: both }")
+            .yaml(),
+    );
     assert!(
         eventually(Duration::from_secs(10), || gw.metric_or_zero(RELOADS_OK)
             > before)
@@ -388,30 +386,24 @@ impl TenantCounts {
 async fn noisy_neighbour(fair: bool, run: Duration) -> HashMap<&'static str, TenantCounts> {
     let redis = RedisServer::start();
     let backend = Backend::start("noisy");
-    let keys: String = TENANTS
-        .iter()
-        .map(|(name, key, tier, _, _)| {
-            format!(
-                "    - {{ sha256: \"{}\", tenant: \"{name}\", tier: {tier} }}\n",
-                sha256_hex(key)
-            )
-        })
-        .collect();
-    let extra = format!(
-        "redis: {{ url: \"{}\" }}\n\
-         identity:\n  api_keys:\n    keys:\n{keys}\
-         tiers:\n\
-         \x20 bulk: {{ limit: 1000000, per: 1s, weight: 1 }}\n\
-         \x20 std: {{ limit: 1000000, per: 1s, weight: 1 }}\n\
-         \x20 gold: {{ limit: 1000000, per: 1s, weight: 4 }}\n",
-        redis.url()
-    );
+    let mut cfg = GatewayConfig::new()
+        .redis(&redis.url(), "")
+        .tier("bulk", "{ limit: 1000000, per: 1s, weight: 1 }")
+        .tier("std", "{ limit: 1000000, per: 1s, weight: 1 }")
+        .tier("gold", "{ limit: 1000000, per: 1s, weight: 4 }");
+    for (name, key, tier, _, _) in TENANTS {
+        cfg = cfg.api_key(key, name, tier);
+    }
     let upstream = format!(
         "backends: [\"{}\"], max_concurrency: {SLOTS}, \
          queue: {{ max: 32, timeout_ms: {QUEUE_TIMEOUT_MS}, fair: {fair} }}",
         backend.addr()
     );
-    let gw = Gateway::start(&config(&upstream, "required", &extra));
+    let gw = Gateway::start(
+        &cfg.upstream_spec("echo", &format!("{{ {upstream} }}"))
+            .route("{ path_prefix: \"/\", upstream: echo, auth: required }")
+            .yaml(),
+    );
     let http = client();
     let counts: Arc<Mutex<HashMap<&'static str, TenantCounts>>> = Arc::default();
     let deadline = Instant::now() + run;

@@ -7,24 +7,18 @@ mod common;
 use common::*;
 use std::time::Duration;
 
-/// A gateway config with the harness placeholders and the given `upstreams:` / `routes:` bodies
-/// (each line already indented by two spaces).
+/// A gateway config with the given `upstreams:` / `routes:` bodies (one entry a line, each
+/// line indented by two spaces).
 fn config(upstreams: &str, routes: &str) -> String {
-    format!(
-        "listen: [\"{{listen}}\"]\n\
-         admin: {{ listen: \"{{admin}}\" }}\n\
-         server: {{ threads: 2, grace_period_s: 1 }}\n\
-         upstreams:\n{upstreams}\
-         routes:\n{routes}"
-    )
+    GatewayConfig::new()
+        .upstream_lines(upstreams)
+        .route_lines(routes)
+        .yaml()
 }
 
 /// One upstream `echo` with a single backend and a catch-all route.
-fn single(backend: &str) -> String {
-    config(
-        &format!("  echo: {{ backends: [\"{backend}\"] }}\n"),
-        "  - { path_prefix: \"/\", upstream: echo, auth: none }\n",
-    )
+fn single(backend: &str) -> GatewayConfig {
+    GatewayConfig::echo(backend, "none")
 }
 
 /// Which backend (`name`) answered `path` with the given Host header.
@@ -181,7 +175,7 @@ async fn no_route_is_a_404_problem() {
 async fn refused_connection_is_a_502_problem() {
     // A port nothing listens on.
     let dead = free_addr();
-    let gw = Gateway::start(&single(&dead));
+    let gw = Gateway::start(&single(&dead).yaml());
     let resp = client().get(gw.url("/x")).send().await.unwrap();
     assert!(header_str(&resp, "x-request-id").is_some_and(|v| !v.is_empty()));
     let p = expect_problem(resp, 502).await;
@@ -214,7 +208,7 @@ async fn upstream_read_timeout_is_a_504_problem() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_id_is_generated_or_echoed() {
     let a = Backend::start("a");
-    let gw = Gateway::start(&single(&a.addr()));
+    let gw = Gateway::start(&single(&a.addr()).yaml());
     let http = client();
 
     let resp = http.get(gw.url("/id")).send().await.unwrap();
@@ -242,7 +236,7 @@ async fn request_id_is_generated_or_echoed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backend_sees_forwarded_for_and_proto() {
     let a = Backend::start("a");
-    let gw = Gateway::start(&single(&a.addr()));
+    let gw = Gateway::start(&single(&a.addr()).yaml());
 
     let v = echo_json(
         client_from(ip("127.0.0.2"))
@@ -277,7 +271,7 @@ async fn backend_sees_forwarded_for_and_proto() {
 async fn five_mib_upload_and_download_are_byte_identical() {
     const SIZE: usize = 5 * 1024 * 1024;
     let a = Backend::start("a");
-    let gw = Gateway::start(&single(&a.addr()));
+    let gw = Gateway::start(&single(&a.addr()).yaml());
     let http = client();
 
     let upload: Vec<u8> = (0..SIZE).map(|_| rand::random::<u8>()).collect();
@@ -421,12 +415,18 @@ async fn metrics_count_requests_by_route_and_status_class() {
         200
     );
 
-    let ok0 = r#"tollgate_requests_total{route="routes[0]",status_class="2xx"}"#;
-    let err0 = r#"tollgate_requests_total{route="routes[0]",status_class="5xx"}"#;
-    let ok1 = r#"tollgate_requests_total{route="routes[1]",status_class="2xx"}"#;
+    let requests = |route: &str, class: &str| {
+        metric(
+            &gw,
+            "tollgate_requests_total",
+            &[("route", route), ("status_class", class)],
+        )
+    };
     // Counters are updated after the response is sent: allow them a moment.
     let settled = eventually(Duration::from_secs(5), || {
-        gw.metric(ok0) == Some(3.0) && gw.metric(err0) == Some(2.0) && gw.metric(ok1) == Some(1.0)
+        requests("routes[0]", "2xx") == Some(3.0)
+            && requests("routes[0]", "5xx") == Some(2.0)
+            && requests("routes[1]", "2xx") == Some(1.0)
     })
     .await;
     assert!(settled, "metrics:\n{}", gw.metrics());
@@ -443,10 +443,9 @@ async fn metrics_count_requests_by_route_and_status_class() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_drains_in_flight_requests_and_readyz_turns_503() {
     let a = Backend::start("a");
-    let yaml = single(&a.addr()).replace(
-        "server: { threads: 2, grace_period_s: 1 }",
-        "server: { threads: 3, grace_period_s: 5 }",
-    );
+    let yaml = single(&a.addr())
+        .server("{ threads: 3, grace_period_s: 5 }")
+        .yaml();
     let mut gw = Gateway::start(&yaml);
     let workers = std::fs::read_dir(format!("/proc/{}/task", gw.pid()))
         .unwrap()

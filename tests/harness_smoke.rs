@@ -326,6 +326,110 @@ fn sync_http_client_reads_control_endpoints() {
     );
 }
 
+/// `GatewayConfig` renders each section once, in its fixed order, with API keys as their digest,
+/// setters replacing what they set; and what it renders is a config the gateway accepts.
+#[test]
+fn gateway_config_renders_every_section() {
+    let config = GatewayConfig::echo("127.0.0.1:9", "required")
+        .redis("redis://127.0.0.1:1", "timeout_ms: 1000")
+        .redis_opts(STRICT_REDIS)
+        .edge("{ limit: 5, per: 1s }")
+        .default_tier("T")
+        .api_key("k1", "acme", "T")
+        .api_key_with("k2", "a}b", None)
+        .tier("T", "{ limit: 1, per: 1d, burst: 3 }")
+        .tier_lines("  T: { limit: 2, per: 1d, burst: 3 }\n  P: { limit: 9, per: 1s }\n")
+        .tenant("acme", "{ burst: 2 }")
+        .upstream_with("other", "127.0.0.1:8", "max_concurrency: 1")
+        .route("{ path_prefix: \"/o\", upstream: other, auth: none }")
+        .section("response", "{ headers: both }");
+    let want = format!(
+        "listen: [\"{{listen}}\"]\n\
+         admin: {{ listen: \"{{admin}}\" }}\n\
+         server: {{ threads: 2, grace_period_s: 1 }}\n\
+         redis: {{ url: \"redis://127.0.0.1:1\", {STRICT_REDIS} }}\n\
+         edge: {{ limit: 5, per: 1s }}\n\
+         identity:\n  default_tier: T\n  api_keys:\n    keys:\n\
+         \x20     - {{ sha256: \"{}\", tenant: \"acme\", tier: \"T\" }}\n\
+         \x20     - {{ sha256: \"{}\", tenant: \"a}}b\" }}\n\
+         tiers:\n  T: {{ limit: 2, per: 1d, burst: 3 }}\n  P: {{ limit: 9, per: 1s }}\n\
+         tenants:\n  acme: {{ burst: 2 }}\n\
+         upstreams:\n  echo: {{ backends: [\"127.0.0.1:9\"] }}\n\
+         \x20 other: {{ backends: [\"127.0.0.1:8\"], max_concurrency: 1 }}\n\
+         routes:\n  - {{ path_prefix: \"/\", upstream: echo, auth: required }}\n\
+         \x20 - {{ path_prefix: \"/o\", upstream: other, auth: none }}\n\
+         response: {{ headers: both }}\n",
+        sha256_hex("k1"),
+        sha256_hex("k2"),
+    );
+    assert_eq!(config.yaml(), want);
+    let text = render(&config.yaml(), "127.0.0.1:1", "127.0.0.1:2");
+    if let Err(errors) = tollgate::config::parse(&text) {
+        panic!("{errors:?}\n{text}");
+    }
+    // Without keys, identity is left out unless the key list is asked for (then empty).
+    let bare = GatewayConfig::new().no_server().no_admin().yaml();
+    assert_eq!(bare, "listen: [\"{listen}\"]\n");
+    let empty_keys = GatewayConfig::new().api_keys_always().yaml();
+    assert!(
+        empty_keys.ends_with("identity:\n  api_keys:\n    keys: []\n"),
+        "{empty_keys}"
+    );
+}
+
+/// `metric` matches the name and the label set, in any order and only whole: a subset or a
+/// superset of the labels is another series; escaped label values are decoded.
+#[test]
+fn metric_lookup_matches_labels_as_a_set() {
+    let text = "\
+# TYPE tollgate_decisions_total counter
+tollgate_decisions_total{layer=\"tenant\",outcome=\"limited\",tier=\"T\"} 4
+tollgate_decisions_total{layer=\"edge\",outcome=\"limited\",tier=\"-\"} 9 1700000000000
+tollgate_odd{path=\"a\\\"b,c}\\\\\"} 2
+tollgate_up 1
+";
+    let limited = [("outcome", "limited"), ("tier", "T"), ("layer", "tenant")];
+    assert_eq!(
+        metric(text, "tollgate_decisions_total", &limited),
+        Some(4.0)
+    );
+    let edge = [("tier", "-"), ("layer", "edge"), ("outcome", "limited")];
+    assert_eq!(metric(text, "tollgate_decisions_total", &edge), Some(9.0));
+    assert_eq!(
+        metric(text, "tollgate_decisions_total", &limited[..2]),
+        None,
+        "a subset of the labels is another series"
+    );
+    assert_eq!(
+        metric(
+            text,
+            "tollgate_decisions_total",
+            &[
+                ("layer", "tenant"),
+                ("outcome", "limited"),
+                ("tier", "T"),
+                ("x", "y")
+            ]
+        ),
+        None,
+        "a superset of the labels is another series"
+    );
+    assert_eq!(
+        metric(text, "tollgate_odd", &[("path", "a\"b,c}\\")]),
+        Some(2.0)
+    );
+    assert_eq!(metric(text, "tollgate_up", &[]), Some(1.0));
+    assert_eq!(metric_or_zero(text, "tollgate_down", &[]), 0.0);
+    assert_eq!(
+        metric_value(
+            text,
+            r#"tollgate_decisions_total{tier="T",outcome="limited",layer="tenant"}"#
+        ),
+        Some(4.0),
+        "metric_value matches labels as a set too"
+    );
+}
+
 #[test]
 fn metric_lookup_matches_whole_series() {
     let text = "\
@@ -407,14 +511,11 @@ async fn gateway_lifecycle_start_reload_term() {
     let a = Backend::start("a");
     let b = Backend::start("b");
     let yaml = |routes: &str| {
-        format!(
-            "listen: [\"{{listen}}\"]\nadmin: {{ listen: \"{{admin}}\" }}\n\
-             server: {{ threads: 2, grace_period_s: 1 }}\n\
-             upstreams:\n  up_a: {{ backends: [\"{}\"] }}\n  up_b: {{ backends: [\"{}\"] }}\n\
-             routes:\n{routes}",
-            a.addr(),
-            b.addr()
-        )
+        GatewayConfig::new()
+            .upstream("up_a", &a.addr())
+            .upstream("up_b", &b.addr())
+            .route_lines(routes)
+            .yaml()
     };
     let mut gw = Gateway::start(&yaml(
         "  - { path_prefix: \"/\", upstream: up_a, auth: none }\n",

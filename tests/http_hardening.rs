@@ -10,24 +10,22 @@ use std::time::Duration;
 const KEY: &str = "h11-admin-key";
 
 /// `/admin` needs an API key and goes to backend `admin`; everything else is anonymous and goes to
-/// backend `pub`. `extra` is appended at the top level (e.g. a `server:` section).
-fn two_route_config(admin: &Backend, public: &Backend, extra: &str) -> String {
-    format!(
-        "listen: [\"{{listen}}\"]\n\
-         admin: {{ listen: \"{{admin}}\" }}\n\
-         {extra}\
-         identity:\n  api_keys:\n    keys:\n\
-         \x20     - {{ sha256: \"{}\", tenant: \"ops\" }}\n\
-         upstreams:\n\
-         \x20 admin: {{ backends: [\"{}\"] }}\n\
-         \x20 pub: {{ backends: [\"{}\"] }}\n\
-         routes:\n\
-         \x20 - {{ path_prefix: \"/admin\", upstream: admin, auth: required }}\n\
-         \x20 - {{ path_prefix: \"/\", upstream: pub, auth: none }}\n",
-        sha256_hex(KEY),
-        admin.addr(),
-        public.addr(),
-    )
+/// backend `pub`. No `server:` section (the gateway's defaults).
+fn two_route_config(admin: &Backend, public: &Backend) -> String {
+    GatewayConfig::new()
+        .no_server()
+        .api_key_with(KEY, "ops", None)
+        .upstream("admin", &admin.addr())
+        .upstream("pub", &public.addr())
+        .route("{ path_prefix: \"/admin\", upstream: admin, auth: required }")
+        .route("{ path_prefix: \"/\", upstream: pub, auth: none }")
+        .yaml()
+}
+
+/// HTTP-layer decisions (`layer="http"`) with `outcome`.
+fn http_decisions(gw: &Gateway, outcome: &str) -> f64 {
+    let labels = [("layer", "http"), ("outcome", outcome), ("tier", "-")];
+    metric_or_zero(gw, "tollgate_decisions_total", &labels)
 }
 
 fn send(gw: &Gateway, target: &str, headers: &[(&str, &str)]) -> HttpReply {
@@ -51,7 +49,7 @@ fn json(reply: &HttpReply) -> serde_json::Value {
 fn issue_11_spellings_of_a_protected_path_do_not_bypass_auth() {
     let admin = Backend::start("admin");
     let public = Backend::start("pub");
-    let gw = Gateway::start(&two_route_config(&admin, &public, ""));
+    let gw = Gateway::start(&two_route_config(&admin, &public));
     for target in [
         "/public/../admin/users",
         "/./admin/users",
@@ -85,7 +83,7 @@ fn request_targets_are_normalised_or_refused_table() {
     use Want::*;
     let admin = Backend::start("admin");
     let public = Backend::start("pub");
-    let gw = Gateway::start(&two_route_config(&admin, &public, ""));
+    let gw = Gateway::start(&two_route_config(&admin, &public));
     let addr = gw.listen_addr().to_string();
     let abs = |p: &str| format!("http://{addr}{p}");
     let cases: Vec<(String, Want)> = vec![
@@ -218,8 +216,7 @@ fn request_targets_are_normalised_or_refused_table() {
             }
         }
     }
-    let counted = gw
-        .metric_or_zero(r#"tollgate_decisions_total{layer="http",outcome="bad_target",tier="-"}"#);
+    let counted = http_decisions(&gw, "bad_target");
     assert_eq!(counted as usize, refused);
     assert!(
         gw.wait_for_log("reason=encoded_slash", Duration::from_secs(5)),
@@ -231,16 +228,13 @@ fn request_targets_are_normalised_or_refused_table() {
 /// One anonymous catch-all route to `backend`; `server` is the body of a `server:` section and
 /// `route_extra` is added to the route (e.g. `, max_body_bytes: 100`).
 fn single_route_config(backend: &Backend, server: &str, route_extra: &str) -> String {
-    format!(
-        "listen: [\"{{listen}}\"]\n\
-         admin: {{ listen: \"{{admin}}\" }}\n\
-         server: {{ threads: 2, grace_period_s: 1{server} }}\n\
-         upstreams:\n\
-         \x20 echo: {{ backends: [\"{}\"], max_concurrency: 1 }}\n\
-         routes:\n\
-         \x20 - {{ path_prefix: \"/\", upstream: echo, auth: none{route_extra} }}\n",
-        backend.addr(),
-    )
+    GatewayConfig::new()
+        .server(&format!("{{ threads: 2, grace_period_s: 1{server} }}"))
+        .upstream_with("echo", &backend.addr(), "max_concurrency: 1")
+        .route(&format!(
+            "{{ path_prefix: \"/\", upstream: echo, auth: none{route_extra} }}"
+        ))
+        .yaml()
 }
 
 fn exchange(gw: &Gateway, bytes: &[u8]) -> HttpReply {
@@ -337,27 +331,15 @@ fn parser_errors_and_header_limits_are_problem_json_and_counted() {
     assert_eq!(exchange(&gw, fine.as_bytes()).status, 200);
     assert_eq!(backend.stats().requests, 1);
 
-    let m = |series: &str| gw.metric_or_zero(series) as usize;
+    let unrouted = [("route", "none"), ("status_class", "4xx")];
     assert_eq!(
-        m(r#"tollgate_requests_total{route="none",status_class="4xx"}"#),
+        metric_or_zero(&gw, "tollgate_requests_total", &unrouted) as usize,
         cases.len() + 1
     );
-    assert_eq!(
-        m(r#"tollgate_decisions_total{layer="http",outcome="malformed",tier="-"}"#),
-        5
-    );
-    assert_eq!(
-        m(r#"tollgate_decisions_total{layer="http",outcome="headers_too_large",tier="-"}"#),
-        1
-    );
-    assert_eq!(
-        m(r#"tollgate_decisions_total{layer="http",outcome="too_many_headers",tier="-"}"#),
-        1
-    );
-    assert_eq!(
-        m(r#"tollgate_decisions_total{layer="http",outcome="uri_too_long",tier="-"}"#),
-        1
-    );
+    assert_eq!(http_decisions(&gw, "malformed") as usize, 5);
+    assert_eq!(http_decisions(&gw, "headers_too_large") as usize, 1);
+    assert_eq!(http_decisions(&gw, "too_many_headers") as usize, 1);
+    assert_eq!(http_decisions(&gw, "uri_too_long") as usize, 1);
     assert!(gw.wait_for_log("multiple Host header fields", Duration::from_secs(5)));
 }
 
@@ -425,9 +407,7 @@ async fn body_limit_refuses_with_413_without_reading_the_whole_body() {
         .unwrap();
     assert_eq!(r.status, 413, "{r:?}");
     assert_eq!(problem(&r.body)["status"], 413);
-    let counted = gw.metric_or_zero(
-        r#"tollgate_decisions_total{layer="http",outcome="body_too_large",tier="-"}"#,
-    );
+    let counted = http_decisions(&gw, "body_too_large");
     assert_eq!(counted as usize, 2);
 }
 
@@ -494,12 +474,7 @@ fn slow_header_client_is_disconnected_and_others_are_served() {
     assert!(sent < head.len(), "the whole head was sent: {got:?}");
     assert!(got.starts_with("HTTP/1.1 408"), "{got:?}");
     assert!(served > 0);
-    assert_eq!(
-        gw.metric_or_zero(
-            r#"tollgate_decisions_total{layer="http",outcome="header_timeout",tier="-"}"#
-        ),
-        1.0
-    );
+    assert_eq!(http_decisions(&gw, "header_timeout"), 1.0);
     let r = http_get(&addr, "/after").unwrap();
     assert_eq!(r.status, 200);
 }
@@ -531,20 +506,15 @@ async fn idle_keepalive_connection_is_closed() {
 #[test]
 fn check_warns_about_broad_trust_and_shadowed_auth_but_passes() {
     let backend = Backend::start("b");
-    let yaml = format!(
-        "listen: [\"{{listen}}\"]\n\
-         admin: {{ listen: \"{{admin}}\" }}\n\
-         edge: {{ limit: 100, per: 1s, trusted_proxies: [\"0.0.0.0/0\", \"10.0.0.0/8\", \"10.1.2.3\"] }}\n\
-         identity:\n  api_keys:\n    keys:\n\
-         \x20     - {{ sha256: \"{}\", tenant: \"ops\" }}\n\
-         upstreams:\n  echo: {{ backends: [\"{}\"] }}\n\
-         routes:\n\
-         \x20 - {{ path_prefix: \"/admin\", upstream: echo, auth: required }}\n\
-         \x20 - {{ path_prefix: \"/admin/public\", upstream: echo, auth: none }}\n\
-         \x20 - {{ path_prefix: \"/\", upstream: echo, auth: none }}\n",
-        sha256_hex(KEY),
-        backend.addr(),
-    );
+    let yaml = GatewayConfig::new()
+        .no_server()
+        .edge("{ limit: 100, per: 1s, trusted_proxies: [\"0.0.0.0/0\", \"10.0.0.0/8\", \"10.1.2.3\"] }")
+        .api_key_with(KEY, "ops", None)
+        .upstream("echo", &backend.addr())
+        .route("{ path_prefix: \"/admin\", upstream: echo, auth: required }")
+        .route("{ path_prefix: \"/admin/public\", upstream: echo, auth: none }")
+        .route("{ path_prefix: \"/\", upstream: echo, auth: none }")
+        .yaml();
     let out = check_config(&yaml);
     assert_eq!(out.code(), Some(0), "{}", out.all());
     let all = out.all();

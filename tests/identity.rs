@@ -146,38 +146,26 @@ impl Rig {
         } else {
             format!("secret_file: \"{}\"", secret_file.display())
         };
-        let edge = o.edge.map(|e| format!("edge: {e}\n")).unwrap_or_default();
-        let yaml = format!(
-            "listen: [\"{{listen}}\"]\n\
-             admin: {{ listen: \"{{admin}}\" }}\n\
-             server: {{ threads: 2, grace_period_s: 1 }}\n\
-             redis: {{ url: \"{redis_url}\", timeout_ms: 2000, on_failure: closed, \
-             circuit_breaker: {{ min_calls: 1000 }} }}\n\
-             {edge}\
-             tiers:\n  T: {tier}\n  gold: {{ limit: 1, per: 1d, burst: 7 }}\n\
-             identity:\n\
-             \x20 default_tier: T\n\
-             \x20 jwt:\n\
-             \x20   issuer: \"{ISSUER}\"\n\
-             \x20   audience: \"{AUDIENCE}\"\n\
-             \x20   leeway_s: {leeway}\n\
-             \x20   tier_claim: tier\n\
-             \x20   keys:\n\
-             \x20     - {{ kid: k1, algorithm: RS256, public_key_file: \"{rsa_pub}\" }}\n\
-             \x20     - {{ kid: h1, algorithm: HS256, {hs_source} }}\n\
-             \x20 api_keys:\n\
-             \x20   header: \"X-Api-Key\"\n\
-             \x20   keys:\n\
-             \x20     - {{ sha256: \"{digest}\", tenant: keyed }}\n\
-             upstreams:\n  echo: {{ backends: [\"{backend}\"] }}\n\
-             routes:\n  - {{ path_prefix: \"/\", upstream: echo, auth: required }}\n",
-            redis_url = redis.url(),
-            tier = o.tier,
+        let jwt = format!(
+            "{{ issuer: \"{ISSUER}\", audience: \"{AUDIENCE}\", leeway_s: {leeway}, \
+             tier_claim: tier, keys: [\
+             {{ kid: k1, algorithm: RS256, public_key_file: \"{rsa_pub}\" }}, \
+             {{ kid: h1, algorithm: HS256, {hs_source} }}] }}",
             leeway = o.leeway_s,
             rsa_pub = fixture("rsa2048.pub.pem").display(),
-            digest = sha256_hex(API_KEY),
-            backend = backend.addr(),
         );
+        let mut config = GatewayConfig::echo(&backend.addr(), "required")
+            .redis(&redis.url(), STRICT_REDIS)
+            .tier("T", o.tier)
+            .tier("gold", "{ limit: 1, per: 1d, burst: 7 }")
+            .default_tier("T")
+            .jwt(&jwt)
+            .api_key_header("\"X-Api-Key\"")
+            .api_key_with(API_KEY, "keyed", None);
+        if let Some(edge) = o.edge {
+            config = config.edge(edge);
+        }
+        let yaml = config.yaml();
         let gw = if o.secret_env {
             Gateway::start_with_env(&yaml, &[("TOLLGATE_TEST_HS_SECRET", HS_SECRET)])
         } else {

@@ -285,26 +285,24 @@ const PRO_KEY: &str = "obs-pro-key";
 /// that opens after 3 calls and half-opens after 1 s. Tiers: `free` runs out after 3 requests
 /// (near-limit, then limited), `pro` never does; both fall back to local buckets. One upstream
 /// slot and a queue, so concurrent slow requests wait for a slot.
-fn gateway_yaml(redis_url: &str, backend: &str) -> String {
-    format!(
-        "listen: [\"{{listen}}\"]\n\
-         admin: {{ listen: \"{{admin}}\" }}\n\
-         server: {{ threads: 2, grace_period_s: 1 }}\n\
-         redis: {{ url: \"{redis_url}\", timeout_ms: 50, on_failure: local, \
-           circuit_breaker: {{ min_calls: 3, failure_ratio: 0.5, window_s: 10, break_s: 1, probes: 1 }} }}\n\
-         edge: {{ limit: 1000, per: 1s, burst: 1000, max_clients: 2 }}\n\
-         identity:\n  api_keys:\n    keys:\n\
-         \x20     - {{ sha256: \"{}\", tenant: \"obs-free\", tier: free }}\n\
-         \x20     - {{ sha256: \"{}\", tenant: \"obs-pro\", tier: pro }}\n\
-         tiers:\n\
-         \x20 free: {{ limit: 1, per: 1h, burst: 3 }}\n\
-         \x20 pro: {{ limit: 1000, per: 1s, burst: 1000 }}\n\
-         upstreams:\n  echo: {{ backends: [\"{backend}\"], max_concurrency: 1, \
-           queue: {{ max: 2, timeout_ms: 5000 }} }}\n\
-         routes:\n  - {{ path_prefix: \"/\", upstream: echo, auth: required }}\n",
-        sha256_hex(FREE_KEY),
-        sha256_hex(PRO_KEY),
-    )
+fn gateway_config(redis_url: &str, backend: &str) -> GatewayConfig {
+    GatewayConfig::new()
+        .redis(
+            redis_url,
+            "timeout_ms: 50, on_failure: local, \
+             circuit_breaker: { min_calls: 3, failure_ratio: 0.5, window_s: 10, break_s: 1, probes: 1 }",
+        )
+        .edge("{ limit: 1000, per: 1s, burst: 1000, max_clients: 2 }")
+        .api_key(FREE_KEY, "obs-free", "free")
+        .api_key(PRO_KEY, "obs-pro", "pro")
+        .tier("free", "{ limit: 1, per: 1h, burst: 3 }")
+        .tier("pro", "{ limit: 1000, per: 1s, burst: 1000 }")
+        .upstream_with(
+            "echo",
+            backend,
+            "max_concurrency: 1, queue: { max: 2, timeout_ms: 5000 }",
+        )
+        .route("{ path_prefix: \"/\", upstream: echo, auth: required }")
 }
 
 /// Until `stop`: every ~200 ms a `pro` request from one of 127.0.0.2..6 (edge evictions) and a
@@ -347,7 +345,8 @@ async fn every_dashboard_query_and_alert_runs_on_real_prometheus() {
 
     let redis = RedisServer::start();
     let backend = Backend::start("obs-echo");
-    let yaml = gateway_yaml(&redis.url(), &backend.addr());
+    let config = gateway_config(&redis.url(), &backend.addr());
+    let yaml = config.yaml();
     let gw = Gateway::start(&yaml);
     let prom = Prometheus::start(&prometheus, &[gw.admin_addr()]);
 
@@ -391,7 +390,11 @@ async fn every_dashboard_query_and_alert_runs_on_real_prometheus() {
         "reload not counted:\n{}",
         gw.log_tail(20)
     );
-    gw.reload(&yaml.replace("burst: 3", "burst: -3"));
+    gw.reload(
+        &config
+            .tier("free", "{ limit: 1, per: 1h, burst: -3 }")
+            .yaml(),
+    );
     assert!(
         eventually(Duration::from_secs(30), || {
             gw.metric_or_zero("tollgate_config_reloads_total{result=\"error\"}") >= 1.0

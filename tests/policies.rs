@@ -25,10 +25,6 @@ fn api_key(tenant: &str) -> String {
     format!("key-{tenant}-0123456789")
 }
 
-/// Generous Redis settings: any Redis fault is a visible 503.
-const STRICT_REDIS: &str =
-    "timeout_ms: 2000, circuit_breaker: { min_calls: 1000 }, on_failure: closed";
-
 /// A gateway config: `tiers` lines (indented two spaces) and `(tenant, tier)` API keys.
 fn yaml(redis: &RedisServer, backend: &Backend, tiers: &str, keys: &[(String, String)]) -> String {
     yaml_with(redis, backend, tiers, keys, STRICT_REDIS)
@@ -42,25 +38,14 @@ fn yaml_with(
     keys: &[(String, String)],
     redis_opts: &str,
 ) -> String {
-    let mut y = format!(
-        "listen: [\"{{listen}}\"]\n\
-         admin: {{ listen: \"{{admin}}\" }}\n\
-         server: {{ threads: 2, grace_period_s: 1 }}\n\
-         redis: {{ url: \"{}\", {redis_opts} }}\n\
-         upstreams:\n  echo: {{ backends: [\"{}\"] }}\n\
-         routes:\n  - {{ path_prefix: \"/\", upstream: echo, auth: required }}\n\
-         tiers:\n{tiers}\
-         identity:\n  api_keys:\n    keys:\n",
-        redis.url(),
-        backend.addr()
-    );
+    let mut config = GatewayConfig::echo(&backend.addr(), "required")
+        .redis(&redis.url(), redis_opts)
+        .tier_lines(tiers)
+        .api_keys_always();
     for (tenant, tier) in keys {
-        y.push_str(&format!(
-            "      - {{ sha256: \"{}\", tenant: \"{tenant}\", tier: {tier} }}\n",
-            sha256_hex(&api_key(tenant))
-        ));
+        config = config.api_key(&api_key(tenant), tenant, tier);
     }
-    y
+    config.yaml()
 }
 
 async fn send(http: &reqwest::Client, url: &str, tenant: &str) -> Reply {

@@ -7,28 +7,17 @@ mod common;
 use common::*;
 
 fn yaml(redis: &RedisServer, backend: &Backend) -> String {
-    let keys: String = ["a", "b", "c"]
-        .iter()
-        .map(|t| {
-            format!(
-                "    - {{ sha256: \"{}\", tenant: \"{t}\", tier: pro }}\n",
-                sha256_hex(&format!("key-{t}"))
-            )
-        })
-        .collect();
-    format!(
-        "listen: [\"{{listen}}\"]\n\
-         admin: {{ listen: \"{{admin}}\" }}\n\
-         server: {{ threads: 2, grace_period_s: 1 }}\n\
-         redis: {{ url: \"{}\" }}\n\
-         identity:\n  api_keys:\n    keys:\n{keys}\
-         tiers:\n  pro: {{ limit: 1, per: 1h, burst: 1, \
-         pool: {{ limit: 1, per: 1h, burst: 4, max_share: 0.5 }} }}\n\
-         upstreams:\n  echo: {{ backends: [\"{}\"] }}\n\
-         routes:\n  - {{ path_prefix: \"/\", upstream: echo, auth: required }}\n",
-        redis.url(),
-        backend.addr()
-    )
+    let mut config = GatewayConfig::echo(&backend.addr(), "required")
+        .redis(&redis.url(), "")
+        .tier(
+            "pro",
+            "{ limit: 1, per: 1h, burst: 1, \
+             pool: { limit: 1, per: 1h, burst: 4, max_share: 0.5 } }",
+        );
+    for t in ["a", "b", "c"] {
+        config = config.api_key(&format!("key-{t}"), t, "pro");
+    }
+    config.yaml()
 }
 
 async fn call(gw: &Gateway, http: &reqwest::Client, tenant: &str) -> Reply {

@@ -18,6 +18,7 @@ use tokio::task::JoinSet;
 const RELOADS_OK: &str = "tollgate_config_reloads_total{result=\"ok\"}";
 const RELOADS_ERR: &str = "tollgate_config_reloads_total{result=\"error\"}";
 const LAST_RELOAD: &str = "tollgate_config_last_reload_success_timestamp_seconds";
+const REQUESTS: &str = "tollgate_requests_total";
 
 // ---------------------------------------------------------------------------------------------
 // Config builder
@@ -28,107 +29,29 @@ fn key(tenant: &str) -> String {
     format!("key-of-{tenant}")
 }
 
-/// A gateway config assembled from parts, so a test can change one thing and reload.
-#[derive(Clone)]
-struct Cfg {
-    listen: String,
-    server: String,
-    redis_url: String,
-    edge: Option<String>,
-    jwt: Option<String>,
-    keys: Vec<(String, String)>,
-    tiers: Vec<(String, String)>,
-    upstreams: Vec<(String, String)>,
-    routes: Vec<String>,
-    extra: String,
+/// Upstream `echo` → `backend`, catch-all route `auth: optional`, tier `T` burst 3 ~no refill,
+/// no keys yet (an empty `api_keys.keys`). Redis gets a generous timeout: these tests are not
+/// about Redis failures, and a busy machine must not turn a decision into a fallback.
+fn base_config(redis: &RedisServer, backend: &Backend) -> GatewayConfig {
+    GatewayConfig::echo(&backend.addr(), "optional")
+        .redis(&redis.url(), "timeout_ms: 1000")
+        .api_keys_always()
+        .tier("T", "{ limit: 1, per: 1d, burst: 3 }")
 }
 
-impl Cfg {
-    /// Upstream `echo` → `backend`, catch-all route `auth: optional`, tier `T` burst 3 ~no
-    /// refill, no keys yet. Redis gets a generous timeout: these tests are not about Redis
-    /// failures, and a busy machine must not turn a decision into a fallback.
-    fn new(redis: &RedisServer, backend: &Backend) -> Self {
-        Cfg {
-            listen: "{listen}".into(),
-            server: "{ threads: 2, grace_period_s: 1 }".into(),
-            redis_url: redis.url(),
-            edge: None,
-            jwt: None,
-            keys: Vec::new(),
-            tiers: vec![("T".into(), "{ limit: 1, per: 1d, burst: 3 }".into())],
-            upstreams: vec![("echo".into(), backend.addr())],
-            routes: vec!["{ path_prefix: \"/\", upstream: echo, auth: optional }".into()],
-            extra: String::new(),
-        }
+/// Reload tests give each tenant the API key [`key`]`(tenant)`.
+trait TenantKeys {
+    fn key(self, tenant: &str, tier: &str) -> Self;
+    fn without_key(self, tenant: &str) -> Self;
+}
+
+impl TenantKeys for GatewayConfig {
+    fn key(self, tenant: &str, tier: &str) -> Self {
+        self.api_key(&key(tenant), tenant, tier)
     }
 
-    /// Sets (or adds) tier `name` to the flow map `spec`.
-    fn tier(mut self, name: &str, spec: &str) -> Self {
-        match self.tiers.iter_mut().find(|(n, _)| n == name) {
-            Some(t) => t.1 = spec.into(),
-            None => self.tiers.push((name.into(), spec.into())),
-        }
-        self
-    }
-
-    fn key(mut self, tenant: &str, tier: &str) -> Self {
-        self.keys.push((tenant.into(), tier.into()));
-        self
-    }
-
-    fn without_key(mut self, tenant: &str) -> Self {
-        self.keys.retain(|(t, _)| t != tenant);
-        self
-    }
-
-    fn upstream(mut self, name: &str, backend: &Backend) -> Self {
-        self.upstreams.push((name.into(), backend.addr()));
-        self
-    }
-
-    fn route(mut self, flow_map: &str) -> Self {
-        self.routes.push(flow_map.into());
-        self
-    }
-
-    fn edge(mut self, flow_map: &str) -> Self {
-        self.edge = Some(flow_map.into());
-        self
-    }
-
-    fn yaml(&self) -> String {
-        let mut y = format!(
-            "listen: [\"{}\"]\nadmin: {{ listen: \"{{admin}}\" }}\nserver: {}\n\
-             redis: {{ url: \"{}\", timeout_ms: 1000 }}\n",
-            self.listen, self.server, self.redis_url
-        );
-        if let Some(edge) = &self.edge {
-            y += &format!("edge: {edge}\n");
-        }
-        y += "identity:\n";
-        if let Some(jwt) = &self.jwt {
-            y += &format!("  jwt: {jwt}\n");
-        }
-        y += "  api_keys:\n    keys:\n";
-        for (tenant, tier) in &self.keys {
-            y += &format!(
-                "      - {{ sha256: \"{}\", tenant: \"{tenant}\", tier: \"{tier}\" }}\n",
-                sha256_hex(&key(tenant))
-            );
-        }
-        y += "tiers:\n";
-        for (name, spec) in &self.tiers {
-            y += &format!("  {name}: {spec}\n");
-        }
-        y += "upstreams:\n";
-        for (name, addr) in &self.upstreams {
-            y += &format!("  {name}: {{ backends: [\"{addr}\"] }}\n");
-        }
-        y += "routes:\n";
-        for r in &self.routes {
-            y += &format!("  - {r}\n");
-        }
-        y + &self.extra
+    fn without_key(self, tenant: &str) -> Self {
+        self.without_api_keys_of(tenant)
     }
 }
 
@@ -358,14 +281,14 @@ async fn fifty_reloads_under_load_fail_no_request() {
     let redis = RedisServer::start();
     let a = Backend::start("a");
     let b = Backend::start("b");
-    let mut base = Cfg::new(&redis, &a).tier("T", "{ limit: 1, per: 1d, burst: 1000000 }");
+    let mut base = base_config(&redis, &a).tier("T", "{ limit: 1, per: 1d, burst: 1000000 }");
     for i in 0..4 {
         base = base.key(&format!("load-{i}"), "T");
     }
     let config_a = base.clone();
     let config_b = base
         .tier("T", "{ limit: 1, per: 1d, burst: 900000 }")
-        .upstream("other", &b)
+        .upstream("other", &b.addr())
         .route("{ path_prefix: \"/b\", upstream: other, auth: optional }")
         .key("extra", "T");
     let gw = Gateway::start(&config_a.yaml());
@@ -416,7 +339,7 @@ async fn fifty_reloads_under_load_fail_no_request() {
 async fn drained_tenant_stays_rejected_across_twenty_reloads() {
     let redis = RedisServer::start();
     let a = Backend::start("a");
-    let base = Cfg::new(&redis, &a).key("k1", "T").key("k2", "T");
+    let base = base_config(&redis, &a).key("k1", "T").key("k2", "T");
     let gw = Gateway::start(&base.yaml());
     let http = http();
     let url = gw.url("/x");
@@ -435,14 +358,11 @@ async fn drained_tenant_stays_rejected_across_twenty_reloads() {
         base.clone()
             .route("{ path_prefix: \"/new\", upstream: echo, auth: none }"),
         base.clone().key("k3", "T"),
-        Cfg {
-            extra: "response: { headers: both }\n".into(),
-            ..base.clone()
-        },
+        base.clone().section("response", "{ headers: both }"),
         base.clone().tier("other", "{ limit: 5, per: 1s }"),
     ];
     let with_new_redis_timeout =
-        |cfg: &Cfg| cfg.yaml().replace("timeout_ms: 1000", "timeout_ms: 900");
+        |cfg: &GatewayConfig| cfg.clone().redis_opts("timeout_ms: 900").yaml();
     for i in 0..20 {
         let cfg = &variants[i % variants.len()];
         let yaml = if i % 4 == 3 {
@@ -473,7 +393,7 @@ async fn drained_tenant_stays_rejected_across_twenty_reloads() {
 async fn changed_burst_applies_to_live_buckets_capped_at_the_new_burst() {
     let redis = RedisServer::start();
     let a = Backend::start("a");
-    let mut cfg = Cfg::new(&redis, &a)
+    let mut cfg = base_config(&redis, &a)
         .tier("T", "{ limit: 1, per: 1d, burst: 10 }")
         // Refills in 100 ms: a used bucket is full again (its key expired) a moment later.
         .tier("F", "{ limit: 10, per: 1s, burst: 10 }")
@@ -552,15 +472,14 @@ async fn changed_burst_applies_to_live_buckets_capped_at_the_new_burst() {
 async fn reload_of_redis_settings_keeps_the_local_fallback_buckets() {
     let mut redis = RedisServer::start();
     let a = Backend::start("a");
-    let cfg = Cfg::new(&redis, &a).key("k1", "T").key("k2", "T");
+    let cfg = base_config(&redis, &a).key("k1", "T").key("k2", "T");
     let yaml = |timeout_ms: u32| {
-        cfg.yaml().replace(
-            "timeout_ms: 1000 }",
-            &format!(
+        cfg.clone()
+            .redis_opts(&format!(
                 "timeout_ms: {timeout_ms}, on_failure: local, fleet_size: 1, \
-                 circuit_breaker: {{ min_calls: 2, failure_ratio: 0.5, break_s: 60 }} }}"
-            ),
-        )
+                 circuit_breaker: {{ min_calls: 2, failure_ratio: 0.5, break_s: 60 }}"
+            ))
+            .yaml()
     };
     let gw = Gateway::start(&yaml(1000));
     let http = http();
@@ -608,7 +527,7 @@ async fn reload_of_redis_settings_keeps_the_local_fallback_buckets() {
 async fn invalid_file_is_rejected_and_the_old_config_keeps_serving() {
     let redis = RedisServer::start();
     let a = Backend::start("a");
-    let cfg = Cfg::new(&redis, &a).key("k1", "T");
+    let cfg = base_config(&redis, &a).key("k1", "T");
     let gw = Gateway::start(&cfg.yaml());
     let http = http();
     let url = gw.url("/x");
@@ -616,7 +535,11 @@ async fn invalid_file_is_rejected_and_the_old_config_keeps_serving() {
     assert!(last_ok > 0.0);
 
     let syntax_error = cfg.yaml() + "  - { path_prefix: \"/broken\", upstream: echo\n";
-    let unknown_upstream = cfg.yaml().replace("upstream: echo", "upstream: nowhere");
+    let unknown_upstream = cfg
+        .clone()
+        .no_routes()
+        .route("{ path_prefix: \"/\", upstream: nowhere, auth: optional }")
+        .yaml();
     let negative_limit = cfg
         .clone()
         .tier("T", "{ limit: -5, per: 1d, burst: 3 }")
@@ -657,7 +580,7 @@ async fn removed_key_is_401_and_new_route_works_right_after_reload() {
     let redis = RedisServer::start();
     let a = Backend::start("a");
     let b = Backend::start("b");
-    let cfg = Cfg::new(&redis, &a)
+    let cfg = base_config(&redis, &a)
         .tier("T", "{ limit: 1, per: 1d, burst: 100 }")
         .key("k1", "T")
         .key("k2", "T");
@@ -673,7 +596,7 @@ async fn removed_key_is_401_and_new_route_works_right_after_reload() {
 
     let next = cfg
         .without_key("k2")
-        .upstream("fresh", &b)
+        .upstream("fresh", &b.addr())
         .route("{ path_prefix: \"/new\", upstream: fresh, auth: required }");
     reload_ok(&gw, &next.yaml()).await;
 
@@ -704,18 +627,17 @@ fn echo_name(r: &Reply) -> String {
 async fn listen_and_threads_changes_need_restart_and_the_old_listener_keeps_serving() {
     let redis = RedisServer::start();
     let a = Backend::start("a");
-    let cfg = Cfg::new(&redis, &a).key("k1", "T");
+    let cfg = base_config(&redis, &a).key("k1", "T");
     let gw = Gateway::start(&cfg.yaml());
     let http = http();
 
     let elsewhere = free_addr();
-    let next = Cfg {
-        listen: elsewhere.clone(),
-        server: "{ threads: 3, grace_period_s: 1 }".into(),
-        ..cfg.clone()
-    }
-    // The rest of the file still applies.
-    .route("{ path_prefix: \"/only-new\", upstream: echo, auth: required }");
+    let next = cfg
+        .clone()
+        .listen(&[&yaml_str(&elsewhere)])
+        .server("{ threads: 3, grace_period_s: 1 }")
+        // The rest of the file still applies.
+        .route("{ path_prefix: \"/only-new\", upstream: echo, auth: required }");
     reload_ok(&gw, &next.yaml()).await;
 
     let line = log_line_with(&gw, &["needs restart"]).await;
@@ -748,7 +670,7 @@ async fn listen_and_threads_changes_need_restart_and_the_old_listener_keeps_serv
 async fn case_c09_reload_never_hands_out_a_fresh_burst() {
     let redis = RedisServer::start();
     let a = Backend::start("a");
-    let cfg = Cfg::new(&redis, &a)
+    let cfg = base_config(&redis, &a)
         .edge("{ limit: 1, per: 1d, burst: 5 }")
         .tier("T", "{ limit: 1, per: 1d, burst: 5 }")
         .key("k1", "T");
@@ -831,12 +753,12 @@ async fn case_c09_reload_never_hands_out_a_fresh_burst() {
     assert_eq!(a.stats().requests, 21);
     // Edge rejections come before routing (route "none"); the tenant's after it. Counters are
     // written in the logging phase, just after the answer went out.
-    let edge = "tollgate_requests_total{route=\"none\",status_class=\"4xx\"}";
-    let tenant = "tollgate_requests_total{route=\"routes[0]\",status_class=\"4xx\"}";
+    let edge = [("route", "none"), ("status_class", "4xx")];
+    let tenant = [("route", "routes[0]"), ("status_class", "4xx")];
     let counted = eventually(Duration::from_secs(10), || {
         let m = gw.metrics();
-        metric_value(&m, edge) == Some((1 + 1 + 1 + 40 + 1 + 2) as f64)
-            && metric_value(&m, tenant) == Some(2.0)
+        metric(&m, REQUESTS, &edge) == Some((1 + 1 + 1 + 40 + 1 + 2) as f64)
+            && metric(&m, REQUESTS, &tenant) == Some(2.0)
     })
     .await;
     assert!(counted, "every 429 counted: {}", gw.metrics());
@@ -883,14 +805,11 @@ fn access_events(log: &str) -> Vec<serde_json::Value> {
 async fn metrics_and_access_log_follow_the_traffic() {
     let redis = RedisServer::start();
     let a = Backend::start("a");
-    let cfg = Cfg {
-        jwt: Some(
-            "{ tenant_claim: \"tenant\", tier_claim: \"tier\", keys: [ { algorithm: HS256, secret_env: \"TG_TEST_JWT\" } ] }"
-                .into(),
-        ),
-        extra: "observability: { log_format: json, tenant_metrics: 2 }\n".into(),
-        ..Cfg::new(&redis, &a)
-    }
+    let cfg = base_config(&redis, &a)
+        .jwt(
+            "{ tenant_claim: \"tenant\", tier_claim: \"tier\", keys: [ { algorithm: HS256, secret_env: \"TG_TEST_JWT\" } ] }",
+        )
+        .section("observability", "{ log_format: json, tenant_metrics: 2 }")
     .edge("{ limit: 1, per: 1d, burst: 1000 }")
     .tier("T", "{ limit: 1, per: 1d, burst: 10 }")
     .key("t1", "T")
@@ -935,18 +854,18 @@ async fn metrics_and_access_log_follow_the_traffic() {
 
     // Request counters and access log lines are written in the logging phase, just after the
     // client got its answer: wait for the last one.
+    fn route_0(class: &str) -> [(&str, &str); 2] {
+        [("route", "routes[0]"), ("status_class", class)]
+    }
     let logged = eventually(Duration::from_secs(10), || {
-        gw.metric_or_zero("tollgate_requests_total{route=\"routes[0]\",status_class=\"4xx\"}")
-            == 2.0
+        metric_or_zero(&gw, REQUESTS, &route_0("4xx")) == 2.0
     })
     .await;
     assert!(logged, "{}", gw.metrics());
     let m = gw.metrics();
-    let value = |s: &str| metric_value(&m, s);
     let decisions = |layer: &str, outcome: &str, tier: &str| {
-        value(&format!(
-            "tollgate_decisions_total{{layer=\"{layer}\",outcome=\"{outcome}\",tier=\"{tier}\"}}"
-        ))
+        let labels = [("layer", layer), ("outcome", outcome), ("tier", tier)];
+        metric(&m, "tollgate_decisions_total", &labels)
     };
     assert_eq!(decisions("edge", "admitted", "-"), Some(15.0), "{m}");
     assert_eq!(decisions("identity", "admitted", "T"), Some(14.0), "{m}");
@@ -957,24 +876,17 @@ async fn metrics_and_access_log_follow_the_traffic() {
     );
     assert_eq!(decisions("tenant", "admitted", "T"), Some(13.0), "{m}");
     assert_eq!(decisions("tenant", "limited", "T"), Some(1.0), "{m}");
-    assert_eq!(
-        value("tollgate_requests_total{route=\"routes[0]\",status_class=\"2xx\"}"),
-        Some(13.0)
-    );
-    assert_eq!(
-        value("tollgate_requests_total{route=\"routes[0]\",status_class=\"4xx\"}"),
-        Some(2.0)
-    );
+    assert_eq!(metric(&m, REQUESTS, &route_0("2xx")), Some(13.0));
+    assert_eq!(metric(&m, REQUESTS, &route_0("4xx")), Some(2.0));
     // Burst 10: admissions leaving 1 or 0 tokens (< 20 %) are near the limit: t1's last two.
     assert_eq!(
-        value("tollgate_tenant_near_limit_total{tier=\"T\"}"),
+        metric(&m, "tollgate_tenant_near_limit_total", &[("tier", "T")]),
         Some(2.0)
     );
     // Opt-in per-tenant series, bounded to 2 tenants + "other".
     let tenant = |outcome: &str, t: &str| {
-        value(&format!(
-            "tollgate_tenant_decisions_total{{outcome=\"{outcome}\",tenant=\"{t}\"}}"
-        ))
+        let labels = [("tenant", t), ("outcome", outcome)];
+        metric(&m, "tollgate_tenant_decisions_total", &labels)
     };
     assert_eq!(tenant("admitted", "t1"), Some(10.0), "{m}");
     assert_eq!(tenant("limited", "t1"), Some(1.0), "{m}");
@@ -983,8 +895,12 @@ async fn metrics_and_access_log_follow_the_traffic() {
     assert!(!m.contains("tenant=\"t3\""), "bounded: {m}");
 
     // Reload counters and the success timestamp.
-    assert_eq!(value(RELOADS_OK), Some(1.0), "the startup load counts");
-    let t0 = value(LAST_RELOAD).expect("last reload timestamp");
+    assert_eq!(
+        metric_value(&m, RELOADS_OK),
+        Some(1.0),
+        "the startup load counts"
+    );
+    let t0 = metric(&m, LAST_RELOAD, &[]).expect("last reload timestamp");
     assert!(t0 > 0.0);
     let next_second = eventually(Duration::from_secs(5), || {
         std::time::SystemTime::now()
@@ -1080,14 +996,13 @@ fn admitted(r: &Reply) -> Result<(), String> {
 async fn binary_upgrade_hands_over_without_failing_a_request() {
     let redis = RedisServer::start();
     let a = Backend::start("a");
-    let mut cfg = Cfg {
+    let mut cfg = base_config(&redis, &a)
         // Relative to the gateway's working directory (its private temp dir): unique per test.
-        server: "{ threads: 2, grace_period_s: 1, graceful_shutdown_timeout_s: 1, \
-                 upgrade_sock: \"upgrade.sock\" }"
-            .into(),
-        ..Cfg::new(&redis, &a)
-    }
-    .tier("T", "{ limit: 1, per: 1d, burst: 1000000 }");
+        .server(
+            "{ threads: 2, grace_period_s: 1, graceful_shutdown_timeout_s: 1, \
+             upgrade_sock: \"upgrade.sock\" }",
+        )
+        .tier("T", "{ limit: 1, per: 1d, burst: 1000000 }");
     for i in 0..4 {
         cfg = cfg.key(&format!("up-{i}"), "T");
     }

@@ -19,29 +19,20 @@ const KEY_UMLAUT: &str = "tenant-id-key-umlaut-0123456789";
 const KEY_BRACES: &str = "tenant-id-key-braces-0123456789";
 
 fn yaml(redis: &RedisServer, backend: &Backend) -> String {
-    format!(
-        "listen: [\"{{listen}}\"]\n\
-         admin: {{ listen: \"{{admin}}\" }}\n\
-         server: {{ threads: 2, grace_period_s: 1 }}\n\
-         redis: {{ url: \"{}\", timeout_ms: 2000, circuit_breaker: {{ min_calls: 1000 }}, on_failure: closed }}\n\
-         upstreams:\n  echo: {{ backends: [\"{}\"] }}\n\
-         tiers:\n  T: {{ limit: 1, per: 1d, burst: 5 }}\n  anonymous: {{ limit: 1, per: 1d, burst: 5 }}\n\
-         tenants:\n  \"a}}b{{c\": {{ burst: 2 }}\n  \"zürich\": {{ burst: 3 }}\n\
-         identity:\n\
-         \x20 default_tier: T\n\
-         \x20 jwt:\n\
-         \x20   tenant_claim: tenant\n\
-         \x20   keys: [{{ algorithm: HS256, secret_env: \"TENANT_ID_TEST_SECRET\" }}]\n\
-         \x20 api_keys:\n\
-         \x20   keys:\n\
-         \x20     - {{ sha256: \"{}\", tenant: \"zürich-keys\" }}\n\
-         \x20     - {{ sha256: \"{}\", tenant: \"k}}e{{y\" }}\n\
-         routes:\n  - {{ path_prefix: \"/\", upstream: echo, auth: optional }}\n",
-        redis.url(),
-        backend.addr(),
-        sha256_hex(KEY_UMLAUT),
-        sha256_hex(KEY_BRACES),
-    )
+    GatewayConfig::echo(&backend.addr(), "optional")
+        .redis(&redis.url(), STRICT_REDIS)
+        .tier("T", "{ limit: 1, per: 1d, burst: 5 }")
+        .tier("anonymous", "{ limit: 1, per: 1d, burst: 5 }")
+        .tenant(&yaml_str("a}b{c"), "{ burst: 2 }")
+        .tenant(&yaml_str("zürich"), "{ burst: 3 }")
+        .default_tier("T")
+        .jwt(
+            "{ tenant_claim: tenant, \
+             keys: [{ algorithm: HS256, secret_env: \"TENANT_ID_TEST_SECRET\" }] }",
+        )
+        .api_key_with(KEY_UMLAUT, "zürich-keys", None)
+        .api_key_with(KEY_BRACES, "k}e{y", None)
+        .yaml()
 }
 
 fn token(claims: Value) -> String {

@@ -53,82 +53,20 @@ fn keys(prefix: &str, n: usize, tier: &str) -> Vec<Key> {
     (0..n).map(|i| key(&format!("{prefix}{i}"), tier)).collect()
 }
 
-/// A gateway config in parts. `yaml()` assembles it with the harness placeholders.
-#[derive(Clone)]
-struct Conf {
-    redis_url: String,
-    backend: String,
-    /// The whole `redis:` flow mapping body after `url`.
-    redis_opts: String,
-    /// Lines under `tiers:`, each indented by two spaces.
-    tiers: String,
-    keys: Vec<Key>,
-    default_tier: Option<String>,
-    /// Lines under `routes:`, each indented by two spaces.
-    routes: String,
-    /// Further top-level sections (`tenants:`, `response:`, `edge:`), verbatim.
-    extra: String,
-}
-
-/// Generous Redis settings: a 2 s timeout, a breaker that does not open, and `closed` as the
-/// failure policy so that any Redis fault is a visible 503.
-const STRICT_REDIS: &str =
-    "timeout_ms: 2000, circuit_breaker: { min_calls: 1000 }, on_failure: closed";
-
-impl Conf {
-    fn new(redis: &RedisServer, backend: &Backend, tiers: &str, keys: Vec<Key>) -> Self {
-        Conf {
-            redis_url: redis.url(),
-            backend: backend.addr(),
-            redis_opts: STRICT_REDIS.to_string(),
-            tiers: tiers.to_string(),
-            keys,
-            default_tier: None,
-            routes: "  - { path_prefix: \"/\", upstream: echo, auth: required }\n".to_string(),
-            extra: String::new(),
-        }
+/// Upstream `echo` → `backend` behind one catch-all `auth: required` route, [`STRICT_REDIS`],
+/// the `tiers:` lines `tiers` (`"  T: { .. }\n"`) and `keys`.
+fn conf(redis: &RedisServer, backend: &Backend, tiers: &str, keys: Vec<Key>) -> GatewayConfig {
+    let mut c = GatewayConfig::echo(&backend.addr(), "required")
+        .redis(&redis.url(), STRICT_REDIS)
+        .tier_lines(tiers);
+    for k in &keys {
+        c = c.api_key_with(&k.key, &k.tenant, k.tier.as_deref());
     }
-
-    fn yaml(&self) -> String {
-        let mut y = format!(
-            "listen: [\"{{listen}}\"]\n\
-             admin: {{ listen: \"{{admin}}\" }}\n\
-             server: {{ threads: 2, grace_period_s: 1 }}\n\
-             redis: {{ url: \"{}\", {} }}\n\
-             upstreams:\n  echo: {{ backends: [\"{}\"] }}\n\
-             tiers:\n{}",
-            self.redis_url, self.redis_opts, self.backend, self.tiers
-        );
-        if !self.keys.is_empty() || self.default_tier.is_some() {
-            y.push_str("identity:\n");
-            if let Some(t) = &self.default_tier {
-                y.push_str(&format!("  default_tier: {t}\n"));
-            }
-            if !self.keys.is_empty() {
-                y.push_str("  api_keys:\n    keys:\n");
-                for k in &self.keys {
-                    let tier = k
-                        .tier
-                        .as_ref()
-                        .map(|t| format!(", tier: {t}"))
-                        .unwrap_or_default();
-                    y.push_str(&format!(
-                        "      - {{ sha256: \"{}\", tenant: \"{}\"{tier} }}\n",
-                        sha256_hex(&k.key),
-                        k.tenant
-                    ));
-                }
-            }
-        }
-        y.push_str("routes:\n");
-        y.push_str(&self.routes);
-        y.push_str(&self.extra);
-        y
-    }
+    c
 }
 
 /// One catch-all route on which identity is optional (anonymous requests allowed).
-const OPTIONAL_AUTH_ROUTE: &str = "  - { path_prefix: \"/\", upstream: echo, auth: optional }\n";
+const OPTIONAL_AUTH_ROUTE: &str = "{ path_prefix: \"/\", upstream: echo, auth: optional }";
 
 /// The processes of one test.
 struct Rig {
@@ -140,7 +78,7 @@ struct Rig {
 
 impl Rig {
     /// Starts Redis, the echo backend and a gateway whose config `conf` builds.
-    fn start(conf: impl FnOnce(&RedisServer, &Backend) -> Conf) -> Self {
+    fn start(conf: impl FnOnce(&RedisServer, &Backend) -> GatewayConfig) -> Self {
         let redis = RedisServer::start();
         let backend = Backend::start("echo");
         let yaml = conf(&redis, &backend).yaml();
@@ -153,9 +91,9 @@ impl Rig {
         }
     }
 
-    /// `start` with the default `Conf`: these tiers and API keys, nothing else.
+    /// `start` with the default [`conf`]: these tiers and API keys, nothing else.
     fn with_tiers(tiers: &str, keys: Vec<Key>) -> Self {
-        Rig::start(|r, b| Conf::new(r, b, tiers, keys))
+        Rig::start(|r, b| conf(r, b, tiers, keys))
     }
 
     async fn get(&self, path: &str, key: Option<&Key>) -> Reply {
@@ -619,16 +557,16 @@ async fn redis_restart_mid_run_causes_no_error_responses() {
     let a = key("restart_a", "T");
     let b = key("restart_b", "B");
     let mut rig = Rig::start(|r, be| {
-        let mut c = Conf::new(
+        conf(
             r,
             be,
             "  T: { limit: 1, per: 1d, burst: 10 }\n  B: { limit: 100, per: 1s, burst: 100 }\n",
             vec![a.clone(), b.clone()],
-        );
-        c.redis_opts = "timeout_ms: 1000, fleet_size: 1, on_failure: local, \
-                        circuit_breaker: { min_calls: 1000, window_s: 10 }"
-            .to_string();
-        c
+        )
+        .redis_opts(
+            "timeout_ms: 1000, fleet_size: 1, on_failure: local, \
+             circuit_breaker: { min_calls: 1000, window_s: 10 }",
+        )
     });
     let before = rig.sequence(3, &a).await;
     assert_eq!(
@@ -722,16 +660,16 @@ async fn redis_restart_mid_run_causes_no_error_responses() {
 async fn redis_restart_first_request_after_it_is_decided_by_redis() {
     let a = key("restart_closed", "T");
     let mut rig = Rig::start(|r, b| {
-        let mut c = Conf::new(
+        conf(
             r,
             b,
             "  T: { limit: 1, per: 1d, burst: 10 }\n",
             vec![a.clone()],
-        );
-        c.redis_opts = "timeout_ms: 1000, on_failure: closed, \
-                        circuit_breaker: { min_calls: 1000 }"
-            .to_string();
-        c
+        )
+        .redis_opts(
+            "timeout_ms: 1000, on_failure: closed, \
+             circuit_breaker: { min_calls: 1000 }",
+        )
     });
     let before = rig.sequence(3, &a).await;
     assert_eq!(
@@ -757,11 +695,12 @@ async fn redis_restart_first_request_after_it_is_decided_by_redis() {
 // Cost and per-tenant overrides (item 8)
 // ---------------------------------------------------------------------------------------------
 
-fn cost_routes() -> String {
-    "  - { path_prefix: \"/\", upstream: echo, auth: required }\n\
-     \x20 - { path_prefix: \"/heavy\", upstream: echo, auth: required, cost: 3 }\n\
-     \x20 - { path_prefix: \"/huge\", upstream: echo, auth: required, cost: 6 }\n"
-        .to_string()
+/// `c` with the routes `/` (cost 1), `/heavy` (cost 3) and `/huge` (cost 6), all `auth: required`.
+fn cost_routes(c: GatewayConfig) -> GatewayConfig {
+    c.no_routes()
+        .route("{ path_prefix: \"/\", upstream: echo, auth: required }")
+        .route("{ path_prefix: \"/heavy\", upstream: echo, auth: required, cost: 3 }")
+        .route("{ path_prefix: \"/huge\", upstream: echo, auth: required, cost: 6 }")
 }
 
 /// A route's `cost` is what one request takes from the bucket.
@@ -770,14 +709,12 @@ async fn route_cost_is_taken_from_the_bucket() {
     let k1 = key("cost", "T");
     let rig = Rig::start(|r, b| {
         // `Big` keeps the /huge route (cost 6) valid for `check`; only tier T is used here.
-        let mut c = Conf::new(
+        cost_routes(conf(
             r,
             b,
             "  T: { limit: 1, per: 1d, burst: 5 }\n  Big: { limit: 1, per: 1d, burst: 10 }\n",
             vec![k1.clone()],
-        );
-        c.routes = cost_routes();
-        c
+        ))
     });
     let r = rig.get("/heavy/x", Some(&k1)).await;
     assert_eq!((r.status, r.remaining()), (200, 2), "{r:?}");
@@ -807,14 +744,12 @@ async fn cost_above_burst_is_rejected_without_retry_after_and_consumes_nothing()
     let k1 = key("toobig", "T");
     let rig = Rig::start(|r, b| {
         // A second, larger tier keeps the config valid (`check` refuses a cost above every burst).
-        let mut c = Conf::new(
+        cost_routes(conf(
             r,
             b,
             "  T: { limit: 1, per: 1d, burst: 5 }\n  Big: { limit: 1, per: 1d, burst: 10 }\n",
             vec![k1.clone()],
-        );
-        c.routes = cost_routes();
-        c
+        ))
     });
     for _ in 0..3 {
         let r = rig.get("/huge", Some(&k1)).await;
@@ -843,15 +778,15 @@ async fn tenant_overrides_change_the_bucket() {
     let plain = key("plain", "T");
     let vip = untiered_key("vip");
     let rig = Rig::start(|r, b| {
-        let mut c = Conf::new(
+        conf(
             r,
             b,
             "  T: { limit: 1, per: 1d, burst: 5 }\n  P: { limit: 1, per: 1d, burst: 8 }\n",
             vec![small.clone(), plain.clone(), vip.clone()],
-        );
-        c.default_tier = Some("T".into());
-        c.extra = "tenants:\n  small: { burst: 2 }\n  vip: { tier: P, burst: 4 }\n".into();
-        c
+        )
+        .default_tier("T")
+        .tenant("small", "{ burst: 2 }")
+        .tenant("vip", "{ tier: P, burst: 4 }")
     });
     let s = rig.sequence(3, &small).await;
     assert_eq!(statuses(&s), [200, 200, 429]);
@@ -933,14 +868,13 @@ fn echo_body(r: &Reply) -> Value {
 async fn both_header_mode_sends_ietf_and_legacy_fields_with_the_same_numbers() {
     let k1 = key("both", "T");
     let rig = Rig::start(|r, b| {
-        let mut c = Conf::new(
+        conf(
             r,
             b,
             "  T: { limit: 1, per: 1d, burst: 2 }\n",
             vec![k1.clone()],
-        );
-        c.extra = "response: { headers: both }\n".into();
-        c
+        )
+        .section("response", "{ headers: both }")
     });
     let replies = rig.sequence(3, &k1).await;
     assert_eq!(statuses(&replies), [200, 200, 429]);
@@ -965,14 +899,13 @@ async fn both_header_mode_sends_ietf_and_legacy_fields_with_the_same_numbers() {
 async fn legacy_header_mode_sends_only_x_ratelimit_fields() {
     let k1 = key("legacy", "T");
     let rig = Rig::start(|r, b| {
-        let mut c = Conf::new(
+        conf(
             r,
             b,
             "  T: { limit: 1, per: 1d, burst: 2 }\n",
             vec![k1.clone()],
-        );
-        c.extra = "response: { headers: legacy }\n".into();
-        c
+        )
+        .section("response", "{ headers: legacy }")
     });
     let replies = rig.sequence(3, &k1).await;
     assert_eq!(statuses(&replies), [200, 200, 429]);
@@ -995,14 +928,13 @@ async fn legacy_header_mode_sends_only_x_ratelimit_fields() {
 fn none_mode_rig(tenant: &str) -> (Rig, Key) {
     let k1 = key(tenant, "T");
     let rig = Rig::start(|r, b| {
-        let mut c = Conf::new(
+        conf(
             r,
             b,
             "  T: { limit: 1, per: 1d, burst: 1 }\n",
             vec![k1.clone()],
-        );
-        c.extra = "response: { headers: none }\n".into();
-        c
+        )
+        .section("response", "{ headers: none }")
     });
     (rig, k1)
 }
@@ -1054,14 +986,13 @@ async fn none_header_mode_rejection_has_exactly_one_retry_after() {
 async fn response_status_override_is_used_for_quota_rejections() {
     let k1 = key("s503", "T");
     let rig = Rig::start(|r, b| {
-        let mut c = Conf::new(
+        conf(
             r,
             b,
             "  T: { limit: 1, per: 1d, burst: 1 }\n",
             vec![k1.clone()],
-        );
-        c.extra = "response: { status: 503 }\n".into();
-        c
+        )
+        .section("response", "{ status: 503 }")
     });
     let replies = rig.sequence(3, &k1).await;
     assert_eq!(statuses(&replies), [200, 503, 503]);
@@ -1093,14 +1024,13 @@ async fn gateway_error_answer_after_admission_carries_quota_headers() {
     let k1 = key("b502", "T");
     let dead = free_addr();
     let rig = Rig::start(|r, b| {
-        let mut c = Conf::new(
+        conf(
             r,
             b,
             "  T: { limit: 1, per: 1d, burst: 3 }\n",
             vec![k1.clone()],
-        );
-        c.backend = dead.clone();
-        c
+        )
+        .upstream("echo", &dead)
     });
     let r = rig.get("/", Some(&k1)).await;
     assert_eq!(r.status, 502, "{r:?}");
@@ -1124,7 +1054,7 @@ async fn three_gateways_sharing_redis_admit_exactly_the_burst() {
     let skewed = key("skewed", "T");
     let redis = RedisServer::start();
     let backend = Backend::start("echo");
-    let yaml = Conf::new(
+    let yaml = conf(
         &redis,
         &backend,
         "  T: { limit: 1, per: 1d, burst: 50 }\n",
@@ -1234,7 +1164,7 @@ async fn flooding_tenant_does_not_cause_429_for_a_calm_tenant() {
 async fn remaining_above_zero_and_retry_after_are_promises_kept() {
     let k1 = key("truth", "T");
     let rig = Rig::start(|r, b| {
-        Conf::new(
+        conf(
             r,
             b,
             // 1 token per 500 ms, burst 3.
@@ -1295,15 +1225,13 @@ async fn remaining_above_zero_and_retry_after_are_promises_kept() {
 async fn retry_after_served_without_redis_is_enough_after_a_slow_redis_reply() {
     let k1 = key("slowreply", "T");
     let rig = Rig::start(|r, b| {
-        let mut c = Conf::new(
+        conf(
             r,
             b,
             "  T: { limit: 24, per: 1m, burst: 1 }\n",
             vec![k1.clone()],
-        );
-        c.redis_opts =
-            "timeout_ms: 5000, on_failure: closed, circuit_breaker: { min_calls: 1000 }".into();
-        c
+        )
+        .redis_opts("timeout_ms: 5000, on_failure: closed, circuit_breaker: { min_calls: 1000 }")
     });
     let t0 = Instant::now();
     let r0 = rig.get("/", Some(&k1)).await;
@@ -1349,16 +1277,16 @@ async fn every_key_has_a_ttl_and_all_are_gone_once_buckets_are_full() {
     let mut all = fast.clone();
     all.push(slow.clone());
     let rig = Rig::start(|r, b| {
-        let mut c = Conf::new(
+        conf(
             r,
             b,
             "  F: { limit: 1, per: 3s, burst: 10 }\n\
              \x20 S: { limit: 1, per: 1h, burst: 3 }\n\
              \x20 anonymous: { limit: 1, per: 3s, burst: 10 }\n",
             all.clone(),
-        );
-        c.routes = OPTIONAL_AUTH_ROUTE.into();
-        c
+        )
+        .no_routes()
+        .route(OPTIONAL_AUTH_ROUTE)
     });
     let check_ttl = |redis_key: &str, max_ms: i64| {
         let ttl = rig.redis.pttl(redis_key);
@@ -1421,16 +1349,15 @@ async fn every_key_has_a_ttl_and_all_are_gone_once_buckets_are_full() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn anonymous_tier_limits_each_client_ip_as_its_own_tenant() {
     let k1 = key("named", "T");
-    let rig = Rig::start(|r, b| {
-        let mut c = Conf::new(
+    let rig =
+        Rig::start(|r, b| {
+            conf(
             r,
             b,
             "  T: { limit: 1, per: 1d, burst: 5 }\n  anonymous: { limit: 1, per: 1d, burst: 2 }\n",
             vec![k1.clone()],
-        );
-        c.routes = OPTIONAL_AUTH_ROUTE.into();
-        c
-    });
+        ).no_routes().route(OPTIONAL_AUTH_ROUTE)
+        });
     let mut local = Vec::new();
     for _ in 0..3 {
         local.push(rig.get("/", None).await);
@@ -1469,14 +1396,14 @@ async fn anonymous_tier_limits_each_client_ip_as_its_own_tenant() {
 async fn without_anonymous_tier_anonymous_traffic_has_no_tenant_limit() {
     let k1 = key("named2", "T");
     let rig = Rig::start(|r, b| {
-        let mut c = Conf::new(
+        conf(
             r,
             b,
             "  T: { limit: 1, per: 1d, burst: 2 }\n",
             vec![k1.clone()],
-        );
-        c.routes = OPTIONAL_AUTH_ROUTE.into();
-        c
+        )
+        .no_routes()
+        .route(OPTIONAL_AUTH_ROUTE)
     });
     for _ in 0..10 {
         let r = rig.get("/", None).await;
@@ -1500,14 +1427,14 @@ async fn without_anonymous_tier_anonymous_traffic_has_no_tenant_limit() {
 async fn backend_receives_tenant_and_tier_and_client_copies_are_stripped() {
     let k1 = key("acme", "T");
     let rig = Rig::start(|r, b| {
-        let mut c = Conf::new(
+        conf(
             r,
             b,
             "  T: { limit: 1, per: 1d, burst: 10 }\n  gold: { limit: 1, per: 1d, burst: 99 }\n",
             vec![k1.clone()],
-        );
-        c.routes = OPTIONAL_AUTH_ROUTE.into();
-        c
+        )
+        .no_routes()
+        .route(OPTIONAL_AUTH_ROUTE)
     });
     let forged = |rb: reqwest::RequestBuilder| {
         rb.header("X-Tollgate-Tenant", "evil")

@@ -17,16 +17,19 @@ use tls_common::*;
 
 /// A gateway config: the plain `{listen}` listener, one TLS listener on `tls_addr` with the
 /// given `tls:` mapping body and `h2`, one upstream `echo` on `backend` and a catch-all route.
-fn tls_config(tls_addr: &str, tls: &str, h2: bool, backend: &str, extra: &str) -> String {
-    format!(
-        "listen:\n  - \"{{listen}}\"\n  - {{ addr: \"{tls_addr}\", tls: {{ {tls} }}, h2: {h2} }}\n\
-         admin: {{ listen: \"{{admin}}\" }}\n\
-         server: {{ threads: 2, grace_period_s: 1 }}\n\
-         {extra}\
-         upstreams:\n  echo: {{ backends: [\"{backend}\"], max_concurrency: 64 }}\n\
-         routes:\n  - {{ path_prefix: \"/\", upstream: echo, auth: none }}\n"
-    )
+fn tls_config(tls_addr: &str, tls: &str, h2: bool, backend: &str) -> GatewayConfig {
+    let tls_listener = format!("{{ addr: \"{tls_addr}\", tls: {{ {tls} }}, h2: {h2} }}");
+    GatewayConfig::new()
+        .listen(&["\"{listen}\"", &tls_listener])
+        .upstream_with("echo", backend, "max_concurrency: 64")
+        .route(CATCH_ALL)
 }
+
+/// The catch-all route of [`tls_config`].
+const CATCH_ALL: &str = "{ path_prefix: \"/\", upstream: echo, auth: none }";
+
+/// The catch-all route with `auth: required`.
+const CATCH_ALL_AUTH: &str = "{ path_prefix: \"/\", upstream: echo, auth: required }";
 
 async fn echo_header(resp: reqwest::Response, name: &str) -> Option<String> {
     let v = echo_json(resp).await;
@@ -41,8 +44,10 @@ async fn tls12_and_tls13_handshakes_h2_by_alpn_and_forwarded_proto() {
     let tls_addr = free_addr();
     // The only route needs host gw.test: an h2 request (no Host header, only :authority) is
     // routed by its authority.
-    let yaml = tls_config(&tls_addr, &cert.yaml_pair(), true, &backend.addr(), "")
-        .replace("- { path_prefix", "- { host: gw.test, path_prefix");
+    let yaml = tls_config(&tls_addr, &cert.yaml_pair(), true, &backend.addr())
+        .no_routes()
+        .route("{ host: gw.test, path_prefix: \"/\", upstream: echo, auth: none }")
+        .yaml();
     let gw = Gateway::start(&yaml);
     let url = https_url("gw.test", &tls_addr, "/x");
 
@@ -113,7 +118,7 @@ async fn sni_selects_the_certificate_and_unknown_names_get_the_first() {
         b.yaml_pair(),
         w.yaml_pair()
     );
-    let _gw = Gateway::start(&tls_config(&tls_addr, &tls, false, &backend.addr(), ""));
+    let _gw = Gateway::start(&tls_config(&tls_addr, &tls, false, &backend.addr()).yaml());
 
     for (host, want) in [
         ("a.test", "a-cert"),
@@ -153,7 +158,7 @@ async fn expired_and_wrong_host_certificates_are_refused_by_clients() {
         good.yaml_pair(),
         expired.yaml_pair()
     );
-    let gw = Gateway::start(&tls_config(&tls_addr, &tls, false, &backend.addr(), ""));
+    let gw = Gateway::start(&tls_config(&tls_addr, &tls, false, &backend.addr()).yaml());
     assert!(
         gw.wait_for_log("has expired", Duration::from_secs(5)),
         "loading an expired certificate is logged; log:\n{}",
@@ -180,7 +185,8 @@ async fn certificate_reload_under_load_fails_no_request_and_bad_files_are_reject
     let v2 = ca.server("v2", &["gw.test"]);
     let backend = Backend::start("b");
     let tls_addr = free_addr();
-    let yaml = |pair: &Issued| tls_config(&tls_addr, &pair.yaml_pair(), true, &backend.addr(), "");
+    let yaml =
+        |pair: &Issued| tls_config(&tls_addr, &pair.yaml_pair(), true, &backend.addr()).yaml();
     let gw = Gateway::start(&yaml(&v1));
 
     // Load: 4 workers, each request on a new connection (a new handshake), until told to stop.
@@ -348,18 +354,14 @@ async fn h2_multiplexed_streams_are_each_charged_to_the_tenant() {
     let warm = "key-warm-0123456789";
     // Fail closed with a generous timeout: a Redis hiccup on this busy box shows as a 503
     // instead of a silent local-fallback admission.
-    let extra = format!(
-        "redis: {{ url: \"{}\", timeout_ms: 2000, on_failure: closed }}\n\
-         tiers:\n  t: {{ limit: 1, per: 1h, burst: 10 }}\n\
-         identity:\n  api_keys:\n    keys:\n\
-         \x20     - {{ sha256: \"{}\", tenant: acme, tier: t }}\n\
-         \x20     - {{ sha256: \"{}\", tenant: warm, tier: t }}\n",
-        redis.url(),
-        sha256_hex(key),
-        sha256_hex(warm)
-    );
-    let yaml = tls_config(&tls_addr, &cert.yaml_pair(), true, &backend.addr(), &extra)
-        .replace("auth: none", "auth: required");
+    let yaml = tls_config(&tls_addr, &cert.yaml_pair(), true, &backend.addr())
+        .redis(&redis.url(), "timeout_ms: 2000, on_failure: closed")
+        .tier("t", "{ limit: 1, per: 1h, burst: 10 }")
+        .api_key(key, "acme", "t")
+        .api_key(warm, "warm", "t")
+        .no_routes()
+        .route(CATCH_ALL_AUTH)
+        .yaml();
     let gw = Gateway::start(&yaml);
 
     let mut h2 = h2_tls(&ca, "gw.test", &tls_addr).await;
@@ -434,8 +436,9 @@ async fn h2_stream_reset_releases_the_upstream_slot() {
     let cert = ca.server("gw.test", &["gw.test"]);
     let backend = Backend::start("b");
     let tls_addr = free_addr();
-    let yaml = tls_config(&tls_addr, &cert.yaml_pair(), true, &backend.addr(), "")
-        .replace("max_concurrency: 64", "max_concurrency: 1");
+    let yaml = tls_config(&tls_addr, &cert.yaml_pair(), true, &backend.addr())
+        .upstream_with("echo", &backend.addr(), "max_concurrency: 1")
+        .yaml();
     let gw = Gateway::start(&yaml);
     let gauge = "tollgate_upstream_in_flight{upstream=\"echo\"}";
 
@@ -551,14 +554,11 @@ async fn mtls_client_certificate_subject_cn_is_the_tenant() {
         cert.yaml_pair(),
         client_ca.cert_file
     );
-    let yaml = tls_config(
-        &tls_addr,
-        &tls,
-        true,
-        &backend.addr(),
-        "identity:\n  mtls: { tenant_from: subject_cn }\n",
-    )
-    .replace("auth: none", "auth: required");
+    let yaml = tls_config(&tls_addr, &tls, true, &backend.addr())
+        .identity_line("mtls: { tenant_from: subject_cn }")
+        .no_routes()
+        .route(CATCH_ALL_AUTH)
+        .yaml();
     let _gw = Gateway::start(&yaml);
     let url = https_url("gw.test", &tls_addr, "/who");
 
@@ -598,7 +598,7 @@ async fn certificate_files_renewed_in_place_are_served_after_sighup() {
     let new = ca.server("new", &["gw.test"]);
     let backend = Backend::start("b");
     let tls_addr = free_addr();
-    let yaml = tls_config(&tls_addr, &old.yaml_pair(), false, &backend.addr(), "");
+    let yaml = tls_config(&tls_addr, &old.yaml_pair(), false, &backend.addr()).yaml();
     let gw = Gateway::start(&yaml);
     let cn = || async {
         let c = https_client(&ca, "gw.test", &tls_addr, false)

@@ -14,7 +14,7 @@ from .wrk import run_wrk, wrk_script
 # INFO commandstats. If the gateway ever sent one of these itself, it would be miscounted as
 # script-internal; the JSON keeps the raw commandstats.
 SCRIPT_COMMANDS = {
-    m.lower() for f in (REPO / "lua").glob("*.lua")
+    m.lower() for f in (REPO / "lua").rglob("*.lua")
     for m in re.findall(r"redis\.p?call\(\s*['\"](\w+)['\"]", f.read_text())
 }
 

@@ -108,39 +108,4 @@ impl DenyCache {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rejected(retry: u64) -> Decision {
-        Decision {
-            admitted: false,
-            remaining: 0,
-            retry_after_ms: retry,
-            full_ms: 10_000,
-        }
-    }
-
-    #[test]
-    fn denies_only_until_the_known_retry_time_and_same_shape() {
-        let c = DenyCache::new(100);
-        let rate = Rate::new(6, 60_000, 2);
-        c.remember("t", rate, 1, (1_000, 1_000), &rejected(5_500));
-        let d = c.check("t", &rate, 1, 4_000).unwrap();
-        assert_eq!(d.retry_after_ms, 2_500);
-        assert_eq!(d.retry_after_s(), Some(3));
-        assert!(c.check("t", &rate, 2, 4_000).is_none());
-        assert!(c.check("t", &Rate::new(60, 60_000, 2), 1, 4_000).is_none());
-        assert!(c.check("t", &rate, 1, 6_500).is_none());
-        assert!(c.check("other", &rate, 1, 4_000).is_none());
-    }
-
-    #[test]
-    fn slow_reply_denies_from_sent_but_reports_from_received() {
-        let c = DenyCache::new(100);
-        let rate = Rate::new(6, 60_000, 2);
-        c.remember("t", rate, 1, (0, 700), &rejected(1_300));
-        let d = c.check("t", &rate, 1, 1_000).unwrap();
-        assert_eq!(d.retry_after_ms, 1_000);
-        assert!(c.check("t", &rate, 1, 1_300).is_none());
-    }
-}
+mod tests;

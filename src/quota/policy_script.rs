@@ -1,8 +1,9 @@
 //! The Redis side of a tier's policies (docs/DESIGN.md 4c): one script call decides the main
 //! limit, whatever its algorithm, together with the tier's calendar quotas, all or nothing.
 //!
-//! Each algorithm's script (`lua/<algorithm>.lua`) is composed at load time into
-//! `lua/policy.lua`, which checks every policy and debits only when all admit. Keys:
+//! Each algorithm's script (`lua/<algorithm>.lua`, with the shared `lua/lib/*.lua` parts put
+//! in by [`expand`]) is composed at load time into `lua/policy.lua`, which checks every policy
+//! and debits only when all admit. Keys:
 //! `<prefix>:{<tenant>}:<tb|gcra|fw|swl|swc|lb>` and `<prefix>:{<tenant>}:q:<period>:<window
 //! start ms>`, all under the tenant's hash tag. Replies are integers (ms, tokens).
 
@@ -14,23 +15,29 @@ use crate::limit::{Decision, Rate};
 use std::sync::OnceLock;
 
 pub use super::redis_store::TOKEN_BUCKET_LUA;
-/// `lua/gcra.lua`.
+/// `lua/gcra.lua`, a template: [`algorithm_lua`] is the script.
 pub const GCRA_LUA: &str = include_str!("../../lua/gcra.lua");
-/// `lua/fixed_window.lua`.
+/// `lua/fixed_window.lua`, a template: [`algorithm_lua`] is the script.
 pub const FIXED_WINDOW_LUA: &str = include_str!("../../lua/fixed_window.lua");
-/// `lua/sliding_window_log.lua`.
+/// `lua/sliding_window_log.lua`, a template: [`algorithm_lua`] is the script.
 pub const SLIDING_WINDOW_LOG_LUA: &str = include_str!("../../lua/sliding_window_log.lua");
-/// `lua/sliding_window_counter.lua`.
+/// `lua/sliding_window_counter.lua`, a template: [`algorithm_lua`] is the script.
 pub const SLIDING_WINDOW_COUNTER_LUA: &str = include_str!("../../lua/sliding_window_counter.lua");
-/// `lua/leaky_bucket.lua`.
+/// `lua/leaky_bucket.lua`, a template: [`algorithm_lua`] is the script.
 pub const LEAKY_BUCKET_LUA: &str = include_str!("../../lua/leaky_bucket.lua");
 /// `lua/leaky_refund.lua`: gives a delayed request's slot back.
 pub const LEAKY_REFUND_LUA: &str = include_str!("../../lua/leaky_refund.lua");
 /// `lua/policy.lua`: the all-or-nothing frame around one algorithm and the quotas.
 pub const POLICY_LUA: &str = include_str!("../../lua/policy.lua");
+/// `lua/lib/prelude.lua`, put where a template says `--@@PRELUDE@@`: effects replication, the
+/// four common arguments, the Redis clock in ms, exact integer helpers.
+pub const PRELUDE_LUA: &str = include_str!("../../lua/lib/prelude.lua");
+/// `lua/lib/tat.lua`, put where a template says `--@@TAT@@`: the GCRA state (TAT) and refusals
+/// shared by `gcra` and `leaky_bucket`.
+pub const TAT_LUA: &str = include_str!("../../lua/lib/tat.lua");
 
-/// The stand-alone script of `alg` (ARGV: limit, per_ms, burst, cost[, max_delay_ms]).
-pub fn algorithm_lua(alg: Algorithm) -> &'static str {
+/// The template `lua/<alg>.lua` as written.
+fn template(alg: Algorithm) -> &'static str {
     match alg {
         Algorithm::TokenBucket => TOKEN_BUCKET_LUA,
         Algorithm::Gcra => GCRA_LUA,
@@ -39,6 +46,27 @@ pub fn algorithm_lua(alg: Algorithm) -> &'static str {
         Algorithm::SlidingWindowCounter => SLIDING_WINDOW_COUNTER_LUA,
         Algorithm::LeakyBucket => LEAKY_BUCKET_LUA,
     }
+}
+
+/// `template` with its `--@@PRELUDE@@` and `--@@TAT@@` lines replaced by the shared parts.
+pub fn expand(template: &str) -> String {
+    template
+        .replacen("--@@PRELUDE@@\n", PRELUDE_LUA, 1)
+        .replacen("--@@TAT@@\n", TAT_LUA, 1)
+}
+
+/// The stand-alone script of `alg` (ARGV: limit, per_ms, burst, cost[, max_delay_ms]): its
+/// template with the shared parts in place, built once per process (the sources are leaked
+/// once so they live as long as the process, like the embedded scripts).
+pub fn algorithm_lua(alg: Algorithm) -> &'static str {
+    static SOURCES: OnceLock<Vec<&'static str>> = OnceLock::new();
+    let all = SOURCES.get_or_init(|| {
+        Algorithm::ALL
+            .iter()
+            .map(|a| &*Box::leak(expand(template(*a)).into_boxed_str()))
+            .collect()
+    });
+    all[alg as usize]
 }
 
 /// `lua/policy.lua` with `alg`'s script as its main policy.
@@ -169,49 +197,4 @@ pub fn parse_reply(reply: &[i64], limit: u64) -> Option<PolicyDecision> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::limit::calendar::Period;
-
-    #[test]
-    fn composed_script_embeds_the_algorithm_once() {
-        for alg in Algorithm::ALL {
-            let s = compose(alg);
-            assert!(!s.contains("--@@MAIN@@"));
-            assert_eq!(s.matches("local function main_policy").count(), 1);
-        }
-    }
-
-    #[test]
-    fn keys_and_args_layout() {
-        let quotas = [CalendarQuota {
-            limit: 100,
-            period: Period::Day,
-        }];
-        let call = PolicyCall {
-            tenant: "acme",
-            algorithm: Algorithm::LeakyBucket,
-            rate: Rate::new(10, 1_000, 5),
-            cost: 2,
-            max_delay_ms: 300,
-            quotas: &quotas,
-        };
-        let (k, a) = keys_and_args("tg", &call, None);
-        assert_eq!(k, ["tg:{acme}:lb", "tg:{acme}:q:day"]);
-        assert_eq!(
-            a,
-            ["5", "10", "1000", "5", "2", "300", "2", "1", "day", "100"]
-        );
-    }
-
-    #[test]
-    fn reply_parsing() {
-        let r = parse_reply(&[0, 5, 1, 3, 0, 900, 0, 1, 0, 0, 5000, 5000], 10).unwrap();
-        assert!(!r.admitted && r.main.decision.admitted);
-        assert_eq!(r.quotas[0].retry_after_ms, 5000);
-        let r = parse_reply(&[1, 7, 1, 0, 0, 400, 200, 1234, 2, 0], 10).unwrap();
-        assert_eq!(r.main.delay_ms, 200);
-        assert_eq!(r.reservation.unwrap().tat_ms, 1234);
-        assert!(parse_reply(&[1, 4, 1, 0, 0], 10).is_none());
-    }
-}
+mod tests;

@@ -8,8 +8,12 @@ use crate::limit::Decision;
 use crate::response::QuotaHeaders;
 use std::sync::OnceLock;
 
-/// The pool script (two token buckets debited together; mirrors `crate::limit::pool::decide`).
-pub const POOL_BUCKET_LUA: &str = include_str!("../../lua/pool_bucket.lua");
+/// The pool script (two token buckets debited together; mirrors `crate::limit::pool::decide`),
+/// `lua/pool_bucket.lua` behind the shared refill `lua/lib/refill.lua`.
+pub const POOL_BUCKET_LUA: &str = concat!(
+    include_str!("../../lua/lib/refill.lua"),
+    include_str!("../../lua/pool_bucket.lua")
+);
 
 /// `<prefix>:{pool:<tier>}:tb`: the pool bucket, in its own Cluster hash tag.
 pub fn pool_key(prefix: &str, tier: &str) -> String {

@@ -17,8 +17,12 @@ use redis::{FromRedisValue, ToRedisArgs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// The token bucket script, embedded at build time from `lua/token_bucket.lua`.
-pub const TOKEN_BUCKET_LUA: &str = include_str!("../../lua/token_bucket.lua");
+/// The token bucket script, embedded at build time from `lua/token_bucket.lua` behind the shared
+/// refill `lua/lib/refill.lua`.
+pub const TOKEN_BUCKET_LUA: &str = concat!(
+    include_str!("../../lua/lib/refill.lua"),
+    include_str!("../../lua/token_bucket.lua")
+);
 
 /// Why a Redis call failed; the label of `tollgate_redis_errors_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,127 +6,10 @@
 
 #![allow(dead_code)]
 
-use crate::common::{sha256_hex, try_get_with_key, Backend, Gateway, RedisServer};
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use crate::common::{
+    try_get_with_key, Backend, Gateway, GatewayConfig, RedisServer, TcpRelay, STRICT_REDIS,
+};
 use std::time::{Duration, Instant};
-
-/// A TCP relay that delays every byte by `delay` in each direction (a WAN link) and can be cut
-/// (every connection closed, new ones refused) and restored, like a network partition.
-pub struct DelayRelay {
-    pub port: u16,
-    cut: Arc<AtomicBool>,
-    stop: Arc<AtomicBool>,
-    streams: Arc<Mutex<Vec<TcpStream>>>,
-}
-
-impl DelayRelay {
-    /// Relays `127.0.0.1:<port>` → `target` with `delay` added per direction.
-    pub fn start(target: &str, delay: Duration) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind relay");
-        let port = listener.local_addr().expect("addr").port();
-        let relay = DelayRelay {
-            port,
-            cut: Arc::new(AtomicBool::new(false)),
-            stop: Arc::new(AtomicBool::new(false)),
-            streams: Arc::new(Mutex::new(Vec::new())),
-        };
-        let (cut, stop, streams) = (relay.cut.clone(), relay.stop.clone(), relay.streams.clone());
-        let target = target.to_string();
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                if stop.load(Ordering::Acquire) {
-                    return;
-                }
-                let Ok(client) = client else { continue };
-                if cut.load(Ordering::Acquire) {
-                    let _ = client.shutdown(std::net::Shutdown::Both);
-                    continue;
-                }
-                let Ok(server) = TcpStream::connect(&target) else {
-                    let _ = client.shutdown(std::net::Shutdown::Both);
-                    continue;
-                };
-                let _ = client.set_nodelay(true);
-                let _ = server.set_nodelay(true);
-                {
-                    let mut s = streams.lock().unwrap();
-                    s.push(client.try_clone().expect("clone"));
-                    s.push(server.try_clone().expect("clone"));
-                }
-                delayed_pipe(
-                    client.try_clone().expect("clone"),
-                    server.try_clone().expect("clone"),
-                    delay,
-                );
-                delayed_pipe(server, client, delay);
-            }
-        });
-        relay
-    }
-
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    /// Partition: closes every relayed connection and refuses new ones until [`restore`](Self::restore).
-    pub fn cut(&self) {
-        self.cut.store(true, Ordering::Release);
-        for s in self.streams.lock().unwrap().drain(..) {
-            let _ = s.shutdown(std::net::Shutdown::Both);
-        }
-    }
-
-    /// Ends the partition.
-    pub fn restore(&self) {
-        self.cut.store(false, Ordering::Release);
-    }
-}
-
-/// Copies `from` → `to`, each chunk written `delay` after it was read (order kept).
-fn delayed_pipe(mut from: TcpStream, mut to: TcpStream, delay: Duration) {
-    let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 16 * 1024];
-        loop {
-            match from.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if tx
-                        .send((Instant::now() + delay, buf[..n].to_vec()))
-                        .is_err()
-                    {
-                        break;
-                    }
-                }
-            }
-        }
-    });
-    std::thread::spawn(move || {
-        while let Ok((due, bytes)) = rx.recv() {
-            let now = Instant::now();
-            if due > now {
-                std::thread::sleep(due - now);
-            }
-            if to.write_all(&bytes).is_err() {
-                break;
-            }
-        }
-        let _ = to.shutdown(std::net::Shutdown::Write);
-    });
-}
-
-impl Drop for DelayRelay {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        let _ = TcpStream::connect(("127.0.0.1", self.port));
-        for s in self.streams.lock().unwrap().drain(..) {
-            let _ = s.shutdown(std::net::Shutdown::Both);
-        }
-    }
-}
 
 /// The API key of tenant `tenant` in these tests.
 pub fn region_key(tenant: &str) -> String {
@@ -144,25 +27,15 @@ pub fn region_yaml(
     multi_region: &str,
     extra: &str,
 ) -> String {
-    let mut y = format!(
-        "listen: [\"{{listen}}\"]\n\
-         admin: {{ listen: \"{{admin}}\" }}\n\
-         server: {{ threads: 2, grace_period_s: 1 }}\n\
-         redis: {{ url: \"{redis_url}\", timeout_ms: 2000, circuit_breaker: {{ min_calls: 1000 }}, on_failure: closed }}\n\
-         upstreams:\n  echo: {{ backends: [\"{backend}\"] }}\n\
-         routes:\n  - {{ path_prefix: \"/\", upstream: echo, auth: required }}\n\
-         tiers:\n  t: {tier}\n\
-         multi_region: {multi_region}\n\
-         identity:\n  api_keys:\n    keys:\n"
-    );
+    let mut config = GatewayConfig::echo(backend, "required")
+        .redis(redis_url, STRICT_REDIS)
+        .tier("t", tier)
+        .section("multi_region", multi_region)
+        .api_keys_always();
     for t in tenants {
-        y.push_str(&format!(
-            "      - {{ sha256: \"{}\", tenant: \"{t}\", tier: t }}\n",
-            sha256_hex(&region_key(t))
-        ));
+        config = config.api_key(&region_key(t), t, "t");
     }
-    y.push_str(extra);
-    y
+    config.raw(extra).yaml()
 }
 
 /// One answer seen by [`drive`]: when (since the driver's start) and whether it was admitted.
@@ -230,12 +103,12 @@ pub const WAN_DELAYS_MS: [(&str, u64); 3] = [("eu", 50), ("us", 100), ("ap", 150
 pub struct SyncRegion {
     pub name: &'static str,
     pub redis: RedisServer,
-    pub relay: DelayRelay,
+    pub relay: TcpRelay,
     pub gateway: Gateway,
 }
 
 /// Three regions (eu, us, ap; equal static shares) in `mode: sync` through one `global` Redis,
-/// each behind a [`DelayRelay`] of 50 / 100 / 150 ms per direction.
+/// each behind a [`TcpRelay`] of 50 / 100 / 150 ms per direction.
 pub struct ThreeRegions {
     pub global: RedisServer,
     pub backend: Backend,
@@ -250,7 +123,7 @@ impl ThreeRegions {
             .iter()
             .map(|&(name, delay)| {
                 let redis = RedisServer::start();
-                let relay = DelayRelay::start(&global.addr(), Duration::from_millis(delay));
+                let relay = TcpRelay::start_delayed(&global.addr(), Duration::from_millis(delay));
                 let multi = format!(
                     "{{ region: {name}, shares: {{ eu: 1, us: 1, ap: 1 }}, mode: sync, \
                      global: {{ url: \"{}\" }}, sync_interval: {SYNC_INTERVAL_MS}ms }}",

@@ -1,0 +1,43 @@
+-- GCRA state and refusals shared by lua/gcra.lua and lua/leaky_bucket.lua, put in place of their
+-- TAT placeholder line (after the prelude and their `max_delay`): the debt owed now (a TAT further
+-- ahead than burst·T + max_delay is capped and flagged), store(debt) writing the TAT and
+-- returning it (ms, remainder), and the two refusals. Falls through with `new`, the debt after
+-- this request, when it is admitted.
+local cap = burst * per
+local max_debt = cap + max_delay * limit
+local need = cost * per
+
+local owed, capped = 0, false
+local stored = redis.call('HMGET', KEYS[1], 't', 'r', 's')
+if stored[1] then
+  local tat, rem, scale = tonumber(stored[1]), tonumber(stored[2]), tonumber(stored[3])
+  if tat >= now then
+    if scale ~= limit and scale ~= 0 then rem = idiv(rem * limit, scale) end
+    local ahead = tat - now
+    if ahead > ceil_div(max_debt, limit) then
+      owed, capped = max_debt, true
+    else
+      owed = ahead * limit + rem
+      if owed > max_debt then owed, capped = max_debt, true end
+    end
+  end
+end
+
+local function store(debt)
+  local whole = idiv(debt, limit)
+  redis.call('HSET', KEYS[1], 't', int(now + whole), 'r', int(debt - whole * limit), 's', int(limit))
+  redis.call('PEXPIRE', KEYS[1], ceil_div(debt, limit))
+  return now + whole, debt - whole * limit
+end
+
+local remaining = 0
+if cap > owed then remaining = idiv(cap - owed, per) end
+if need > cap then
+  if capped then store(owed) end
+  return {0, remaining, -1, ceil_div(owed, limit), 0}
+end
+local new = owed + need
+if new > max_debt then
+  if capped then store(owed) end
+  return {0, remaining, ceil_div(new - max_debt, limit), ceil_div(owed, limit), 0}
+end

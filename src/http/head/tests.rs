@@ -1,0 +1,94 @@
+use super::*;
+
+fn limits(bytes: usize, count: usize) -> HttpLimits {
+    HttpLimits {
+        max_header_bytes: bytes,
+        max_headers: count,
+        ..HttpLimits::default()
+    }
+}
+
+fn verdict(head: &str) -> HeadVerdict {
+    check_head(head.as_bytes(), &limits(200, 4))
+}
+
+fn refused(head: &str) -> (u16, &'static str, String) {
+    match verdict(head) {
+        HeadVerdict::Refused(r) => (r.status, r.outcome.as_str(), r.detail),
+        other => panic!("{head:?} not refused: {other:?}"),
+    }
+}
+
+#[test]
+fn complete_and_partial_heads() {
+    let head = "GET /a HTTP/1.1\r\nHost: h\r\n\r\nbody";
+    assert_eq!(verdict(head), HeadVerdict::Complete(head.len() - 4));
+    assert_eq!(verdict("GET /a HTTP/1.1\r\nHo"), HeadVerdict::Partial);
+    assert_eq!(verdict(""), HeadVerdict::Partial);
+    assert_eq!(
+        verdict("\r\nGET / HTTP/1.1\r\n\r\n"),
+        HeadVerdict::Complete(20)
+    );
+}
+
+#[test]
+fn limits_give_431_or_414() {
+    let many = "GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\nE: 5\r\n\r\n";
+    assert_eq!(refused(many).0, 431);
+    assert_eq!(refused(many).1, "too_many_headers");
+    let big = format!("GET / HTTP/1.1\r\nA: {}\r\n\r\n", "x".repeat(300));
+    assert_eq!(refused(&big).1, "headers_too_large");
+    let partial_big = format!("GET / HTTP/1.1\r\nA: {}", "x".repeat(300));
+    assert_eq!(refused(&partial_big).0, 431);
+    let long_line = format!("GET /{}", "x".repeat(300));
+    assert_eq!(refused(&long_line).0, 414);
+    let long_line = format!("GET /{} HTTP/1.1\r\nHost: h\r\n\r\n", "x".repeat(300));
+    assert_eq!(refused(&long_line).0, 414);
+    // Exactly at the limit is fine.
+    let at = format!("GET / HTTP/1.1\r\nA: {}\r\n\r\n", "x".repeat(200 - 23));
+    assert_eq!(at.len(), 200);
+    assert_eq!(verdict(&at), HeadVerdict::Complete(200));
+}
+
+#[test]
+fn malformed_heads_are_400() {
+    for head in [
+        "GET /a b HTTP/1.1\r\n\r\n",
+        "GET / HTTP/9.9\r\n\r\n",
+        "GET / HTTP/1.1\r\nBad Name: x\r\n\r\n",
+        "\x01GET / HTTP/1.1\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: u@h\r\n\r\n",
+        "GET http://a/x HTTP/1.1\r\nHost: b\r\n\r\n",
+        "GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+        "GET / HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
+        "GET / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "GET / HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+    ] {
+        let (status, outcome, _) = refused(head);
+        assert_eq!((status, outcome), (400, "malformed"), "{head:?}");
+    }
+}
+
+#[test]
+fn acceptable_framing() {
+    for head in [
+        "GET / HTTP/1.1\r\nContent-Length: 5, 5\r\n\r\n",
+        "GET / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+        "GET http://a/x HTTP/1.1\r\nHost: a\r\n\r\n",
+        "GET http://a/x HTTP/1.1\r\n\r\n",
+    ] {
+        assert!(
+            matches!(verdict(head), HeadVerdict::Complete(_)),
+            "{head:?}"
+        );
+    }
+}
+
+#[test]
+fn request_id_is_kept_on_refusal() {
+    match verdict("GET / HTTP/1.1\r\nX-Request-Id: r1\r\nHost: a\r\nHost: b\r\n\r\n") {
+        HeadVerdict::Refused(r) => assert_eq!(r.request_id.as_deref(), Some("r1")),
+        other => panic!("{other:?}"),
+    }
+}

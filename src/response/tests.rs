@@ -1,0 +1,105 @@
+use super::*;
+
+fn headers(decision: Decision, mode: HeaderMode) -> Vec<(&'static str, String)> {
+    QuotaHeaders {
+        policy_name: "free".into(),
+        rate: Rate::new(60, 60_000, 20),
+        decision,
+        degraded: false,
+        quotas: vec![],
+        listed_before: None,
+    }
+    .pairs(mode)
+}
+
+#[test]
+fn every_policy_listed_tightest_reported_longest_wait() {
+    let main = Decision {
+        admitted: true,
+        remaining: 7,
+        retry_after_ms: 0,
+        full_ms: 3_000,
+    };
+    let day = Decision {
+        admitted: false,
+        remaining: 0,
+        retry_after_ms: 3_600_000,
+        full_ms: 3_600_000,
+    };
+    let h = QuotaHeaders {
+        policy_name: "pro".into(),
+        rate: Rate::new(1000, 60_000, 200),
+        decision: main,
+        degraded: false,
+        listed_before: None,
+        quotas: vec![QuotaReport {
+            name: "pro.day".into(),
+            limit: 100_000,
+            window_s: 86_400,
+            decision: day,
+        }],
+    };
+    let p = h.pairs(HeaderMode::Both);
+    assert_eq!(p[0].1, "\"pro\";q=200;w=12, \"pro.day\";q=100000;w=86400");
+    assert_eq!(p[1].1, "\"pro.day\";r=0;t=3600");
+    assert_eq!(p[2], ("X-RateLimit-Limit", "100000".to_string()));
+    assert_eq!(p.last().unwrap(), &("Retry-After", "3600".to_string()));
+    assert!(!h.admitted());
+    assert_eq!(h.violated(), ["pro.day"]);
+}
+
+#[test]
+fn draft11_syntax_and_retry_after() {
+    let d = Decision {
+        admitted: false,
+        remaining: 0,
+        retry_after_ms: 2_300,
+        full_ms: 20_000,
+    };
+    let h = headers(d, HeaderMode::Ietf);
+    assert_eq!(h[0], ("RateLimit-Policy", "\"free\";q=20;w=20".to_string()));
+    assert_eq!(h[1], ("RateLimit", "\"free\";r=0;t=20".to_string()));
+    assert_eq!(h[2], ("Retry-After", "3".to_string()));
+}
+
+#[test]
+fn legacy_family_and_none() {
+    let d = Decision {
+        admitted: true,
+        remaining: 7,
+        retry_after_ms: 0,
+        full_ms: 12_001,
+    };
+    let h = headers(d, HeaderMode::Legacy);
+    assert_eq!(h.len(), 3);
+    assert_eq!(h[1], ("X-RateLimit-Remaining", "7".to_string()));
+    assert_eq!(h[2], ("X-RateLimit-Reset", "13".to_string()));
+    assert!(headers(d, HeaderMode::None).is_empty());
+}
+
+#[test]
+fn problem_body_has_rfc9457_members() {
+    let p = Problem::typed(429, QUOTA_EXCEEDED, "Quota exceeded", "x".into())
+        .with("violated-policies", json!(["free"]));
+    let v: Value = serde_json::from_slice(&p.to_body("rid")).unwrap();
+    assert_eq!(v["status"], 429);
+    assert_eq!(v["type"], QUOTA_EXCEEDED);
+    assert_eq!(v["violated-policies"][0], "free");
+    assert_eq!(v["request-id"], "rid");
+}
+
+#[test]
+fn raw_problem_response_is_framed() {
+    let p = Problem::status(431, "too big");
+    let bytes = problem_response_bytes(&p, "rid");
+    let text = String::from_utf8(bytes).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"));
+    assert!(head.contains(&format!("Content-Length: {}", body.len())));
+    assert!(head.contains("Connection: close"));
+    assert_eq!(problem(body)["status"], 431);
+}
+
+fn problem(body: &str) -> Value {
+    serde_json::from_str(body).unwrap()
+}
