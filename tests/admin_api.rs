@@ -651,3 +651,57 @@ async fn every_algorithm_is_read_from_its_own_key_with_the_scripts_math() {
         assert_eq!((r.status, r.remaining()), (200, 1), "{tenant}");
     }
 }
+
+/// A reset through one instance's admin API reaches every instance: another gateway that has
+/// just refused the tenant (and remembers that refusal locally, see `quota::deny_cache`) admits
+/// it again within its `MAX_DENY_MS` (1 s) instead of for the rest of the hour its Retry-After
+/// says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reset_through_one_instance_is_seen_by_the_others() {
+    let rig = Rig::start(&[("acme", "free")], "");
+    let yaml = admin_yaml(
+        &rig.redis.url(),
+        &rig._backend.addr(),
+        TIERS,
+        &[("acme", "free")],
+        true,
+        "",
+    );
+    let other = Gateway::start_with_env(&yaml, &[(ADMIN_TOKEN_ENV, ADMIN_TOKEN)]);
+    let on_other = || async {
+        try_get_with_key(&rig.http, &other.url("/"), Some(&api_key_of("acme")))
+            .await
+            .expect("proxied request")
+    };
+    for _ in 0..5 {
+        assert_eq!(rig.request("/", "acme").await.status, 200);
+    }
+    for _ in 0..3 {
+        let r = on_other().await;
+        assert_eq!(
+            r.status, 429,
+            "the burst of 5 is spent on the first gateway"
+        );
+        let wait: u64 = r.header("retry-after").unwrap().parse().unwrap();
+        assert!(
+            wait > 600,
+            "Retry-After {wait}: most of the hour a token takes"
+        );
+    }
+    let r = rig.admin("POST", "/v1/tenants/acme/reset", None).await;
+    assert_eq!(r.expect_ok()["deleted_keys"], 1);
+    // Wide margin on a busy box; without the bound the refusal would last the hour.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let admitted = loop {
+        let r = on_other().await;
+        if r.status == 200 {
+            break Some(r);
+        }
+        if std::time::Instant::now() > deadline {
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let r = admitted.expect("the other gateway admits acme again after the reset");
+    assert_eq!(r.remaining(), 4, "one token of the fresh burst of 5");
+}

@@ -3,8 +3,11 @@
 //! not all cost a Redis round trip.
 //!
 //! Safe by construction: it only ever denies, and only until `sent + retry_after_ms`, where
-//! `sent` is the local time the rejected call was *sent* (before Redis decided). Other instances
-//! can only take tokens, never add them, so the bucket cannot reach the cost earlier than that.
+//! `sent` is the local time the rejected call was *sent* (before Redis decided). Requests on
+//! other instances can only take tokens, never add them, so the bucket cannot reach the cost
+//! earlier than that. Two things do add tokens: an admin reset (`POST /v1/tenants/{id}/reset`)
+//! and a lease giving its unused tokens back; so a denial is trusted for at most
+//! [`MAX_DENY_MS`] after Redis answered, and other instances see a reset within that time.
 //! The Retry-After it reports counts from `received` (after Redis decided), so a client that
 //! waits it out is never too early.
 //! Entries are keyed by tenant and only used for the same bucket size and cost, so a reload that
@@ -18,6 +21,10 @@ use parking_lot::Mutex;
 use std::hash::BuildHasher;
 
 const SHARDS: usize = 16;
+
+/// The longest a remembered denial is trusted without asking Redis again, in milliseconds:
+/// at most one Redis call per second per flooding tenant and instance.
+pub const MAX_DENY_MS: u64 = 1_000;
 
 #[derive(Clone, Copy)]
 struct Entry {
@@ -68,7 +75,7 @@ impl DenyCache {
         let entry = Entry {
             rate,
             cost,
-            until_ms: sent_ms + d.retry_after_ms,
+            until_ms: (sent_ms + d.retry_after_ms).min(received_ms + MAX_DENY_MS),
             ready_ms: received_ms + d.retry_after_ms,
             full_at_ms: received_ms + d.full_ms,
             remaining: d.remaining,

@@ -13,14 +13,26 @@ fn rejected(retry: u64) -> Decision {
 fn denies_only_until_the_known_retry_time_and_same_shape() {
     let c = DenyCache::new(100);
     let rate = Rate::new(6, 60_000, 2);
-    c.remember("t", rate, 1, (1_000, 1_000), &rejected(5_500));
-    let d = c.check("t", &rate, 1, 4_000).unwrap();
-    assert_eq!(d.retry_after_ms, 2_500);
-    assert_eq!(d.retry_after_s(), Some(3));
-    assert!(c.check("t", &rate, 2, 4_000).is_none());
-    assert!(c.check("t", &Rate::new(60, 60_000, 2), 1, 4_000).is_none());
-    assert!(c.check("t", &rate, 1, 6_500).is_none());
-    assert!(c.check("other", &rate, 1, 4_000).is_none());
+    c.remember("t", rate, 1, (1_000, 1_000), &rejected(500));
+    let d = c.check("t", &rate, 1, 1_200).unwrap();
+    assert_eq!(d.retry_after_ms, 300);
+    assert_eq!(d.retry_after_s(), Some(1));
+    assert!(c.check("t", &rate, 2, 1_200).is_none());
+    assert!(c.check("t", &Rate::new(60, 60_000, 2), 1, 1_200).is_none());
+    assert!(c.check("t", &rate, 1, 1_500).is_none());
+    assert!(c.check("other", &rate, 1, 1_200).is_none());
+}
+
+/// An admin reset or a lease refund can add tokens: a long denial is trusted for one second
+/// after Redis answered, reporting the full Retry-After meanwhile, then Redis is asked again.
+#[test]
+fn a_long_denial_is_trusted_for_at_most_max_deny_ms() {
+    let c = DenyCache::new(100);
+    let rate = Rate::new(1, 3_600_000, 2);
+    c.remember("t", rate, 1, (1_000, 1_100), &rejected(3_000_000));
+    let d = c.check("t", &rate, 1, 1_100 + MAX_DENY_MS - 1).unwrap();
+    assert_eq!(d.retry_after_ms, 3_000_000 - MAX_DENY_MS + 1);
+    assert!(c.check("t", &rate, 1, 1_100 + MAX_DENY_MS).is_none());
 }
 
 #[test]
