@@ -323,7 +323,7 @@ async fn run(
     let (claimant, _) = claimant_of(config, &identity);
     let s = &upstream.settings;
     let in_flight = slots.in_flight();
-    let held = slots.held_by(&claimant);
+    let held = slots.held_by(claimant);
     let max = s.max_concurrency.unwrap_or(u32::MAX);
     let tenant_full = s.max_concurrency_per_tenant.is_some_and(|m| held >= m);
     let decision = match (in_flight >= max || tenant_full, &s.queue) {
