@@ -359,7 +359,7 @@ async fn concurrency_rejection_keeps_the_tenant_token_and_says_so() {
     let redis = RedisServer::start();
     let backend = Backend::start("token");
     let yaml = GatewayConfig::new()
-        .redis(&redis.url(), "")
+        .redis(&redis.url(), "timeout_ms: 2000")
         .api_key("k1-secret", "acme", "T")
         .tier("T", "{ limit: 1, per: 1d, burst: 10 }")
         .upstream_with("echo", &backend.addr(), "max_concurrency: 1")

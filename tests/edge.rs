@@ -377,7 +377,7 @@ async fn edge_rejection_names_the_edge_policy_and_spends_nothing_downstream() {
     let redis = RedisServer::start();
     let backend = Backend::start("spend");
     let yaml = config(&backend.addr(), "max_clients: 1000", "required")
-        .redis(&redis.url(), "")
+        .redis(&redis.url(), "timeout_ms: 2000")
         .api_key("k1-secret", "acme", "T")
         .api_key("k2-secret", "beta", "T")
         .tier("T", "{ limit: 1, per: 1d, burst: 10 }")

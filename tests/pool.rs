@@ -8,7 +8,7 @@ use common::*;
 
 fn yaml(redis: &RedisServer, backend: &Backend) -> String {
     let mut config = GatewayConfig::echo(&backend.addr(), "required")
-        .redis(&redis.url(), "")
+        .redis(&redis.url(), "timeout_ms: 2000")
         .tier(
             "pro",
             "{ limit: 1, per: 1h, burst: 1, \

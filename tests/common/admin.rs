@@ -1,7 +1,7 @@
 //! Admin API (`/v1`) helpers: a client that sends the Bearer token, and a gateway config with
 //! API-key tenants, tiers and `admin.token_env`.
 
-use super::{client, sha256_hex, Reply};
+use super::{client, GatewayConfig, Reply, STRICT_REDIS};
 use serde_json::Value;
 
 /// The admin token the test gateways are started with.
@@ -95,33 +95,22 @@ pub fn admin_yaml(
     token_env: bool,
     extra: &str,
 ) -> String {
-    let token = if token_env {
-        format!(", token_env: \"{ADMIN_TOKEN_ENV}\"")
-    } else {
-        String::new()
-    };
-    let mut y = format!(
-        "listen: [\"{{listen}}\"]\n\
-         admin: {{ listen: \"{{admin}}\"{token} }}\n\
-         server: {{ threads: 2, grace_period_s: 1 }}\n\
-         redis: {{ url: \"{redis_url}\", timeout_ms: 2000, circuit_breaker: {{ min_calls: 1000 }}, on_failure: closed }}\n\
-         tiers:\n{tiers}\
-         identity:\n  api_keys:\n    keys:\n"
-    );
-    for (tenant, tier) in tenants {
-        y.push_str(&format!(
-            "      - {{ sha256: \"{}\", tenant: \"{tenant}\", tier: {tier} }}\n",
-            sha256_hex(&api_key_of(tenant))
+    let mut config = GatewayConfig::new()
+        .redis(redis_url, STRICT_REDIS)
+        .tier_lines(tiers);
+    if token_env {
+        config = config.admin(&format!(
+            "{{ listen: \"{{admin}}\", token_env: \"{ADMIN_TOKEN_ENV}\" }}"
         ));
     }
-    y.push_str(extra);
+    for (tenant, tier) in tenants {
+        config = config.api_key(&api_key_of(tenant), tenant, tier);
+    }
     if !extra.contains("upstreams:") {
-        y.push_str(&format!(
-            "upstreams:\n  echo: {{ backends: [\"{backend}\"] }}\n"
-        ));
+        config = config.upstream("echo", backend);
     }
     if !extra.contains("routes:") {
-        y.push_str("routes:\n  - { path_prefix: \"/\", upstream: echo, auth: required }\n");
+        config = config.route("{ path_prefix: \"/\", upstream: echo, auth: required }");
     }
-    y
+    config.raw(extra).yaml()
 }

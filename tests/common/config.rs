@@ -126,6 +126,12 @@ impl GatewayConfig {
         self
     }
 
+    /// Replaces the `admin:` value (a flow map; keep `listen: "{admin}"` for `Gateway`).
+    pub fn admin(mut self, flow_map: &str) -> Self {
+        self.admin = Some(flow_map.to_string());
+        self
+    }
+
     /// Leaves `admin:` out: for documents parsed in-process or checked, never run by
     /// `Gateway` (which waits for the admin listener).
     pub fn no_admin(mut self) -> Self {
