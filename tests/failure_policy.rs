@@ -789,3 +789,36 @@ async fn case_c05_local_uses_the_local_bucket_exactly() {
     assert_eq!(decisions(&gw, "T", "limited"), 5.0);
     assert_eq!(decisions(&gw, "big", "fallback"), 3.0);
 }
+
+/// Cold start: the gateway connects to Redis before its admin listener answers, so the first
+/// request does not pay the connection set-up inside the 50 ms `timeout_ms` (on a busy host it
+/// used to fall to the failure policy). Seen from Redis: the gateway's connection exists before
+/// any request, and the first request, with the default timeout and `on_failure: local`, is
+/// decided by Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_connection_is_made_before_the_gateway_reports_healthy() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("warm");
+    let yaml = gateway_yaml(
+        &redis.url(),
+        "on_failure: local",
+        "",
+        "  T: { limit: 1, per: 1d, burst: 5 }\n",
+        &tenants("warm", 1, "T"),
+        &backend.addr(),
+    );
+    let gw = Gateway::start(&yaml);
+    let clients: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut redis.conn())
+        .unwrap();
+    // One line per connection: the one asking, and the gateway's.
+    assert!(
+        clients.lines().count() >= 2,
+        "no gateway connection before the first request:\n{clients}"
+    );
+    let r = get(&client(), &gw.url("/"), "warm-0").await;
+    assert_eq!(r.status, 200);
+    assert_redis_decided(&r, "T", 5);
+    assert_eq!(backend.stats().requests, 1);
+}

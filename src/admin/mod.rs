@@ -149,6 +149,14 @@ impl BackgroundService for AdminService {
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             }
         }
+        // ... and once the Redis connection is made (at most 2 s), so the first requests do not
+        // pay its set-up inside `redis.timeout_ms` (QuotaService::warm_up).
+        let quota = self.app.snapshot.load().quota.clone();
+        if let Some(quota) = quota {
+            if !quota.warm_up(std::time::Duration::from_secs(2)).await {
+                tracing::warn!("redis did not answer a PING within 2 s of start; serving anyway");
+            }
+        }
         let listener = match bind_shared(self.listen) {
             Ok(l) => l,
             Err(e) => {

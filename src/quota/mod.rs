@@ -28,7 +28,7 @@ use local_store::AlgoStore;
 pub use policies::{PolicyExtras, Reservation};
 use redis_store::{RedisFault, RedisStore};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Local fallback buckets tracked at most (tenants), LRU beyond.
 const LOCAL_FALLBACK_TENANTS: usize = 100_000;
@@ -141,6 +141,23 @@ impl QuotaService {
             METRICS.degraded.set(0);
         }
         Ok(service)
+    }
+
+    /// Connects to Redis ahead of the first request: `PING` until one answers, for at most
+    /// `within`. Without it the first decisions pay the connection set-up (TCP, AUTH, HELLO)
+    /// inside `redis.timeout_ms` and, on a busy host, fall to the failure policy. Whether Redis
+    /// answered; a Redis that does not is left to the breaker and the failure policy as usual.
+    pub async fn warm_up(&self, within: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if self.redis.ping(Duration::from_secs(1)).await {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// One fleet membership heartbeat when `redis.fleet_size` is `auto` (else nothing).

@@ -158,6 +158,16 @@ impl RedisStore {
         &self.key_prefix
     }
 
+    /// One `PING` to the master (connecting first when there is no connection yet), bounded by
+    /// `limit`: whether it answered.
+    pub async fn ping(&self, limit: Duration) -> bool {
+        let cmd = redis::cmd("PING");
+        matches!(
+            tokio::time::timeout(limit, self.conn.query(&cmd)).await,
+            Ok(Ok(_))
+        )
+    }
+
     /// Runs `script` with `keys` and `args` on the master holding the keys: EVALSHA, and on
     /// NOSCRIPT (restart, failover, a cluster node that never saw it) SCRIPT LOAD on the node
     /// serving the keys' slot and EVALSHA again (and, should that still meet NOSCRIPT, e.g. on
