@@ -93,23 +93,6 @@ async fn get(http: &reqwest::Client, url: &str, tenant: Option<&str>) -> Reply {
         .unwrap_or_else(|e| panic!("GET {url} as {tenant:?}: {e}"))
 }
 
-/// Rewrites the config, sends SIGHUP and waits until the reload is applied
-/// (`tollgate_config_reloads_total{result="ok"}` moved; the new snapshot is in place by then).
-async fn reload_ok(gw: &Gateway, yaml: &str) {
-    let before = gw.metric_or_zero(RELOADS_OK);
-    gw.reload(yaml);
-    let applied = eventually(Duration::from_secs(10), || {
-        gw.metric_or_zero(RELOADS_OK) > before
-    })
-    .await;
-    assert!(
-        applied,
-        "reload was not applied; log tail:\n{}",
-        gw.log_tail(20)
-    );
-    assert_eq!(gw.metric_or_zero(RELOADS_OK), before + 1.0);
-}
-
 /// Rewrites the config with an invalid one, sends SIGHUP and waits until it is rejected.
 async fn reload_rejected(gw: &Gateway, yaml: &str) {
     let (ok, err) = (
@@ -312,7 +295,7 @@ async fn fifty_reloads_under_load_fail_no_request() {
 
     for i in 0..50 {
         let next = if i % 2 == 0 { &config_b } else { &config_a };
-        reload_ok(&gw, &next.yaml()).await;
+        gw.reload_ok(&next.yaml()).await;
         // Every reload overlaps some requests, however loaded the machine is.
         load.overlap(3).await;
     }
@@ -370,7 +353,7 @@ async fn drained_tenant_stays_rejected_across_twenty_reloads() {
         } else {
             cfg.yaml()
         };
-        reload_ok(&gw, &yaml).await;
+        gw.reload_ok(&yaml).await;
         let r = get(&http, &url, Some("k1")).await;
         assert_eq!(r.status, 429, "reload {i}: {r:?}");
         assert_eq!((r.remaining(), r.quota()), (0, 3), "reload {i}: {r:?}");
@@ -429,7 +412,7 @@ async fn changed_burst_applies_to_live_buckets_capped_at_the_new_burst() {
         .clone()
         .tier("T", "{ limit: 1, per: 1d, burst: 20 }")
         .tier("F", "{ limit: 10, per: 1s, burst: 20 }");
-    reload_ok(&gw, &raised.yaml()).await;
+    gw.reload_ok(&raised.yaml()).await;
 
     // The very next request shows the new policy; a fresh tenant has all 20.
     for expected in (0..20).rev() {
@@ -453,7 +436,7 @@ async fn changed_burst_applies_to_live_buckets_capped_at_the_new_burst() {
 
     // Lower T's burst 20 → 5: partial2's 8 tokens are capped at 5.
     let lowered = raised.tier("T", "{ limit: 1, per: 1d, burst: 5 }");
-    reload_ok(&gw, &lowered.yaml()).await;
+    gw.reload_ok(&lowered.yaml()).await;
     for expected in (0..5).rev() {
         let r = send("partial2").await;
         assert_eq!((r.status, r.quota(), r.remaining()), (200, 5, expected));
@@ -498,7 +481,7 @@ async fn reload_of_redis_settings_keeps_the_local_fallback_buckets() {
     assert_eq!(gw.metric_or_zero("tollgate_redis_breaker_state"), 1.0);
 
     for timeout_ms in [900, 800] {
-        reload_ok(&gw, &yaml(timeout_ms)).await;
+        gw.reload_ok(&yaml(timeout_ms)).await;
         // The metrics and /healthz describe the same breaker.
         let health: serde_json::Value =
             serde_json::from_str(&gw.admin_get("/healthz").body).unwrap();
@@ -571,7 +554,7 @@ async fn invalid_file_is_rejected_and_the_old_config_keeps_serving() {
     assert_eq!(gw.metric_or_zero(LAST_RELOAD), last_ok, "no success since");
 
     // A valid file is accepted again afterwards.
-    reload_ok(&gw, &cfg.yaml()).await;
+    gw.reload_ok(&cfg.yaml()).await;
     assert_eq!(get(&http, &url, Some("k1")).await.status, 429);
 }
 
@@ -598,7 +581,7 @@ async fn removed_key_is_401_and_new_route_works_right_after_reload() {
         .without_key("k2")
         .upstream("fresh", &b.addr())
         .route("{ path_prefix: \"/new\", upstream: fresh, auth: required }");
-    reload_ok(&gw, &next.yaml()).await;
+    gw.reload_ok(&next.yaml()).await;
 
     let r = get(&http, &gw.url("/x"), Some("k2")).await;
     assert_eq!(r.status, 401, "removed key: {r:?}");
@@ -638,7 +621,7 @@ async fn listen_and_threads_changes_need_restart_and_the_old_listener_keeps_serv
         .server("{ threads: 3, grace_period_s: 1 }")
         // The rest of the file still applies.
         .route("{ path_prefix: \"/only-new\", upstream: echo, auth: required }");
-    reload_ok(&gw, &next.yaml()).await;
+    gw.reload_ok(&next.yaml()).await;
 
     let line = log_line_with(&gw, &["needs restart"]).await;
     assert!(
@@ -689,7 +672,7 @@ async fn case_c09_reload_never_hands_out_a_fresh_burst() {
     edge_429(&get(&first, &url, None).await, "step 1");
 
     // 2. SIGHUP with the identical file; that address → 429.
-    reload_ok(&gw, &cfg.yaml()).await;
+    gw.reload_ok(&cfg.yaml()).await;
     edge_429(&get(&first, &url, None).await, "step 2");
 
     // 3. k1 from five other addresses, one each → 5 × 200. SIGHUP. k1 from a new address →
@@ -698,7 +681,7 @@ async fn case_c09_reload_never_hands_out_a_fresh_burst() {
         let r = get(&http_from(&format!("127.0.0.{i}")), &url, Some("k1")).await;
         assert_eq!((r.status, r.remaining()), (200, expected), "{r:?}");
     }
-    reload_ok(&gw, &cfg.yaml()).await;
+    gw.reload_ok(&cfg.yaml()).await;
     let r = get(&http_from("127.0.0.8"), &url, Some("k1")).await;
     assert_eq!((r.status, r.remaining(), r.quota()), (429, 0, 5), "{r:?}");
     assert_eq!(r.violated(), serde_json::json!(["T"]), "the tenant's 429");
@@ -707,7 +690,7 @@ async fn case_c09_reload_never_hands_out_a_fresh_burst() {
     let with_route = cfg
         .clone()
         .route("{ path_prefix: \"/extra\", upstream: echo, auth: none }");
-    reload_ok(&gw, &with_route.yaml()).await;
+    gw.reload_ok(&with_route.yaml()).await;
     edge_429(&get(&first, &url, None).await, "step 4");
 
     // 5. 20 SIGHUPs within 2 s interleaved with 40 requests from the first address →
@@ -741,7 +724,7 @@ async fn case_c09_reload_never_hands_out_a_fresh_burst() {
     // 7. Raise the edge burst 5 → 10 and SIGHUP: the first address is still 429 right after
     //    (its bucket keeps its level); a new address gets the new burst of 10.
     let wider = cfg.clone().edge("{ limit: 1, per: 1d, burst: 10 }");
-    reload_ok(&gw, &wider.yaml()).await;
+    gw.reload_ok(&wider.yaml()).await;
     edge_429(&get(&first, &url, None).await, "step 7");
     let fresh = http_from("127.0.0.11");
     for _ in 0..10 {
@@ -911,7 +894,7 @@ async fn metrics_and_access_log_follow_the_traffic() {
     })
     .await;
     assert!(next_second);
-    reload_ok(&gw, &cfg.yaml()).await;
+    gw.reload_ok(&cfg.yaml()).await;
     let t1 = gw.metric(LAST_RELOAD).unwrap();
     assert!(t1 > t0, "timestamp moves on success: {t0} → {t1}");
     reload_rejected(&gw, "listen: [").await;

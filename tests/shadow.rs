@@ -10,9 +10,6 @@ mod common;
 
 use common::*;
 use std::time::Duration;
-
-const RELOADS_OK: &str = "tollgate_config_reloads_total{result=\"ok\"}";
-
 fn decisions(layer: &str, outcome: &str, tier: &str) -> String {
     format!("tollgate_decisions_total{{layer=\"{layer}\",outcome=\"{outcome}\",tier=\"{tier}\"}}")
 }
@@ -40,17 +37,6 @@ async fn get(http: &reqwest::Client, url: &str, key: Option<&str>) -> Reply {
     try_get_with_key(http, url, key)
         .await
         .unwrap_or_else(|e| panic!("GET {url}: {e}"))
-}
-
-/// Rewrites the config, sends SIGHUP and waits until the new snapshot is in place.
-async fn reload_ok(gw: &Gateway, yaml: &str) {
-    let before = gw.metric_or_zero(RELOADS_OK);
-    gw.reload(yaml);
-    let applied = eventually(Duration::from_secs(10), || {
-        gw.metric_or_zero(RELOADS_OK) > before
-    })
-    .await;
-    assert!(applied, "reload not applied:\n{}", gw.log_tail(20));
 }
 
 #[tokio::test]
@@ -105,14 +91,14 @@ async fn shadow_tier_admits_all_counts_eight_of_ten_and_enforces_right_after_rel
     assert!(logged, "no shadow log line:\n{}", gw.log_tail(20));
 
     // Enforce by reload: the bucket is what shadow left (empty), so the next request is refused.
-    reload_ok(&gw, &shadow.replace(", mode: shadow", "")).await;
+    gw.reload_ok(&shadow.replace(", mode: shadow", "")).await;
     let refused = get(&http, &url, Some("acme-key")).await;
     assert_eq!(refused.status, 429, "{refused:?}");
     assert!(refused.header("retry-after").is_some());
     assert_eq!(backend.stats().requests, 10);
 
     // And back to shadow: still the same (empty) bucket, counted as shadow_limited.
-    reload_ok(&gw, &shadow).await;
+    gw.reload_ok(&shadow).await;
     let r = get(&http, &url, Some("acme-key")).await;
     assert_eq!((r.status, r.remaining()), (200, 0));
     assert_eq!(
@@ -146,7 +132,7 @@ async fn shadow_edge_admits_and_counts_then_enforces_after_reload() {
     assert_eq!(gw.metric_or_zero(&decisions("edge", "admitted", "-")), 2.0);
     assert_eq!(gw.metric_or_zero(&decisions("edge", "limited", "-")), 0.0);
 
-    reload_ok(&gw, &yaml.replace(", mode: shadow", "")).await;
+    gw.reload_ok(&yaml.replace(", mode: shadow", "")).await;
     let r = get(&http, &gw.url("/x"), None).await;
     assert_eq!(r.status, 429, "the edge bucket survived the reload: {r:?}");
     assert_eq!(problem(&r.body)["violated-policies"][0], "edge");

@@ -218,6 +218,25 @@ impl Gateway {
         self.signal("HUP");
     }
 
+    /// [`reload`](Self::reload), then waits (up to 10 s) until the gateway applied it:
+    /// `tollgate_config_reloads_total{result="ok"}` moved by exactly one (the new snapshot is in
+    /// place by then). Panics with the log tail otherwise.
+    pub async fn reload_ok(&self, new_yaml: &str) {
+        const RELOADS_OK: &str = "tollgate_config_reloads_total{result=\"ok\"}";
+        let before = self.metric_or_zero(RELOADS_OK);
+        self.reload(new_yaml);
+        let applied = super::wait::eventually(Duration::from_secs(10), || {
+            self.metric_or_zero(RELOADS_OK) > before
+        })
+        .await;
+        assert!(
+            applied,
+            "reload was not applied; log tail:\n{}",
+            self.log_tail(20)
+        );
+        assert_eq!(self.metric_or_zero(RELOADS_OK), before + 1.0);
+    }
+
     /// Sends `kill -<name>` (e.g. "TERM", "HUP", "INT", "QUIT") to the gateway. Panics when the
     /// gateway was killed or already reaped by [`wait_exit`](Self::wait_exit): its pid may belong
     /// to another process by now.
