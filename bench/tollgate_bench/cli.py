@@ -14,6 +14,8 @@ from .report import accuracy_report, memory_report, profile_report, throughput_r
 from .results import build, check_tools, environment, write_results
 from .targets import memory_targets, throughput_figures, throughput_ratios, throughput_targets
 from .throughput import throughput
+from .traefik import which_traefik_for
+from .variants import parse_variants
 
 # The description printed by `bench/run.py --help` (unchanged from the single-file driver).
 USAGE = """tollgate benchmark driver (standard library only). See bench/README.md.
@@ -46,6 +48,10 @@ def main(argv=None):
                    help="worker_processes of the nginx backend (default 2)")
     g.add_argument("--connections", type=int, default=64, help="wrk -c (default 64)")
     g.add_argument("--wrk-threads", type=int, default=2, help="wrk -t (default 2)")
+    g.add_argument("--work-stealing", type=lambda t: {"true": True, "false": False}[t.lower()],
+                   default=False, metavar="true|false",
+                   help="tollgate server.work_stealing and the same runtime for the Pingora floor P "
+                        "(default false, tollgate's default)")
     g.add_argument("--results-dir", default=str(BENCH / "results"))
     g.add_argument("--keep-tmp", action="store_true", help="keep configs and logs of the run")
 
@@ -54,7 +60,10 @@ def main(argv=None):
     g.add_argument("--reps", type=int, default=3, help="repetitions, interleaved (default 3)")
     g.add_argument("--duration", type=int, default=10, help="seconds per measured run (default 10)")
     g.add_argument("--warmup", type=int, default=2, help="warm-up seconds before each run (default 2)")
-    g.add_argument("--variants", default="ABCPDEFG", help="subset of ABCPDEFG (default all)")
+    g.add_argument("--variants", default="ABCT0TPDEFGL",
+                   help="subset of A B C T0 T P D E F G L, written together (default all)")
+    g.add_argument("--lease-tokens", type=int, default=100, help="L: tier lease tokens (default 100)")
+    g.add_argument("--lease-hold", default="250ms", help="L: tier lease max_hold (default 250ms)")
     g.add_argument("--no-paced", action="store_true", help="skip the constant-rate latency phase")
     g.add_argument("--paced-fraction", type=float, default=0.5,
                    help="constant rate as a fraction of B's median max rate (default 0.5)")
@@ -109,6 +118,8 @@ def main(argv=None):
         ctx = Ctx(args, env)
         ctx.tollgate = str(binary)
         ctx.floor = str(floor)
+        if args.cmd in ("throughput", "all", "profile"):
+            ctx.traefik = which_traefik_for(parse_variants(args.variants))
         if args.cmd in ("throughput", "all"):
             res = data["throughput"] = throughput(ctx)
             res.update(throughput_figures(res, os.cpu_count()))

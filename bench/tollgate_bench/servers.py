@@ -115,17 +115,17 @@ def start_nginx_proxy(ctx, name, backend_port, limited):
     return p
 
 
-def start_redis(ctx):
+def start_redis(ctx, name="redis"):
     port = free_port()
-    d = ctx.tmp / "redis"
+    d = ctx.tmp / name
     d.mkdir(exist_ok=True)
-    p = ctx.env.start("redis", [ctx.redis_server, "--port", port, "--bind", "127.0.0.1",
+    p = ctx.env.start(name, [ctx.redis_server, "--port", port, "--bind", "127.0.0.1",
                                 "--save", "", "--appendonly", "no", "--daemonize", "no",
                                 "--protected-mode", "no", "--dir", d, "--loglevel", "warning"],
                       stop_signal=signal.SIGTERM)
     wait_port(port, p)
     p.port = port
-    log(f"redis-server on 127.0.0.1:{port}")
+    log(f"{name}: redis-server on 127.0.0.1:{port}")
     return p
 
 
@@ -137,6 +137,7 @@ def tollgate_config(ctx, name, port, admin, backend_port, *, edge=None, concurre
         "admin": {"listen": f"127.0.0.1:{admin}"},
         "server": {
             "threads": ctx.args.threads,
+            "work_stealing": ctx.args.work_stealing,
             "grace_period_s": 1,
             "graceful_shutdown_timeout_s": 1,
             # Distinct per instance: several gateways run at once in the accuracy run.
