@@ -9,6 +9,7 @@
 // than the default 128.
 #![recursion_limit = "256"]
 
+pub mod access_log;
 pub mod admin;
 pub mod config;
 pub mod edge;

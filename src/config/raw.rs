@@ -82,6 +82,7 @@ pub struct RawAdmin {
 #[serde(deny_unknown_fields)]
 pub struct RawServer {
     pub threads: Option<i64>,
+    pub work_stealing: Option<bool>,
     pub grace_period_s: Option<i64>,
     pub graceful_shutdown_timeout_s: Option<i64>,
     pub upgrade_sock: Option<String>,
@@ -220,6 +221,15 @@ pub struct RawTier {
     pub quotas: Option<Vec<RawQuota>>,
     pub weight: Option<i64>,
     pub pool: Option<RawPool>,
+    pub lease: Option<RawLease>,
+}
+
+/// `tiers.<name>.lease` (docs/DESIGN.md 4c "Lease").
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLease {
+    pub tokens: i64,
+    pub max_hold: String,
 }
 
 #[derive(Debug, Deserialize)]
