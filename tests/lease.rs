@@ -16,13 +16,17 @@ const KEY: &str = "lease-test-key-0123456789";
 const WARM_KEY: &str = "lease-warm-key-0123456789";
 
 fn yaml(redis: &RedisServer, backend: &Backend) -> String {
+    yaml_holding(redis, backend, "1m")
+}
+
+fn yaml_holding(redis: &RedisServer, backend: &Backend, max_hold: &str) -> String {
     format!(
         "listen: [\"{{listen}}\"]\n\
          admin: {{ listen: \"{{admin}}\" }}\n\
          server: {{ threads: 2, grace_period_s: 1 }}\n\
          redis: {{ url: \"{}\", timeout_ms: 2000, circuit_breaker: {{ min_calls: 1000 }}, on_failure: closed }}\n\
          upstreams:\n  echo: {{ backends: [\"{}\"] }}\n\
-         tiers:\n  t: {{ limit: 1, per: 1h, burst: {BURST}, lease: {{ tokens: {TOKENS}, max_hold: 1m }} }}\n\
+         tiers:\n  t: {{ limit: 1, per: 1h, burst: {BURST}, lease: {{ tokens: {TOKENS}, max_hold: {max_hold} }} }}\n\
          identity:\n  api_keys:\n    keys:\n      - {{ sha256: \"{}\", tenant: \"acme\", tier: t }}\n      - {{ sha256: \"{}\", tenant: \"warm\", tier: t }}\n\
          routes:\n  - {{ path_prefix: \"/\", upstream: echo, auth: required }}\n",
         redis.url(),
@@ -30,6 +34,16 @@ fn yaml(redis: &RedisServer, backend: &Backend) -> String {
         sha256_hex(KEY),
         sha256_hex(WARM_KEY)
     )
+}
+
+/// Whole tokens in the tenant's Redis bucket (a missing key is a full bucket).
+fn bucket_tokens(redis: &RedisServer) -> u64 {
+    let fields: std::collections::HashMap<String, String> =
+        redis.hgetall("tollgate:{acme}:tb").into_iter().collect();
+    match (fields.get("l"), fields.get("s")) {
+        (Some(l), Some(s)) => l.parse::<u64>().unwrap() / s.parse::<u64>().unwrap(),
+        _ => BURST,
+    }
 }
 
 /// Script calls Redis ran (EVALSHA and EVAL) since the last `CONFIG RESETSTAT`.
@@ -132,4 +146,36 @@ async fn three_instances_never_admit_more_than_the_burst() {
         "under-admission beyond tokens x instances: {admitted:?}"
     );
     assert_eq!(total, BURST, "per instance {admitted:?}");
+}
+
+/// A lease nobody uses goes back to the bucket after `max_hold` (the sweep), without
+/// overfilling it; the next request takes a fresh lease from the restored bucket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unused_lease_goes_back_after_max_hold() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let gw = Gateway::start(&yaml_holding(&redis, &backend, "200ms"));
+    let http = http();
+    let r = try_get_with_key(&http, &gw.url("/x"), Some(KEY))
+        .await
+        .expect("request");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.remaining(), BURST - 1);
+    // The lease left Redis before use: 10 taken, 1 used, 9 held by the gateway (unless the
+    // sweep already gave them back on a slow machine).
+    let now = bucket_tokens(&redis);
+    assert!(now == BURST - TOKENS || now == BURST - 1, "{now}");
+    let back = eventually(std::time::Duration::from_secs(10), || {
+        bucket_tokens(&redis) == BURST - 1
+    })
+    .await;
+    assert!(back, "bucket holds {} tokens", bucket_tokens(&redis));
+    let r = try_get_with_key(&http, &gw.url("/x"), Some(KEY))
+        .await
+        .expect("request");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.remaining(), BURST - 2);
+    // 10 more taken (49 left), or already given back after this lease's max_hold (58).
+    let now = bucket_tokens(&redis);
+    assert!(now == BURST - 1 - TOKENS || now == BURST - 2, "{now}");
 }
