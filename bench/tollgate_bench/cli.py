@@ -50,9 +50,9 @@ def main(argv=None):
     g.add_argument("--connections", type=int, default=64, help="wrk -c (default 64)")
     g.add_argument("--wrk-threads", type=int, default=2, help="wrk -t (default 2)")
     g.add_argument("--work-stealing", type=lambda t: {"true": True, "false": False}[t.lower()],
-                   default=False, metavar="true|false",
+                   default=True, metavar="true|false",
                    help="tollgate server.work_stealing and the same runtime for the Pingora floor P "
-                        "(default false, tollgate's default)")
+                        "(default true, tollgate's default)")
     g.add_argument("--results-dir", default=str(BENCH / "results"))
     g.add_argument("--keep-tmp", action="store_true", help="keep configs and logs of the run")
 

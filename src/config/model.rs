@@ -98,7 +98,7 @@ pub enum MtlsTenantFrom {
 }
 
 /// Default of `server.work_stealing`, picked by measurement (README "Performance work").
-pub const DEFAULT_WORK_STEALING: bool = false;
+pub const DEFAULT_WORK_STEALING: bool = true;
 
 /// Process-level settings (`server:`); changing them needs a restart.
 #[derive(Debug, Clone, PartialEq)]

@@ -15,7 +15,7 @@ use crate::config::HttpLimits;
 use crate::metrics::{status_class, METRICS};
 use crate::proxy::Proxy;
 use crate::response::{problem_response_bytes, Problem};
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use pingora::apps::{HttpPersistentSettings, HttpServerApp};
 use pingora::protocols::http::ServerSession;
 use pingora::protocols::{Stream, ALPN};
@@ -130,9 +130,9 @@ async fn read_head(
     stop: &mut watch::Receiver<bool>,
 ) -> ReadHead {
     let mut buf = BytesMut::with_capacity(4096);
-    // Reads of at most 8 KiB: the buffer never exceeds `max_header_bytes` + 8 KiB, well under
-    // the 1 MiB Pingora accepts as a prefix.
-    let mut chunk = [0u8; 8192];
+    // Reads of at most 8 KiB straight into `buf` (no zeroed bounce buffer to copy from): the
+    // buffer never exceeds `max_header_bytes` + 8 KiB, well under the 1 MiB Pingora accepts as
+    // a prefix.
     let mut deadline = Instant::now() + first_wait;
     loop {
         let idle = buf.is_empty();
@@ -140,9 +140,10 @@ async fn read_head(
         // wait), like Pingora's biased select; only a connection with nothing pending closes.
         let stopping = idle && *stop.borrow();
         let until = if stopping { Instant::now() } else { deadline };
+        let mut room = (&mut buf).limit(8192);
         let read = tokio::select! {
             biased;
-            r = tokio::time::timeout_at(until, stream.read(&mut chunk)) => r,
+            r = tokio::time::timeout_at(until, stream.read_buf(&mut room)) => r,
             // Changed: loop once more as `stopping`. Sender gone: the service is gone too.
             changed = stop.changed(), if idle && !stopping => match changed {
                 Ok(()) => continue,
@@ -157,7 +158,7 @@ async fn read_head(
                 }
             }
             Ok(Err(_)) | Ok(Ok(0)) => return ReadHead::Gone,
-            Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
+            Ok(Ok(_)) => {}
         }
         if idle && reused {
             deadline = Instant::now() + limits.header_read_timeout;
