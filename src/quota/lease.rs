@@ -8,8 +8,9 @@
 //! lease call of the tenant, or by [`LeaseReturn`] after `max_hold` (within one sweep, 100 ms)
 //! and at shutdown.
 //!
-//! Concurrent requests of one tenant queue on its lease (an async lock held across the lease
-//! call), so one call serves a whole batch instead of every waiting request taking its own.
+//! A request served from the lease takes a short synchronous lock and never waits. Requests that
+//! find it empty queue on the tenant's refill lock (async, held across the one lease call), so
+//! one call serves the whole queue instead of every waiting request taking its own batch.
 //! [`LeaseBook`] is the pure bookkeeping (clock injected); [`LeaseStore`] holds one per tenant.
 
 use super::breaker::Permit;
@@ -93,19 +94,28 @@ impl LeaseBook {
     /// remaining as of the last call: what this instance can still admit if no other instance
     /// takes from the bucket, the same promise as an exact decision's `r`.
     pub fn take(&mut self, now_ms: u64, rate: &Rate, cost: u64) -> Step {
+        match self.local(now_ms, rate, cost) {
+            Some(d) => Step::Local(d),
+            None => Step::Call {
+                refund: std::mem::take(&mut self.tokens),
+            },
+        }
+    }
+
+    /// The local admission of [`take`](Self::take), or `None` (the book unchanged) when the
+    /// lease cannot serve `cost`.
+    pub fn local(&mut self, now_ms: u64, rate: &Rate, cost: u64) -> Option<Decision> {
         let live = self.rate.as_ref() == Some(rate) && now_ms < self.expires_ms;
-        if live && self.tokens >= cost {
-            self.tokens -= cost;
-            return Step::Local(Decision {
-                admitted: true,
-                remaining: self.tokens + self.redis_remaining,
-                retry_after_ms: 0,
-                full_ms: self.full_at_ms.saturating_sub(now_ms),
-            });
+        if !live || self.tokens < cost {
+            return None;
         }
-        Step::Call {
-            refund: std::mem::take(&mut self.tokens),
-        }
+        self.tokens -= cost;
+        Some(Decision {
+            admitted: true,
+            remaining: self.tokens + self.redis_remaining,
+            retry_after_ms: 0,
+            full_ms: self.full_at_ms.saturating_sub(now_ms),
+        })
     }
 
     /// Records the reply of a lease call made for a request of `cost` at `now_ms` and returns
@@ -165,7 +175,15 @@ impl LeaseBook {
     }
 }
 
-type Book = Arc<tokio::sync::Mutex<LeaseBook>>;
+/// One tenant's lease: the book (short sync lock, never held across an await) and the refill
+/// lock (async, held by the one request or sweep that talks to Redis for this tenant).
+#[derive(Default)]
+struct TenantLease {
+    book: parking_lot::Mutex<LeaseBook>,
+    refill: tokio::sync::Mutex<()>,
+}
+
+type Book = Arc<TenantLease>;
 
 /// Every tenant's [`LeaseBook`] in this instance, at most `MAX_TENANTS`.
 pub struct LeaseStore {
@@ -216,9 +234,8 @@ impl LeaseStore {
     /// Forgets idle books no request is using.
     fn forget_idle(&self, now_ms: u64) {
         for s in &self.shards {
-            s.lock().retain(|_, b| {
-                Arc::strong_count(b) > 1 || !b.try_lock().is_ok_and(|g| g.idle(now_ms))
-            });
+            s.lock()
+                .retain(|_, b| Arc::strong_count(b) > 1 || !b.book.lock().idle(now_ms));
         }
     }
 }
@@ -237,9 +254,14 @@ impl QuotaService {
             degraded: false,
             extras: PolicyExtras::default(),
         };
-        let mut b = book.lock().await;
+        if let Some(d) = book.book.lock().local(self.now_ms(), &q.rate, q.cost) {
+            return Some(decided(d));
+        }
+        let refill = book.refill.lock().await;
         let sent_ms = self.now_ms();
-        let refund = match b.take(sent_ms, &q.rate, q.cost) {
+        // Another request may have refilled the lease while this one waited.
+        let step = book.book.lock().take(sent_ms, &q.rate, q.cost);
+        let refund = match step {
             Step::Local(d) => return Some(decided(d)),
             Step::Call { refund } => refund,
         };
@@ -267,7 +289,11 @@ impl QuotaService {
                 self.transition(t);
                 match result {
                     Ok(reply) => {
-                        let d = b.settle(self.now_ms(), lease.max_hold_ms, &q.rate, q.cost, reply);
+                        let now = self.now_ms();
+                        let d =
+                            book.book
+                                .lock()
+                                .settle(now, lease.max_hold_ms, &q.rate, q.cost, reply);
                         if !d.admitted {
                             let at = (sent_ms, self.now_ms());
                             self.deny.remember(q.tenant, q.rate, q.cost, at, &d);
@@ -284,7 +310,7 @@ impl QuotaService {
                 }
             }
         };
-        drop(b);
+        drop(refill);
         Some(self.fallback(q, retry_in_ms))
     }
 
@@ -349,9 +375,19 @@ impl QuotaService {
     /// bucket refills them (under-admission only).
     pub async fn return_leases(&self, all: bool) {
         for (tenant, book) in self.leases.all() {
-            let Ok(mut b) = book.try_lock() else { continue };
+            // A request refilling this lease gives the old tokens back itself.
+            let Ok(_refill) = book.refill.try_lock() else {
+                continue;
+            };
             let now = self.now_ms();
-            let back = if all { b.release() } else { b.expired(now) };
+            let back = {
+                let mut b = book.book.lock();
+                if all {
+                    b.release()
+                } else {
+                    b.expired(now)
+                }
+            };
             if let Some((rate, n)) = back {
                 let _ = self.lease_script(&tenant, &rate, 0, 0, n).await;
             }

@@ -134,3 +134,14 @@ fn headers_are_marked_leased() {
     annotate(&mut other, "pro");
     assert_eq!(other[0].1, "\"pro.pool\";r=1;t=1");
 }
+
+/// The fast path's miss leaves the book as it was (the refill hands the rest back).
+#[test]
+fn a_local_miss_keeps_the_book() {
+    let mut b = LeaseBook::default();
+    b.settle(0, HOLD, &RATE, 1, granted(3, 0));
+    assert_eq!(b.local(1, &RATE, 5), None);
+    assert_eq!(b.held(), 2);
+    assert!(b.local(1, &RATE, 2).is_some());
+    assert_eq!(b.held(), 0);
+}
