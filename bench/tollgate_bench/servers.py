@@ -164,7 +164,7 @@ def tollgate_config(ctx, name, port, admin, backend_port, *, edge=None, concurre
     return cfg
 
 
-def start_tollgate(ctx, name, cfg):
+def start_tollgate(ctx, name, cfg, rust_log=None):
     path = ctx.tmp / f"{name}.yaml"
     path.write_text(json.dumps(cfg, indent=2) + "\n")
     check = subprocess.run([ctx.tollgate, "check", "-c", path], capture_output=True, text=True,
@@ -172,6 +172,8 @@ def start_tollgate(ctx, name, cfg):
     if check.returncode != 0:
         raise BenchError(f"tollgate check rejected {path}:\n{check.stdout}{check.stderr}")
     env = dict(os.environ)
+    if rust_log:
+        env["RUST_LOG"] = rust_log
     env.setdefault("RUST_LOG", "warn")
     p = ctx.env.start(name, [ctx.tollgate, "run", "-c", path], stop_signal=signal.SIGINT, env=env)
     port = int(cfg["listen"][0].rsplit(":", 1)[1])

@@ -58,6 +58,7 @@ def throughput_ratios(summary):
         "F/P rps": ratio(g("F", "rps"), g("P", "rps")),
         "L/D rps": ratio(g("L", "rps"), g("D", "rps")),
         "L/F rps": ratio(g("L", "rps"), g("F", "rps")),
+        "K/D rps": ratio(g("K", "rps"), g("D", "rps")),
         # "D/P in CPU µs/req": P's CPU per request over D's (1.0 = tollgate's path costs nothing
         # on top of Pingora; 0.95 = D spends 1/0.95 of P's CPU per request).
         "P/D CPU µs/req": ratio(g("P", "proxy_cpu_us_per_req"), g("D", "proxy_cpu_us_per_req")),

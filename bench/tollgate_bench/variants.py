@@ -18,6 +18,7 @@ VARIANTS = {
     "T": "Traefik 3.7 + rateLimit in Redis keyed by X-API-Key + inFlightReq (reject nothing)",
     "P": "Pingora floor: bare pingora-proxy, none of tollgate's code (examples/pingora_floor.rs)",
     "D": "tollgate, no limiting",
+    "K": "tollgate as D with the access log on (RUST_LOG=warn,tollgate::access=info, to a file)",
     "E": "tollgate, edge + concurrency (memory, reject nothing)",
     "F": "tollgate, edge + API key + Redis tenant bucket + concurrency",
     "G": "tollgate as F, one tenant flooding ~10x its limit",
@@ -91,8 +92,10 @@ def start_variant(ctx, v, backend, redis, g_limit=None, traefik_redis=None):
     port, admin = free_port(), free_port()
     name = f"tollgate-{v}"
     extra = {}
-    if v == "D":
+    if v in ("D", "K"):
         cfg = tollgate_config(ctx, name, port, admin, backend.port)
+        if v == "K":
+            cfg["observability"]["access_log"] = True
     elif v == "E":
         cfg = tollgate_config(ctx, name, port, admin, backend.port, edge=edge, concurrency=conc)
     elif v == "F":
@@ -117,7 +120,7 @@ def start_variant(ctx, v, backend, redis, g_limit=None, traefik_redis=None):
         raise BenchError(f"unknown variant {v}")
     if redis is not None:
         redis_cmd(redis.port, "FLUSHALL")
-    p = start_tollgate(ctx, name, cfg)
+    p = start_tollgate(ctx, name, cfg, rust_log="warn,tollgate::access=info" if v == "K" else None)
     headers = key_header if v in ("F", "G", "L") else []
     return Sut(v, p.port, [p], "tollgate", headers=headers, admin=p.admin, extra=extra,
                redis=redis if extra.get("redis") else None)
