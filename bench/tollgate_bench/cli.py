@@ -2,6 +2,7 @@
 
 import argparse
 import os
+from pathlib import Path
 import signal
 
 from .accuracy import accuracy
@@ -53,6 +54,8 @@ def main(argv=None):
                    default=True, metavar="true|false",
                    help="tollgate server.work_stealing and the same runtime for the Pingora floor P "
                         "(default true, tollgate's default)")
+    g.add_argument("--tollgate-binary", default=None,
+                   help="bench this tollgate binary instead of the target dir's (e.g. another commit's)")
     g.add_argument("--results-dir", default=str(BENCH / "results"))
     g.add_argument("--keep-tmp", action="store_true", help="keep configs and logs of the run")
 
@@ -133,6 +136,8 @@ def main(argv=None):
     check_tools()
     # The capacity run needs no gateway binary.
     binary, floor = build(args) if args.cmd != "capacity" else (None, None)
+    if args.tollgate_binary:
+        binary = Path(args.tollgate_binary).resolve()
     data = {"environment": environment(args, binary), "params": vars(args)}
     reports = []
     with Env(args.keep_tmp) as env:
