@@ -137,7 +137,6 @@ def tollgate_config(ctx, name, port, admin, backend_port, *, edge=None, concurre
         "admin": {"listen": f"127.0.0.1:{admin}"},
         "server": {
             "threads": ctx.args.threads,
-            "work_stealing": ctx.args.work_stealing,
             "grace_period_s": 1,
             "graceful_shutdown_timeout_s": 1,
             # Distinct per instance: several gateways run at once in the accuracy run.
@@ -148,6 +147,10 @@ def tollgate_config(ctx, name, port, admin, backend_port, *, edge=None, concurre
         "routes": [{"path_prefix": "/", "upstream": "backend", "auth": auth}],
         "observability": {"access_log": False},
     }
+    if not ctx.args.work_stealing:
+        # Written only when not tollgate's default (true), so older binaries (--tollgate-binary)
+        # that predate the field still run the default.
+        cfg["server"]["work_stealing"] = False
     if edge:
         cfg["edge"] = edge
     if concurrency:
