@@ -5,7 +5,8 @@
 //!
 //! Same allocator as tollgate (mimalloc).
 //!
-//! Usage: `pingora_floor <listen addr> <backend addr> <threads>`.
+//! Usage: `pingora_floor <listen addr> <backend addr> <threads> [work_stealing: true|false]`
+//! (default `true`, Pingora's own default; the bench passes tollgate's `server.work_stealing`).
 
 use async_trait::async_trait;
 use pingora::prelude::*;
@@ -37,12 +38,19 @@ impl ProxyHttp for Floor {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let [_, listen, backend, threads] = args.as_slice() else {
-        eprintln!("usage: pingora_floor <listen addr> <backend addr> <threads>");
-        std::process::exit(2);
+    let (listen, backend, threads, stealing) = match args.as_slice() {
+        [_, l, b, t] => (l, b, t, "true"),
+        [_, l, b, t, s] => (l, b, t, s.as_str()),
+        _ => {
+            eprintln!(
+                "usage: pingora_floor <listen addr> <backend addr> <threads> [work_stealing]"
+            );
+            std::process::exit(2);
+        }
     };
     let conf = ServerConf {
         threads: threads.parse().expect("threads: a positive integer"),
+        work_stealing: stealing.parse().expect("work_stealing: true or false"),
         grace_period_seconds: Some(1),
         graceful_shutdown_timeout_seconds: Some(1),
         ..ServerConf::default()

@@ -6,6 +6,7 @@
 //! The stages' decisions are in [`pipeline`]; [`proxy`] is the thin Pingora glue that runs them
 //! in order.
 
+pub mod access_log;
 pub mod admin;
 pub mod config;
 pub mod edge;

@@ -45,24 +45,38 @@ enum Command {
 }
 
 /// Logs go to stderr through a background writer thread, so request threads do not wait on the
-/// terminal or a pipe. The returned guard flushes on drop (at exit).
-fn init_tracing(json: bool) -> tracing_appender::non_blocking::WorkerGuard {
+/// terminal or a pipe; access lines are batched first (`tollgate::access_log`), so that thread
+/// is woken per batch, not per request. The returned guards flush on drop (at exit), access
+/// lines first.
+fn init_tracing(json: bool) -> LogGuards {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Lossless: under a burst of log lines request threads wait rather than lines being lost.
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+    let (writer, stderr) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .lossy(false)
         .finish(std::io::stderr());
+    let (access, access_guard) =
+        tollgate::access_log::batched(writer.clone(), tollgate::access_log::BatchConfig::default());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(writer)
+        .with_writer(tollgate::access_log::RoutedWriter::new(access, writer))
         .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none());
     if json {
         builder.json().init();
     } else {
         builder.init();
     }
-    guard
+    LogGuards {
+        _access: access_guard,
+        _stderr: stderr,
+    }
+}
+
+/// Dropped in field order: the access log hands its last batch to the stderr writer, which
+/// then flushes.
+struct LogGuards {
+    _access: tollgate::access_log::AccessLogGuard,
+    _stderr: tracing_appender::non_blocking::WorkerGuard,
 }
 
 fn print_errors(path: &std::path::Path, errors: &[tollgate::config::ConfigError]) {

@@ -531,7 +531,7 @@ impl ProxyHttp for Proxy {
         if snap.config.observability.access_log {
             let req = session.req_header();
             tracing::info!(
-                target: "tollgate::access",
+                target: crate::access_log::TARGET,
                 request_id = %ctx.request_id,
                 method = %req.method,
                 path = %req.uri.path(),

@@ -33,6 +33,7 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
     let cfg = snapshot.config.clone();
     let mut conf = ServerConf {
         threads: cfg.server.threads,
+        work_stealing: cfg.server.work_stealing,
         grace_period_seconds: Some(cfg.server.grace_period_s),
         graceful_shutdown_timeout_seconds: Some(cfg.server.graceful_shutdown_timeout_s),
         upgrade_sock: cfg.server.upgrade_sock.clone(),
@@ -98,6 +99,10 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
     server.add_service(background_service(
         "fleet heartbeat",
         crate::quota::fleet::FleetHeartbeat { app: app.clone() },
+    ));
+    server.add_service(background_service(
+        "lease return",
+        crate::quota::lease::LeaseReturn { app: app.clone() },
     ));
     server.add_service(background_service(
         "region sync",

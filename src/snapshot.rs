@@ -149,6 +149,10 @@ impl Snapshot {
     /// `multi_region:` cut the budget ([`crate::region::annotate`]).
     pub fn quota_pairs(&self, q: &QuotaHeaders) -> Vec<(&'static str, String)> {
         let mut pairs = q.pairs(self.config.response.headers);
+        let leased = self.config.tiers.get(&q.policy_name);
+        if !q.degraded && leased.is_some_and(|t| t.policy.lease.is_some()) {
+            crate::quota::lease::annotate(&mut pairs, &q.policy_name);
+        }
         if let Some(region) = &self.region {
             crate::region::annotate(&mut pairs, region.region());
         }

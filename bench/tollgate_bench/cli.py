@@ -2,18 +2,22 @@
 
 import argparse
 import os
+from pathlib import Path
 import signal
 
 from .accuracy import accuracy
 from .common import BENCH
+from .capacity import capacity
 from .compare import compare
 from .memory import memory
 from .processes import Ctx, Env
 from .profile import profile
-from .report import accuracy_report, memory_report, profile_report, throughput_report
+from .report import accuracy_report, capacity_report, memory_report, profile_report, throughput_report
 from .results import build, check_tools, environment, write_results
 from .targets import memory_targets, throughput_figures, throughput_ratios, throughput_targets
 from .throughput import throughput
+from .traefik import which_traefik_for
+from .variants import parse_variants
 
 # The description printed by `bench/run.py --help` (unchanged from the single-file driver).
 USAGE = """tollgate benchmark driver (standard library only). See bench/README.md.
@@ -46,6 +50,12 @@ def main(argv=None):
                    help="worker_processes of the nginx backend (default 2)")
     g.add_argument("--connections", type=int, default=64, help="wrk -c (default 64)")
     g.add_argument("--wrk-threads", type=int, default=2, help="wrk -t (default 2)")
+    g.add_argument("--work-stealing", type=lambda t: {"true": True, "false": False}[t.lower()],
+                   default=True, metavar="true|false",
+                   help="tollgate server.work_stealing and the same runtime for the Pingora floor P "
+                        "(default true, tollgate's default)")
+    g.add_argument("--tollgate-binary", default=None,
+                   help="bench this tollgate binary instead of the target dir's (e.g. another commit's)")
     g.add_argument("--results-dir", default=str(BENCH / "results"))
     g.add_argument("--keep-tmp", action="store_true", help="keep configs and logs of the run")
 
@@ -54,7 +64,10 @@ def main(argv=None):
     g.add_argument("--reps", type=int, default=3, help="repetitions, interleaved (default 3)")
     g.add_argument("--duration", type=int, default=10, help="seconds per measured run (default 10)")
     g.add_argument("--warmup", type=int, default=2, help="warm-up seconds before each run (default 2)")
-    g.add_argument("--variants", default="ABCPDEFG", help="subset of ABCPDEFG (default all)")
+    g.add_argument("--variants", default="ABCT0TPDKEFGL",
+                   help="subset of A B C T0 T P D K E F G L, written together (default all)")
+    g.add_argument("--lease-tokens", type=int, default=100, help="L: tier lease tokens (default 100)")
+    g.add_argument("--lease-hold", default="250ms", help="L: tier lease max_hold (default 250ms)")
     g.add_argument("--no-paced", action="store_true", help="skip the constant-rate latency phase")
     g.add_argument("--paced-fraction", type=float, default=0.5,
                    help="constant rate as a fraction of B's median max rate (default 0.5)")
@@ -76,6 +89,18 @@ def main(argv=None):
     g.add_argument("--acc-factor", type=float, default=3.0, help="offered load / rate (default 3)")
     g.add_argument("--acc-duration", type=int, default=10, help="seconds of offered load (default 10)")
 
+    cp = argparse.ArgumentParser(add_help=False)
+    g = cp.add_argument_group("capacity")
+    g.add_argument("--cap-conns", type=int, default=4, help="Redis connections (default 4)")
+    g.add_argument("--cap-pipeline", type=int, default=8,
+                   help="EVALSHA calls in flight per connection (default 8: the gateway's ~6.5 "
+                        "commands per read under load)")
+    g.add_argument("--cap-tenants", type=int, default=1000, help="distinct bucket keys (default 1000)")
+    g.add_argument("--cap-rates", default="1000,5000,10000,20000",
+                   help="per-instance admitted req/s of the fleet table")
+    g.add_argument("--cap-spreads", default="1,100",
+                   help="active tenants per instance the rate is spread over (fleet table)")
+
     parser = argparse.ArgumentParser(description=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("throughput", parents=[common, tp], help="variants A-G (and P) and the paced latency runs")
@@ -87,6 +112,13 @@ def main(argv=None):
     g.add_argument("--frequency", type=int, default=499, help="perf sampling Hz (default 499)")
     sub.add_parser("profile", parents=[common, tp, pp],
                    help="perf + inferno flame graphs of P/D/E/F/G under full load")
+    cap = argparse.ArgumentParser(add_help=False)
+    g = cap.add_argument_group("lease")
+    g.add_argument("--lease-tokens", type=int, default=100, help="lease tokens (default 100)")
+    g.add_argument("--lease-hold", default="250ms", help="lease max_hold (default 250ms)")
+    g.add_argument("--duration", type=int, default=5, help="seconds per script (default 5)")
+    sub.add_parser("capacity", parents=[common, cp, cap],
+                   help="Redis script calls per core-second, pipelined; fleet size per Redis")
     c = sub.add_parser("compare", help="compare two result files")
     c.add_argument("old")
     c.add_argument("new")
@@ -102,13 +134,18 @@ def main(argv=None):
     signal.signal(signal.SIGHUP, on_term)
 
     check_tools()
-    binary, floor = build(args)
+    # The capacity run needs no gateway binary.
+    binary, floor = build(args) if args.cmd != "capacity" else (None, None)
+    if args.tollgate_binary:
+        binary = Path(args.tollgate_binary).resolve()
     data = {"environment": environment(args, binary), "params": vars(args)}
     reports = []
     with Env(args.keep_tmp) as env:
         ctx = Ctx(args, env)
         ctx.tollgate = str(binary)
         ctx.floor = str(floor)
+        if args.cmd in ("throughput", "all", "profile"):
+            ctx.traefik = which_traefik_for(parse_variants(args.variants))
         if args.cmd in ("throughput", "all"):
             res = data["throughput"] = throughput(ctx)
             res.update(throughput_figures(res, os.cpu_count()))
@@ -118,6 +155,10 @@ def main(argv=None):
             reports.append(("throughput (medians of %d reps, %ds each, wrk -t%d -c%d)"
                             % (args.reps, args.duration, args.wrk_threads, args.connections),
                             throughput_report(res, verdicts)))
+        if args.cmd == "capacity":
+            data["capacity"] = capacity(ctx)
+            reports.append(("Redis capacity (one redis-server, pipelined EVALSHA)",
+                            capacity_report(data["capacity"])))
         if args.cmd == "profile":
             data["profile"] = profile(ctx)
             reports.append(("profile (perf, DWARF call graphs, flame graphs in the results dir)",

@@ -56,6 +56,7 @@ def delta_redis(a, b):
         "client_commands": total - internal,
         "script_internal_commands": internal,
         "evalsha": int(calls(rb, "evalsha") - calls(ra, "evalsha")),
+        "eval": int(calls(rb, "eval") - calls(ra, "eval")),
         "commandstats": cmds,
         "cpu_s": (rb["used_cpu_user"] + rb["used_cpu_sys"]) - (ra["used_cpu_user"] + ra["used_cpu_sys"]),
     }
@@ -89,7 +90,9 @@ def delta_metrics(a, b):
 
 
 def measure(ctx, sut, backend, redis, duration, *, paced_rate=None, label=None):
-    """Warm up, then one measured wrk run with CPU/Redis/metrics deltas around it."""
+    """Warm up, then one measured wrk run with CPU/Redis/metrics deltas around it. The Redis
+    deltas are those of the variant's own Redis (`sut.redis`), when it has one."""
+    redis = sut.redis
     script_extra, script_args = None, ()
     if paced_rate:
         script_extra, script_args = "pace.lua", (paced_rate, ctx.args.wrk_threads)
@@ -120,7 +123,7 @@ def measure(ctx, sut, backend, redis, duration, *, paced_rate=None, label=None):
         rec["proxy_cpu_s"] = after["proxy_cpu"] - before["proxy_cpu"]
         rec["proxy_cpu_us_per_req"] = rec["proxy_cpu_s"] / n * 1e6
         rec["rss_mb"] = rss_kb(sut.pids()) / 1024
-    if redis is not None and sut.kind == "tollgate" and sut.extra.get("redis"):
+    if redis is not None:
         r = delta_redis(before, after)
         rec["redis"] = r
         rec["redis_cmds_per_req"] = r["commands"] / n
@@ -138,6 +141,11 @@ def measure(ctx, sut, backend, redis, duration, *, paced_rate=None, label=None):
             rec["evalsha_per_tenant_decision"] = rec["redis"]["evalsha"] / decisions
             adm = m.get("tenant_admitted", 0)
             rec["evalsha_per_admitted"] = (rec["redis"]["evalsha"] / adm) if adm else None
+            # Script calls (EVALSHA + EVAL) and every gateway-sent command per admission: the
+            # leased variant's figure (at most 1/tokens + 0.01).
+            scripts = rec["redis"]["evalsha"] + rec["redis"]["eval"]
+            rec["script_calls_per_admitted"] = (scripts / adm) if adm else None
+            rec["redis_client_cmds_per_admitted"] = (rec["redis"]["client_commands"] / adm) if adm else None
     rec.update({k: v for k, v in sut.extra.items() if k != "redis"})
     return rec
 

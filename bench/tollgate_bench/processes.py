@@ -198,6 +198,7 @@ class Ctx:
         self.tmp = env.tmp
         self.tollgate = None  # path of the tollgate binary (set by cli)
         self.floor = None  # path of examples/pingora_floor (variant P)
+        self.traefik = None  # path of the Traefik binary (variants T0, T)
         self.nginx = shutil.which("nginx") or "/usr/sbin/nginx"
         self.wrk = shutil.which("wrk")
         self.redis_server = shutil.which("redis-server")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .common import BenchError, log
 from .servers import start_backend, start_redis
-from .variants import VARIANTS, probe, start_variant, stop_variant
+from .variants import VARIANTS, parse_variants, probe, start_variant, stop_variant
 from .wrk import run_wrk, wrk_argv
 
 
@@ -39,16 +39,17 @@ def profile(ctx):
         if not shutil.which(tool):
             raise BenchError(f"profile needs {tool} (perf: apt-get install linux-perf; "
                              f"inferno: cargo install inferno)")
-    variants = [v for v in a.variants.upper() if v in VARIANTS and v not in "ABC"]
+    variants = [v for v in parse_variants(a.variants) if v not in ("A", "B", "C")]
     backend = start_backend(ctx)
-    redis = start_redis(ctx) if any(v in "FG" for v in variants) else None
+    redis = start_redis(ctx) if any(v in ("F", "G", "L") for v in variants) else None
+    traefik_redis = start_redis(ctx, "redis-traefik") if "T" in variants else None
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out_dir = Path(a.results_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     runs = {}
     for v in variants:
         g_limit = max(1, int(a.g_fallback_rps / 10)) if v == "G" else None
-        sut = start_variant(ctx, v, backend, redis, g_limit)
+        sut = start_variant(ctx, v, backend, redis, g_limit, traefik_redis)
         try:
             probe(sut, (200, 429) if v == "G" else (200,))
             run_wrk(ctx, sut.port, 1, headers=sut.headers)
@@ -86,7 +87,7 @@ def profile(ctx):
         runs[v] = {"svg": svg.name, "cycles": total, "under_tollgate_frames": ours / total,
                    "leaf_share": {k: n / total for k, n in sorted(groups.items(), key=lambda x: -x[1])}}
         log(f"  {v}: {total} cycles sampled -> {svg}")
-    for p in (redis, backend):
+    for p in (traefik_redis, redis, backend):
         if p is not None:
             ctx.env.stop(p)
     return runs

@@ -184,3 +184,20 @@ def profile_report(res):
     for v, r in res.items():
         lines.append(f"  {v}: flame graph {r['svg']}")
     return "\n".join(lines)
+
+
+def capacity_report(res):
+    lines = [f"  {'script':<14}{'calls/s':>10}{'Redis core':>12}{'µs CPU/call':>13}"
+             f"{'calls/core-s':>14}{'calls/read':>12}"]
+    for r in res["runs"].values():
+        lines.append(f"  {r['script']:<14}{r['calls_per_s']:>10.0f}{r['redis_cpu_share']:>12.0%}"
+                     f"{r['redis_cpu_us_per_call']:>13.2f}{r['calls_per_core_s']:>14.0f}"
+                     f"{fmt(r['calls_per_read'], '.1f', 12)}")
+    lines.append("")
+    lines.append(f"  instances one Redis core supports (lease tokens {res['lease_tokens']}, "
+                 f"max_hold {res['lease_hold_s']:g}s):")
+    lines.append(f"  {'req/s/instance':>15}{'tenants':>9}{'exact':>9}{'leased':>9}{'calls/adm leased':>18}")
+    for r in res["fleet"]:
+        lines.append(f"  {r['instance_rps']:>15}{r['tenants']:>9}{r['exact_instances']:>9.1f}"
+                     f"{r['leased_instances']:>9.1f}{r['leased_calls_per_admission']:>18.3f}")
+    return "\n".join(lines)

@@ -43,13 +43,14 @@ def environment(args, binary):
             return (r.stdout or r.stderr).strip().splitlines()[0]
         except (OSError, IndexError, subprocess.TimeoutExpired):
             return None
-    st = os.stat(binary)
+    mtime = (datetime.datetime.fromtimestamp(os.stat(binary).st_mtime).isoformat(timespec="seconds")
+             if binary else None)
     return {
         "git_commit": git("rev-parse", "HEAD"),
         "git_branch": git("rev-parse", "--abbrev-ref", "HEAD"),
         "git_dirty_files": len([l for l in git("status", "--porcelain").splitlines() if l]),
         "tollgate_binary": str(binary),
-        "tollgate_binary_mtime": datetime.datetime.fromtimestamp(st.st_mtime).isoformat(timespec="seconds"),
+        "tollgate_binary_mtime": mtime,
         "host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
         "loadavg_at_start": os.getloadavg(),
         "nginx": version(["nginx", "-v"]), "wrk": version(["wrk", "--version"]),

@@ -115,17 +115,17 @@ def start_nginx_proxy(ctx, name, backend_port, limited):
     return p
 
 
-def start_redis(ctx):
+def start_redis(ctx, name="redis"):
     port = free_port()
-    d = ctx.tmp / "redis"
+    d = ctx.tmp / name
     d.mkdir(exist_ok=True)
-    p = ctx.env.start("redis", [ctx.redis_server, "--port", port, "--bind", "127.0.0.1",
+    p = ctx.env.start(name, [ctx.redis_server, "--port", port, "--bind", "127.0.0.1",
                                 "--save", "", "--appendonly", "no", "--daemonize", "no",
                                 "--protected-mode", "no", "--dir", d, "--loglevel", "warning"],
                       stop_signal=signal.SIGTERM)
     wait_port(port, p)
     p.port = port
-    log(f"redis-server on 127.0.0.1:{port}")
+    log(f"{name}: redis-server on 127.0.0.1:{port}")
     return p
 
 
@@ -147,6 +147,10 @@ def tollgate_config(ctx, name, port, admin, backend_port, *, edge=None, concurre
         "routes": [{"path_prefix": "/", "upstream": "backend", "auth": auth}],
         "observability": {"access_log": False},
     }
+    if not ctx.args.work_stealing:
+        # Written only when not tollgate's default (true), so older binaries (--tollgate-binary)
+        # that predate the field still run the default.
+        cfg["server"]["work_stealing"] = False
     if edge:
         cfg["edge"] = edge
     if concurrency:
@@ -163,7 +167,7 @@ def tollgate_config(ctx, name, port, admin, backend_port, *, edge=None, concurre
     return cfg
 
 
-def start_tollgate(ctx, name, cfg):
+def start_tollgate(ctx, name, cfg, rust_log=None):
     path = ctx.tmp / f"{name}.yaml"
     path.write_text(json.dumps(cfg, indent=2) + "\n")
     check = subprocess.run([ctx.tollgate, "check", "-c", path], capture_output=True, text=True,
@@ -171,6 +175,8 @@ def start_tollgate(ctx, name, cfg):
     if check.returncode != 0:
         raise BenchError(f"tollgate check rejected {path}:\n{check.stdout}{check.stderr}")
     env = dict(os.environ)
+    if rust_log:
+        env["RUST_LOG"] = rust_log
     env.setdefault("RUST_LOG", "warn")
     p = ctx.env.start(name, [ctx.tollgate, "run", "-c", path], stop_signal=signal.SIGINT, env=env)
     port = int(cfg["listen"][0].rsplit(":", 1)[1])

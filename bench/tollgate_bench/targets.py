@@ -53,6 +53,15 @@ def throughput_ratios(summary):
         "P/B rps": ratio(g("P", "rps"), g("B", "rps")),
         "D/P rps": ratio(g("D", "rps"), g("P", "rps")),
         "G 429/s ÷ F 200/s": ratio(g("G", "non2xx_rps"), g("F", "ok_rps")),
+        "F/T rps": ratio(g("F", "rps"), g("T", "rps")),
+        "D/T0 rps": ratio(g("D", "rps"), g("T0", "rps")),
+        "F/P rps": ratio(g("F", "rps"), g("P", "rps")),
+        "L/D rps": ratio(g("L", "rps"), g("D", "rps")),
+        "L/F rps": ratio(g("L", "rps"), g("F", "rps")),
+        "K/D rps": ratio(g("K", "rps"), g("D", "rps")),
+        # "D/P in CPU µs/req": P's CPU per request over D's (1.0 = tollgate's path costs nothing
+        # on top of Pingora; 0.95 = D spends 1/0.95 of P's CPU per request).
+        "P/D CPU µs/req": ratio(g("P", "proxy_cpu_us_per_req"), g("D", "proxy_cpu_us_per_req")),
     }
 
 
@@ -147,6 +156,41 @@ def throughput_targets(res, paced_fraction):
         "added_p99", f"added p99 of F over A at {paced_fraction:.0%} of B's max rate <= 1 ms", added,
         None if added is None else added <= 1.0,
         f"{added:.3f} ms" if added is not None else "needs A, B, F and the paced phase"))
+    out.extend(issue18_targets(res))
+    return out
+
+
+def _at_least(key, name, value, bound, shown, missing):
+    return Verdict(key, name, value, None if value is None else value >= bound,
+                   shown.format(value) if value is not None else missing)
+
+
+def issue18_targets(res):
+    """The same-job peer and the Pingora floor (issue 18): F/T >= 2.5, D/T0 >= 2, D/P >= 0.95 in
+    CPU µs/req (P ÷ D), F/P >= 0.85 req/s, leased L/D >= 0.95 req/s, and (every L rep) gateway-
+    sent Redis commands per admission <= 1/tokens + 0.01."""
+    r = throughput_ratios(res["summary"])
+    out = [
+        _at_least("f_over_t", "F rps >= 2.5 x T (Traefik + Redis rateLimit) rps", r["F/T rps"], 2.5,
+                  "F/T = {:.3f}", "needs F and T"),
+        _at_least("d_over_t0", "D rps >= 2 x T0 (bare Traefik) rps", r["D/T0 rps"], 2.0,
+                  "D/T0 = {:.3f}", "needs D and T0"),
+        _at_least("d_over_p_cpu", "D/P >= 0.95 in CPU µs/req (P µs ÷ D µs)", r["P/D CPU µs/req"], 0.95,
+                  "P÷D CPU µs/req = {:.3f}", "needs D and P"),
+        _at_least("f_over_p", "F rps >= 0.85 x P rps (exact mode)", r["F/P rps"], 0.85,
+                  "F/P = {:.3f}", "needs F and P"),
+        _at_least("l_over_d", "leased F (L) rps >= 0.95 x D rps", r["L/D rps"], 0.95,
+                  "L/D = {:.3f}", "needs L and D"),
+    ]
+    ls = [x for x in res["records"] if x["variant"] == "L" and "redis" in x]
+    if ls:
+        figs = [(x.get("redis_client_cmds_per_admitted"), x.get("lease_tokens")) for x in ls]
+        ok = all(c is not None and t and c <= 1 / t + 0.01 for c, t in figs)
+        out.append(Verdict(
+            "lease_commands", "L: Redis commands per admission <= 1/tokens + 0.01 (every rep)",
+            [c for c, _ in figs], ok,
+            "per rep: " + ", ".join(f"{c:.4f} (bound {1 / t + 0.01:.4f})" if c is not None and t
+                                    else "n/a" for c, t in figs)))
     return out
 
 

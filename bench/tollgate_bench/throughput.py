@@ -3,7 +3,7 @@
 from .common import log, median
 from .measure import measure, summarize
 from .servers import start_backend, start_redis
-from .variants import VARIANTS, probe, start_variant, stop_variant
+from .variants import parse_variants, probe, start_variant, stop_variant
 
 
 def paced_runs(ctx, backend, redis, rate, suffix):
@@ -26,10 +26,12 @@ def paced_runs(ctx, backend, redis, rate, suffix):
 
 def throughput(ctx):
     a = ctx.args
-    variants = [v for v in a.variants.upper() if v in VARIANTS]
-    need_redis = any(v in "FG" for v in variants)
+    variants = parse_variants(a.variants)
+    need_redis = any(v in ("F", "G", "L") for v in variants)
     backend = start_backend(ctx)
     redis = start_redis(ctx) if need_redis else None
+    # Traefik's rateLimit gets its own Redis: each variant's Redis counters are its own.
+    traefik_redis = start_redis(ctx, "redis-traefik") if "T" in variants else None
     records, probes = [], {}
     log(f"throughput: variants {''.join(variants)}, {a.reps} reps x {a.duration}s "
         f"(+{a.warmup}s warm-up), wrk -t{a.wrk_threads} -c{a.connections}")
@@ -40,7 +42,7 @@ def throughput(ctx):
             if v == "G":
                 f_rps = f_rps or median([r["rps"] for r in records if r["variant"] == "F"])
                 g_limit = max(1, int(round((f_rps or a.g_fallback_rps) / 10)))
-            sut = start_variant(ctx, v, backend, redis, g_limit)
+            sut = start_variant(ctx, v, backend, redis, g_limit, traefik_redis)
             try:
                 expect = (200, 429) if v == "G" else (200,)
                 probes[v] = probe(sut, expect)
@@ -66,7 +68,7 @@ def throughput(ctx):
         log(f"paced latency (info): A and F at {rate} req/s (50% of F's median max)")
         paced += paced_runs(ctx, backend, redis, rate, "/halfF")
     paced_summary = summarize(paced)
-    for p in (redis, backend):
+    for p in (traefik_redis, redis, backend):
         if p is not None:
             ctx.env.stop(p)
     return {"records": records, "summary": summary, "probes": probes,

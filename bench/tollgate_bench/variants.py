@@ -1,29 +1,45 @@
-"""The systems under test (A, B, C, P, D-G; table in bench/README.md): start one, probe it,
-stop it."""
+"""The systems under test (A, B, C, T0, T, P, D-G, L; table in bench/README.md): start one,
+probe it, stop it."""
 
+import re
 import signal
 
 from .clients import http_get, redis_cmd
 from .common import API_KEY, HUGE, BenchError
 from .processes import free_port, wait_port
 from .servers import start_nginx_proxy, start_tollgate, tollgate_config
+from .traefik import start_traefik
 
 VARIANTS = {
     "A": "direct to the backend (nginx return 200)",
     "B": "nginx proxy_pass, upstream keepalive",
     "C": "nginx + limit_req/limit_conn per IP (reject nothing)",
+    "T0": "Traefik 3.7, bare proxy (GOMAXPROCS = threads, access log off)",
+    "T": "Traefik 3.7 + rateLimit in Redis keyed by X-API-Key + inFlightReq (reject nothing)",
     "P": "Pingora floor: bare pingora-proxy, none of tollgate's code (examples/pingora_floor.rs)",
     "D": "tollgate, no limiting",
+    "K": "tollgate as D with the access log on (RUST_LOG=warn,tollgate::access=info, to a file)",
     "E": "tollgate, edge + concurrency (memory, reject nothing)",
     "F": "tollgate, edge + API key + Redis tenant bucket + concurrency",
     "G": "tollgate as F, one tenant flooding ~10x its limit",
+    "L": "tollgate as F with the tier leased (lease: tokens --lease-tokens, max_hold --lease-hold)",
 }
+
+
+def parse_variants(text):
+    """Variant names in a --variants string, in order: "T0" is one name, every other letter
+    is one ("ABT0TPDF" -> A, B, T0, T, P, D, F). Unknown letters raise BenchError."""
+    names = re.findall(r"T0|[A-Z]", text.upper())
+    bad = [n for n in names if n not in VARIANTS]
+    if bad:
+        raise BenchError(f"unknown variants {bad} (known: {', '.join(VARIANTS)})")
+    return names
 
 
 class Sut:
     """A running system under test: where to send load and which processes to account."""
 
-    def __init__(self, variant, port, procs, kind, headers=(), admin=None, extra=None):
+    def __init__(self, variant, port, procs, kind, headers=(), admin=None, extra=None, redis=None):
         self.variant = variant
         self.port = port
         self.procs = procs  # proxy processes (nginx master+workers, or tollgate); [] for A
@@ -31,6 +47,7 @@ class Sut:
         self.headers = list(headers)
         self.admin = admin
         self.extra = extra or {}
+        self.redis = redis  # the redis-server whose counters belong to this variant, or None
 
     def pids(self):
         return [pid for p in self.procs for pid in p.pids()]
@@ -44,7 +61,9 @@ def probe(sut, expect):
             "ratelimit": headers.get("ratelimit"), "ratelimit_policy": headers.get("ratelimit-policy")}
 
 
-def start_variant(ctx, v, backend, redis, g_limit=None):
+def start_variant(ctx, v, backend, redis, g_limit=None, traefik_redis=None):
+    """Starts variant `v`. `redis` serves tollgate's tiers; `traefik_redis` is T's own, so each
+    variant's Redis counters are its own."""
     a = ctx.args
     conc = max(256, 4 * a.connections)
     edge = {"limit": HUGE, "per": "1s", "burst": HUGE, "max_clients": 100000}
@@ -54,18 +73,29 @@ def start_variant(ctx, v, backend, redis, g_limit=None):
     if v in ("B", "C"):
         p = start_nginx_proxy(ctx, f"nginx-{v}", backend.port, limited=(v == "C"))
         return Sut(v, p.port, [p], "nginx")
+    if v in ("T0", "T"):
+        r = traefik_redis if v == "T" else None
+        if r is not None:
+            redis_cmd(r.port, "FLUSHALL")
+        p = start_traefik(ctx, f"traefik-{v}", backend.port, r.port if r else None, conc)
+        headers = key_header if v == "T" else []
+        return Sut(v, p.port, [p], "traefik", headers=headers, extra={"redis": r is not None}, redis=r)
     if v == "P":
         port = free_port()
+        # The same runtime choice as tollgate's server.work_stealing, so D - P stays fair.
         p = ctx.env.start("pingora-floor", [ctx.floor, f"127.0.0.1:{port}",
-                                            f"127.0.0.1:{backend.port}", str(a.threads)],
+                                            f"127.0.0.1:{backend.port}", str(a.threads),
+                                            str(a.work_stealing).lower()],
                           stop_signal=signal.SIGINT)
         wait_port(port, p)
         return Sut(v, port, [p], "pingora")
     port, admin = free_port(), free_port()
     name = f"tollgate-{v}"
     extra = {}
-    if v == "D":
+    if v in ("D", "K"):
         cfg = tollgate_config(ctx, name, port, admin, backend.port)
+        if v == "K":
+            cfg["observability"]["access_log"] = True
     elif v == "E":
         cfg = tollgate_config(ctx, name, port, admin, backend.port, edge=edge, concurrency=conc)
     elif v == "F":
@@ -79,13 +109,21 @@ def start_variant(ctx, v, backend, redis, g_limit=None):
                               redis_port=redis.port, auth="required")
         extra["redis"] = True
         extra["g_tier_limit_per_s"] = g_limit
+    elif v == "L":
+        cfg = tollgate_config(ctx, name, port, admin, backend.port, edge=edge, concurrency=conc,
+                              tier={"limit": HUGE, "per": "1s", "burst": HUGE,
+                                    "lease": {"tokens": a.lease_tokens, "max_hold": a.lease_hold}},
+                              redis_port=redis.port, auth="required")
+        extra["redis"] = True
+        extra["lease_tokens"] = a.lease_tokens
     else:
         raise BenchError(f"unknown variant {v}")
     if redis is not None:
         redis_cmd(redis.port, "FLUSHALL")
-    p = start_tollgate(ctx, name, cfg)
-    headers = key_header if v in ("F", "G") else []
-    return Sut(v, p.port, [p], "tollgate", headers=headers, admin=p.admin, extra=extra)
+    p = start_tollgate(ctx, name, cfg, rust_log="warn,tollgate::access=info" if v == "K" else None)
+    headers = key_header if v in ("F", "G", "L") else []
+    return Sut(v, p.port, [p], "tollgate", headers=headers, admin=p.admin, extra=extra,
+               redis=redis if extra.get("redis") else None)
 
 
 def stop_variant(ctx, sut):

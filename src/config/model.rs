@@ -103,11 +103,18 @@ pub enum MtlsTenantFrom {
     SubjectCn,
 }
 
+/// Default of `server.work_stealing`, picked by measurement (README "Performance work").
+pub const DEFAULT_WORK_STEALING: bool = true;
+
 /// Process-level settings (`server:`); changing them needs a restart.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerSettings {
     /// Worker threads of the proxy service.
     pub threads: usize,
+    /// Tokio runtime of the worker threads (Pingora `ServerConf.work_stealing`): `true` is one
+    /// work-stealing runtime for all threads, `false` one single-threaded runtime per thread
+    /// (no cross-thread task migration). Default [`DEFAULT_WORK_STEALING`]; restart only.
+    pub work_stealing: bool,
     /// Seconds to keep serving in-flight requests after SIGTERM.
     pub grace_period_s: u64,
     /// Seconds allowed for runtimes to stop after the grace period.
@@ -395,6 +402,18 @@ pub struct TierPolicy {
     pub max_delay_ms: u64,
     /// Calendar quotas, in file order, at most one per period.
     pub quotas: Vec<CalendarQuota>,
+    /// Opt-in token leasing (`lease`; token_bucket tiers without quotas only).
+    pub lease: Option<LeaseSettings>,
+}
+
+/// `tiers.<name>.lease`: an instance takes up to `tokens` from the tenant's bucket in one
+/// script call and admits locally from them for at most `max_hold_ms` (docs/DESIGN.md 4c).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseSettings {
+    /// Tokens taken per lease call (1..=the tier's burst).
+    pub tokens: u64,
+    /// How long a lease may be used, ms (1 ms..=1 min); unused tokens then go back.
+    pub max_hold_ms: u64,
 }
 
 /// Per-tenant override of tier and bucket size.

@@ -108,6 +108,7 @@ pub struct RawAdmin {
 pub struct RawServer {
     #[schemars(range(min = 1))]
     pub threads: Option<i64>,
+    pub work_stealing: Option<bool>,
     #[schemars(range(min = 1))]
     pub grace_period_s: Option<i64>,
     #[schemars(range(min = 1))]
@@ -297,6 +298,18 @@ pub struct RawTier {
     pub pool: Option<RawPool>,
     #[schemars(extend("enum" = ["enforce", "shadow"]))]
     pub mode: Option<String>,
+    pub lease: Option<RawLease>,
+}
+
+/// `tiers.<name>.lease` (docs/DESIGN.md 4c "Lease"): an instance takes up to `tokens` from the
+/// tenant's bucket in one call and admits from them locally for at most `max_hold`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawLease {
+    #[schemars(range(min = 1))]
+    pub tokens: i64,
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub max_hold: String,
 }
 
 /// A calendar quota (UTC windows), debited with the main limit in the same atomic step.

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
+mod lease;
 mod policy;
 mod tls;
 
@@ -420,6 +421,9 @@ fn server_settings(c: &mut Check, raw: Option<&RawServer>) -> ServerSettings {
     let shutdown = raw.and_then(|s| s.graceful_shutdown_timeout_s);
     ServerSettings {
         threads: c.opt_positive("server.threads", threads, 2) as usize,
+        work_stealing: raw
+            .and_then(|s| s.work_stealing)
+            .unwrap_or(DEFAULT_WORK_STEALING),
         grace_period_s: c.opt_positive("server.grace_period_s", grace, 10),
         graceful_shutdown_timeout_s: c.opt_positive(
             "server.graceful_shutdown_timeout_s",

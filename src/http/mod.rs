@@ -36,7 +36,11 @@ pub fn apply_target(req: &mut RequestHeader, target: &Target) -> pingora::Result
         .authority
         .clone()
         .or_else(|| req.uri.authority().map(|a| a.as_str().to_string()));
-    req.set_raw_path(&target.origin_form())?;
+    let origin_form = target.origin_form();
+    // Most targets are already normal: then the request line stays as it is (no URI rebuild).
+    if req.raw_path() != origin_form.as_slice() {
+        req.set_raw_path(&origin_form)?;
+    }
     if let Some(authority) = authority {
         if req.headers.get("host").is_none() {
             req.insert_header("Host", authority)?;

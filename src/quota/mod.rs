@@ -8,6 +8,7 @@
 pub mod breaker;
 pub mod deny_cache;
 pub mod fleet;
+pub mod lease;
 pub mod local_store;
 pub mod peek;
 pub mod policies;
@@ -78,6 +79,8 @@ pub struct QuotaService {
     local_policies: Arc<AlgoStore<String>>,
     deny: Arc<DenyCache>,
     fleet: Arc<Fleet>,
+    /// Leased tokens of `lease` tiers (times on `epoch`).
+    leases: Arc<lease::LeaseStore>,
     epoch: Instant,
 }
 
@@ -93,6 +96,7 @@ impl QuotaService {
             local_policies: Arc::new(AlgoStore::new(LOCAL_FALLBACK_TENANTS)),
             deny: Arc::new(DenyCache::new(LOCAL_FALLBACK_TENANTS)),
             fleet: Arc::new(Fleet::new(settings.fleet_size)),
+            leases: Default::default(),
             epoch: Instant::now(),
         })
     }
@@ -133,7 +137,13 @@ impl QuotaService {
             } else {
                 Arc::new(Fleet::new(settings.fleet_size))
             },
-            // The local buckets and deny entries hold times on this clock.
+            // Leases stay while they are tokens of the same buckets.
+            leases: if same_buckets {
+                previous.leases.clone()
+            } else {
+                Default::default()
+            },
+            // The local buckets, deny entries and leases hold times on this clock.
             epoch: previous.epoch,
         };
         if !same_breaker {
@@ -221,6 +231,11 @@ impl QuotaService {
 
     /// Decides one request. Never fails: Redis faults become the declared policy's outcome.
     pub async fn decide(&self, q: &TenantQuota<'_>) -> QuotaOutcome {
+        if let Some(l) = q.tier_policy.lease {
+            if let Some(outcome) = self.decide_leased(q, l).await {
+                return outcome;
+            }
+        }
         if q.tier_policy.algorithm != Algorithm::TokenBucket || !q.tier_policy.quotas.is_empty() {
             return self.decide_policies(q).await;
         }

@@ -148,10 +148,15 @@ pub(super) fn tier_policy(
             quotas.push(CalendarQuota { limit, period });
         }
     }
+    let lease = t
+        .lease
+        .as_ref()
+        .and_then(|l| super::lease::lease_settings(c, path, l, algorithm, &quotas, rate));
     TierPolicy {
         algorithm,
         max_delay_ms,
         quotas,
+        lease,
     }
 }
 

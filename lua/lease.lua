@@ -1,0 +1,87 @@
+-- Token lease: give back an instance's unused leased tokens, then take a batch, atomically in
+-- Redis. Same bucket (key, hash fields, refill) as lua/token_bucket.lua, so leased and exact
+-- instances can share a tenant's bucket (docs/DESIGN.md 4c "Lease").
+--
+-- KEYS[1]  bucket key: <prefix>:{<tenant>}:tb  (hash: l = level, s = scale, t = last refill ms)
+-- ARGV[1]  limit   tokens per period (integer > 0)
+-- ARGV[2]  per_ms  period in milliseconds (integer > 0); one token = per_ms units
+-- ARGV[3]  burst   capacity in tokens (integer > 0)
+-- ARGV[4]  cost    tokens the waiting request needs (0 = give back only)
+-- ARGV[5]  want    tokens to take at most (>= cost): the lease size
+-- ARGV[6]  refund  unused tokens given back first (never fills the bucket beyond its burst)
+--
+-- Returns integers {granted tokens (0 = refused, or give-back only), remaining tokens (floor,
+-- after the grant), retry-after ms for `cost` (-1 = never, 0 when granted), ms until full}.
+-- Grants min(want, whole tokens available) when at least `cost` are available, else nothing.
+-- The clock is Redis TIME; arithmetic on integers below 2^53 as in token_bucket.lua.
+if redis.replicate_commands then redis.replicate_commands() end
+
+local limit = tonumber(ARGV[1])
+local scale = tonumber(ARGV[2])
+local burst = tonumber(ARGV[3])
+local cost = tonumber(ARGV[4])
+local want = tonumber(ARGV[5])
+local refund = tonumber(ARGV[6])
+
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+
+local capacity = burst * scale
+local need = cost * scale
+
+local function ceil_div(a, b) return math.floor((a + b - 1) / b) end
+
+local stored = redis.call('HMGET', KEYS[1], 'l', 's', 't')
+local level = capacity
+local dirty = false
+if stored[1] ~= false then
+  level = tonumber(stored[1])
+  local old_scale = tonumber(stored[2])
+  local last = tonumber(stored[3])
+  if old_scale ~= scale and old_scale > 0 then
+    local whole = math.floor(level / old_scale)
+    local rest = level - whole * old_scale
+    level = whole * scale + math.floor(rest * scale / old_scale)
+  end
+  if level > capacity then level = capacity end
+  if now > last then
+    local elapsed = now - last
+    local to_full = ceil_div(capacity - level, limit)
+    if elapsed > to_full then elapsed = to_full end
+    level = level + elapsed * limit
+  elseif now < last then
+    dirty = true -- stamp in the future: rebased to now, as in token_bucket.lua
+  end
+end
+if level > capacity then level = capacity end
+if refund > 0 then
+  level = level + refund * scale
+  if level > capacity then level = capacity end
+  dirty = true
+end
+
+local function store(new_level)
+  local full_ms = ceil_div(capacity - new_level, limit)
+  redis.call('HSET', KEYS[1], 'l', string.format('%.0f', new_level), 's', string.format('%.0f', scale),
+    't', string.format('%.0f', now))
+  redis.call('PEXPIRE', KEYS[1], full_ms)
+  return full_ms
+end
+
+if need > capacity then
+  if dirty then store(level) end
+  return {0, math.floor(level / scale), -1, ceil_div(capacity - level, limit)}
+end
+if level < need then
+  if dirty then store(level) end
+  return {0, math.floor(level / scale), ceil_div(need - level, limit), ceil_div(capacity - level, limit)}
+end
+
+local grant = math.floor(level / scale)
+if grant > want then grant = want end
+if grant == 0 and not dirty then
+  return {0, math.floor(level / scale), 0, ceil_div(capacity - level, limit)}
+end
+level = level - grant * scale
+local full_ms = store(level)
+return {grant, math.floor(level / scale), 0, full_ms}
