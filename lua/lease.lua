@@ -35,25 +35,11 @@ local stored = redis.call('HMGET', KEYS[1], 'l', 's', 't')
 local level = capacity
 local dirty = false
 if stored[1] ~= false then
-  level = tonumber(stored[1])
-  local old_scale = tonumber(stored[2])
-  local last = tonumber(stored[3])
-  if old_scale ~= scale and old_scale > 0 then
-    local whole = math.floor(level / old_scale)
-    local rest = level - whole * old_scale
-    level = whole * scale + math.floor(rest * scale / old_scale)
-  end
-  if level > capacity then level = capacity end
-  if now > last then
-    local elapsed = now - last
-    local to_full = ceil_div(capacity - level, limit)
-    if elapsed > to_full then elapsed = to_full end
-    level = level + elapsed * limit
-  elseif now < last then
-    dirty = true -- stamp in the future: rebased to now, as in token_bucket.lua
-  end
+  -- refilled(): lua/lib/refill.lua, put in front of this script (LEASE_LUA); a stamp in the
+  -- future is rebased to now, as in token_bucket.lua.
+  level, dirty = refilled(tonumber(stored[1]), tonumber(stored[2]), tonumber(stored[3]), now,
+    scale, limit, capacity)
 end
-if level > capacity then level = capacity end
 if refund > 0 then
   level = level + refund * scale
   if level > capacity then level = capacity end

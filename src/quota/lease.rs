@@ -28,8 +28,12 @@ use std::hash::BuildHasher;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-/// `lua/lease.lua`: give back unused tokens, then take a batch, in one atomic call.
-pub const LEASE_LUA: &str = include_str!("../../lua/lease.lua");
+/// `lua/lease.lua`: give back unused tokens, then take a batch, in one atomic call; behind the
+/// token bucket's refill `lua/lib/refill.lua`.
+pub const LEASE_LUA: &str = concat!(
+    include_str!("../../lua/lib/refill.lua"),
+    include_str!("../../lua/lease.lua")
+);
 
 /// How often [`LeaseReturn`] gives back the tokens of expired leases.
 pub const SWEEP_EVERY: Duration = Duration::from_millis(100);
