@@ -20,20 +20,17 @@ fn yaml(redis: &RedisServer, backend: &Backend) -> String {
 }
 
 fn yaml_holding(redis: &RedisServer, backend: &Backend, max_hold: &str) -> String {
-    format!(
-        "listen: [\"{{listen}}\"]\n\
-         admin: {{ listen: \"{{admin}}\" }}\n\
-         server: {{ threads: 2, grace_period_s: 1 }}\n\
-         redis: {{ url: \"{}\", timeout_ms: 2000, circuit_breaker: {{ min_calls: 1000 }}, on_failure: closed }}\n\
-         upstreams:\n  echo: {{ backends: [\"{}\"] }}\n\
-         tiers:\n  t: {{ limit: 1, per: 1h, burst: {BURST}, lease: {{ tokens: {TOKENS}, max_hold: {max_hold} }} }}\n\
-         identity:\n  api_keys:\n    keys:\n      - {{ sha256: \"{}\", tenant: \"acme\", tier: t }}\n      - {{ sha256: \"{}\", tenant: \"warm\", tier: t }}\n\
-         routes:\n  - {{ path_prefix: \"/\", upstream: echo, auth: required }}\n",
-        redis.url(),
-        backend.addr(),
-        sha256_hex(KEY),
-        sha256_hex(WARM_KEY)
-    )
+    GatewayConfig::echo(&backend.addr(), "required")
+        .redis(&redis.url(), STRICT_REDIS)
+        .tier(
+            "t",
+            &format!(
+                "{{ limit: 1, per: 1h, burst: {BURST}, lease: {{ tokens: {TOKENS}, max_hold: {max_hold} }} }}"
+            ),
+        )
+        .api_key(KEY, "acme", "t")
+        .api_key(WARM_KEY, "warm", "t")
+        .yaml()
 }
 
 /// Whole tokens in the tenant's Redis bucket (a missing key is a full bucket).

@@ -14,21 +14,20 @@ fn decisions(layer: &str, outcome: &str, tier: &str) -> String {
     format!("tollgate_decisions_total{{layer=\"{layer}\",outcome=\"{outcome}\",tier=\"{tier}\"}}")
 }
 
-/// One upstream `echo`, API key `acme-key` → tenant `acme` in tier `T`, the given `edge`,
-/// `tier` spec, upstream extras and routes.
+/// One upstream `echo` (`max_concurrency: 1`), API key `acme-key` → tenant `acme` in tier `T`,
+/// the given `edge` flow map (empty: none), `tier` spec and route lines.
 fn config(redis: &RedisServer, backend: &Backend, edge: &str, tier: &str, routes: &str) -> String {
-    format!(
-        "listen: [\"{{listen}}\"]\nadmin: {{ listen: \"{{admin}}\" }}\nserver: {{ threads: 2, grace_period_s: 1 }}\n\
-         redis: {{ url: \"{}\", timeout_ms: 1000 }}\n{edge}\
-         identity:\n  api_keys:\n    keys:\n      - {{ sha256: \"{}\", tenant: acme, tier: T }}\n\
-         tiers:\n  T: {tier}\n\
-         upstreams:\n  echo: {{ backends: [\"{}\"], max_concurrency: 1 }}\n\
-         routes:\n{routes}\
-         observability: {{ tenant_metrics: 10 }}\n",
-        redis.url(),
-        sha256_hex("acme-key"),
-        backend.addr()
-    )
+    let mut config = GatewayConfig::new()
+        .redis(&redis.url(), "timeout_ms: 1000")
+        .api_key("acme-key", "acme", "T")
+        .tier("T", tier)
+        .upstream_with("echo", &backend.addr(), "max_concurrency: 1")
+        .route_lines(routes)
+        .section("observability", "{ tenant_metrics: 10 }");
+    if !edge.is_empty() {
+        config = config.edge(edge);
+    }
+    config.yaml()
 }
 
 const CATCH_ALL: &str = "  - { path_prefix: \"/\", upstream: echo, auth: optional }\n";
@@ -111,7 +110,7 @@ async fn shadow_tier_admits_all_counts_eight_of_ten_and_enforces_right_after_rel
 async fn shadow_edge_admits_and_counts_then_enforces_after_reload() {
     let redis = RedisServer::start();
     let backend = Backend::start("b");
-    let edge = "edge: { limit: 1, per: 1h, burst: 2, mode: shadow }\n";
+    let edge = "{ limit: 1, per: 1h, burst: 2, mode: shadow }";
     let yaml = config(
         &redis,
         &backend,
@@ -143,7 +142,7 @@ async fn shadow_route_makes_the_tenant_and_edge_layers_shadow_for_it_only() {
     let redis = RedisServer::start();
     let backend = Backend::start("b");
     let routes = "  - { path_prefix: \"/shadow\", upstream: echo, auth: optional, mode: shadow }\n  - { path_prefix: \"/\", upstream: echo, auth: optional }\n";
-    let edge = "edge: { limit: 1, per: 1h, burst: 4 }\n";
+    let edge = "{ limit: 1, per: 1h, burst: 4 }";
     let yaml = config(
         &redis,
         &backend,

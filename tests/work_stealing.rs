@@ -8,14 +8,11 @@ use tokio::task::JoinSet;
 
 async fn serves_with(work_stealing: bool) {
     let backend = Backend::start("echo");
-    let yaml = format!(
-        "listen: [\"{{listen}}\"]\n\
-         admin: {{ listen: \"{{admin}}\" }}\n\
-         server: {{ threads: 2, grace_period_s: 1, work_stealing: {work_stealing} }}\n\
-         upstreams:\n  echo: {{ backends: [\"{}\"] }}\n\
-         routes:\n  - {{ path_prefix: \"/\", upstream: echo, auth: none }}\n",
-        backend.addr()
-    );
+    let yaml = GatewayConfig::echo(&backend.addr(), "none")
+        .server(&format!(
+            "{{ threads: 2, grace_period_s: 1, work_stealing: {work_stealing} }}"
+        ))
+        .yaml();
     let gw = Gateway::start(&yaml);
     let http = http();
     let mut set = JoinSet::new();
