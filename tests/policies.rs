@@ -508,13 +508,9 @@ async fn leaky_bucket_disconnect_while_delayed_gives_the_slot_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn edge_gcra_limits_each_client() {
     let backend = Backend::start("echo");
-    let y = format!(
-        "listen: [\"{{listen}}\"]\nadmin: {{ listen: \"{{admin}}\" }}\n\
-         upstreams:\n  echo: {{ backends: [\"{}\"] }}\n\
-         routes:\n  - {{ path_prefix: \"/\", upstream: echo, auth: none }}\n\
-         edge: {{ limit: 1, per: 1h, burst: 3, algorithm: gcra }}\n",
-        backend.addr()
-    );
+    let y = GatewayConfig::echo(&backend.addr(), "none")
+        .edge("{ limit: 1, per: 1h, burst: 3, algorithm: gcra }")
+        .yaml();
     let gw = Gateway::start(&y);
     let a = client_from(ip("127.0.0.2"));
     let b = client_from(ip("127.0.0.3"));

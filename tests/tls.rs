@@ -483,22 +483,30 @@ async fn https_upstream_private_ca_wrong_ca_wrong_name_and_verify_off() {
     );
     let addr = backend.addr();
     let (good_ca, bad_ca) = (&backend_ca.cert_file, &other_ca.cert_file);
-    let yaml = format!(
-        "listen: [\"{{listen}}\"]\n\
-         admin: {{ listen: \"{{admin}}\" }}\n\
-         upstreams:\n\
-         \x20 good: {{ backends: [\"{addr}\"], tls: {{ sni: backend.test, ca_file: \"{good_ca}\" }}, health_check: {{ path: /healthz, interval_s: 1 }} }}\n\
-         \x20 wrongca: {{ backends: [\"{addr}\"], tls: {{ sni: backend.test, ca_file: \"{bad_ca}\" }} }}\n\
-         \x20 wrongname: {{ backends: [\"{addr}\"], tls: {{ sni: elsewhere.test, ca_file: \"{good_ca}\" }} }}\n\
-         \x20 noverify: {{ backends: [\"{addr}\"], tls: {{ sni: backend.test, ca_file: \"{bad_ca}\", verify: false }} }}\n\
-         \x20 plain: {{ backends: [\"{addr}\"] }}\n\
-         routes:\n\
-         \x20 - {{ path_prefix: /good, upstream: good, auth: none }}\n\
-         \x20 - {{ path_prefix: /wrongca, upstream: wrongca, auth: none }}\n\
-         \x20 - {{ path_prefix: /wrongname, upstream: wrongname, auth: none }}\n\
-         \x20 - {{ path_prefix: /noverify, upstream: noverify, auth: none }}\n\
-         \x20 - {{ path_prefix: /plain, upstream: plain, auth: none }}\n"
-    );
+    let tls = |sni: &str, ca: &str| format!("tls: {{ sni: {sni}, ca_file: \"{ca}\" }}");
+    let mut config = GatewayConfig::new()
+        .upstream_with(
+            "good",
+            &addr,
+            &format!(
+                "{}, health_check: {{ path: /healthz, interval_s: 1 }}",
+                tls("backend.test", good_ca)
+            ),
+        )
+        .upstream_with("wrongca", &addr, &tls("backend.test", bad_ca))
+        .upstream_with("wrongname", &addr, &tls("elsewhere.test", good_ca))
+        .upstream_with(
+            "noverify",
+            &addr,
+            &format!("tls: {{ sni: backend.test, ca_file: \"{bad_ca}\", verify: false }}"),
+        )
+        .upstream("plain", &addr);
+    for name in ["good", "wrongca", "wrongname", "noverify", "plain"] {
+        config = config.route(&format!(
+            "{{ path_prefix: /{name}, upstream: {name}, auth: none }}"
+        ));
+    }
+    let yaml = config.yaml();
     let gw = Gateway::start(&yaml);
     assert!(
         gw.wait_for_log("noverify.tls.verify is false", Duration::from_secs(5)),
