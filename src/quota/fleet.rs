@@ -84,21 +84,12 @@ pub struct FleetHeartbeat {
 
 #[async_trait]
 impl BackgroundService for FleetHeartbeat {
-    async fn start(&self, mut shutdown: ShutdownWatch) {
-        let mut tick = tokio::time::interval(HEARTBEAT_EVERY);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {
-                    let quota = self.app.snapshot.load().quota.clone();
-                    if let Some(q) = quota {
-                        q.heartbeat().await;
-                    }
-                }
-                _ = shutdown.changed() => {
-                    if *shutdown.borrow() { return; }
-                }
+    async fn start(&self, shutdown: ShutdownWatch) {
+        let heartbeat = |q: Arc<super::QuotaService>, stopping: bool| async move {
+            if !stopping {
+                q.heartbeat().await;
             }
-        }
+        };
+        super::ticker::run_every(&self.app, HEARTBEAT_EVERY, shutdown, heartbeat).await;
     }
 }

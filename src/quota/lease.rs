@@ -408,28 +408,9 @@ pub struct LeaseReturn {
 
 #[async_trait]
 impl BackgroundService for LeaseReturn {
-    async fn start(&self, mut shutdown: ShutdownWatch) {
-        let mut tick = tokio::time::interval(SWEEP_EVERY);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {
-                    let quota = self.app.snapshot.load().quota.clone();
-                    if let Some(q) = quota {
-                        q.return_leases(false).await;
-                    }
-                }
-                _ = shutdown.changed() => {
-                    if *shutdown.borrow() {
-                        let quota = self.app.snapshot.load().quota.clone();
-                        if let Some(q) = quota {
-                            q.return_leases(true).await;
-                        }
-                        return;
-                    }
-                }
-            }
-        }
+    async fn start(&self, shutdown: ShutdownWatch) {
+        let sweep = |q: Arc<QuotaService>, all: bool| async move { q.return_leases(all).await };
+        super::ticker::run_every(&self.app, SWEEP_EVERY, shutdown, sweep).await;
     }
 }
 

@@ -16,6 +16,7 @@ pub mod policy_script;
 pub mod pool_store;
 pub mod redis_conn;
 pub mod redis_store;
+pub mod ticker;
 
 use crate::config::{FailurePolicy, RedisSettings, TierPolicy};
 use crate::edge::BucketStore;

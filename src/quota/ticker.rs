@@ -1,0 +1,40 @@
+//! The quota stage's background loops (fleet heartbeat, lease return) share one shape: on every
+//! tick, act through the *current* snapshot's quota service (a reload may have replaced it), and
+//! once more when graceful shutdown starts.
+
+use super::QuotaService;
+use crate::snapshot::App;
+use pingora::server::ShutdownWatch;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Runs `act(quota, false)` every `every` (missed ticks are delayed, not bunched) until
+/// shutdown starts, then `act(quota, true)` once and returns. Ticks without a quota service (no
+/// tiers configured) do nothing.
+pub async fn run_every<F, Fut>(app: &App, every: Duration, mut shutdown: ShutdownWatch, act: F)
+where
+    F: Fn(Arc<QuotaService>, bool) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let current = || app.snapshot.load().quota.clone();
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                if let Some(q) = current() {
+                    act(q, false).await;
+                }
+            }
+            _ = shutdown.changed() => {
+                if *shutdown.borrow() {
+                    if let Some(q) = current() {
+                        act(q, true).await;
+                    }
+                    return;
+                }
+            }
+        }
+    }
+}
