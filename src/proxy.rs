@@ -10,7 +10,7 @@ use crate::config::RouteSettings;
 use crate::edge::client_ip;
 use crate::http::body;
 use crate::identity::{Identity, Method};
-use crate::metrics::{status_class, METRICS};
+use crate::metrics::METRICS;
 use crate::pipeline::identity::Credentials;
 use crate::pipeline::{self, Decision, Layer, Outcome, Rejection};
 use crate::policy_headers;
@@ -21,10 +21,12 @@ use crate::upstream::claimant::claimant_of;
 use crate::upstream::slots::{Claimant, SlotGuard, SlotLimits};
 use async_trait::async_trait;
 use failure::failure_status;
+use http::HeaderName;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use pingora::ErrorType;
+use std::fmt::Write;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -94,14 +96,63 @@ fn is_tls(session: &Session) -> bool {
     session.digest().is_some_and(|d| d.ssl_digest.is_some())
 }
 
+const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+
 /// The client's `X-Request-Id` (1..=200 bytes of visible text), else a new UUID v4.
 fn request_id(req: &RequestHeader) -> String {
     req.headers
-        .get("x-request-id")
+        .get(&X_REQUEST_ID)
         .and_then(|v| v.to_str().ok())
         .filter(|v| !v.is_empty() && v.len() <= 200)
         .map(str::to_string)
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
+        .unwrap_or_else(new_request_id)
+}
+
+/// A new random request id: UUID v4, hyphenated lower case (36 bytes, one allocation).
+fn new_request_id() -> String {
+    let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
+    uuid::Uuid::new_v4()
+        .hyphenated()
+        .encode_lower(&mut buf)
+        .to_string()
+}
+
+/// Rewrites the admitted request's headers for the backend: identity headers
+/// ([`crate::identity::Authenticator::forward`]), `X-Forwarded-For` (the client's list, then the
+/// peer), `X-Forwarded-Proto` and `X-Request-Id`.
+///
+/// Done on the downstream request once it is admitted, not in `upstream_request_filter`: Pingora
+/// parses the downstream head into a header map with room to spare, while the upstream copy it
+/// makes per attempt has exactly the fields it copied, so every insert there grew (reallocated)
+/// both of its maps. Each attempt's copy carries the result.
+fn forward_headers(session: &mut Session, ctx: &Ctx) -> Result<()> {
+    let proto = if is_tls(session) { "https" } else { "http" };
+    let peer = session
+        .client_addr()
+        .and_then(|a| a.as_inet())
+        .map(|a| client_ip::normalize(a.ip()));
+    let req = session.req_header_mut();
+    let forward = ctx.snapshot.auth.forward(ctx.identity.as_ref());
+    for name in forward.remove {
+        req.remove_header(name);
+    }
+    for (name, value) in forward.insert {
+        req.insert_header(name.clone(), value)?;
+    }
+    // X-Forwarded-For built in one allocation.
+    let mut xff = String::with_capacity(64);
+    if let Some(v) = req.headers.get(&X_FORWARDED_FOR) {
+        xff.push_str(&String::from_utf8_lossy(v.as_bytes()));
+        xff.push_str(", ");
+    }
+    if let Some(peer) = peer {
+        let _ = write!(xff, "{peer}");
+    }
+    req.insert_header("X-Forwarded-For", xff)?;
+    req.insert_header("X-Forwarded-Proto", proto)?;
+    req.insert_header("X-Request-Id", ctx.request_id.as_str())?;
+    Ok(())
 }
 
 /// The proxy service.
@@ -141,7 +192,9 @@ impl Proxy {
 
     /// Counts one decision of `layer` (and, for the tenant layer, the per-tenant counter).
     fn count(&self, ctx: &Ctx, layer: Layer, outcome: Outcome) {
-        METRICS.decision(layer, outcome, ctx.tier_label());
+        ctx.snapshot
+            .decision_series
+            .inc(layer, outcome, ctx.tier_label());
         if let (Layer::Tenant, Some(tenant)) = (layer, &ctx.tenant) {
             let bound = ctx.snapshot.config.observability.tenant_metrics;
             METRICS.tenant_decision(bound, tenant, outcome);
@@ -198,7 +251,7 @@ impl Proxy {
                 let values = session
                     .req_header()
                     .headers
-                    .get_all("x-forwarded-for")
+                    .get_all(&X_FORWARDED_FOR)
                     .iter()
                     .map(|v| String::from_utf8_lossy(v.as_bytes()))
                     .collect::<Vec<_>>();
@@ -209,8 +262,12 @@ impl Proxy {
     }
 
     /// Edge stage: `Ok(true)` when it answered.
-    async fn edge_stage(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
-        let snap = ctx.snapshot.clone();
+    async fn edge_stage(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        snap: &Snapshot,
+    ) -> Result<bool> {
         let Some(settings) = &snap.config.edge else {
             return Ok(false);
         };
@@ -219,7 +276,7 @@ impl Proxy {
         let decision = match pipeline::edge::judge(settings, status, outcome, shadow) {
             // Before routing: a refusal looks the route up to see whether it is a shadow route.
             Some(Decision::Reject(r)) => {
-                let route = pipeline::route::peek(&snap, session.req_header());
+                let route = pipeline::route::peek(snap, session.req_header());
                 Decision::refuse(r, route.is_some_and(|r| r.mode.is_shadow()))
             }
             Some(d) => d,
@@ -229,9 +286,13 @@ impl Proxy {
     }
 
     /// Route stage: `Ok(true)` when it answered.
-    async fn route_stage(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
-        let snap = ctx.snapshot.clone();
-        let index = match pipeline::route::resolve(&snap, session.req_header_mut()) {
+    async fn route_stage(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        snap: &Snapshot,
+    ) -> Result<bool> {
+        let index = match pipeline::route::resolve(snap, session.req_header_mut()) {
             Ok(i) => i,
             Err(r) => return self.refuse(session, ctx, r).await,
         };
@@ -243,9 +304,13 @@ impl Proxy {
     }
 
     /// Identity stage: `Ok(true)` when it answered.
-    async fn identity_stage(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
-        let snap = ctx.snapshot.clone();
-        let Some(route) = ctx.route(&snap) else {
+    async fn identity_stage(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        snap: &Snapshot,
+    ) -> Result<bool> {
+        let Some(route) = ctx.route(snap) else {
             return Ok(false);
         };
         let credentials = Credentials {
@@ -269,13 +334,17 @@ impl Proxy {
     }
 
     /// Tenant stage: `Ok(true)` when it answered.
-    async fn tenant_stage(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
-        let snap = ctx.snapshot.clone();
+    async fn tenant_stage(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        snap: &Snapshot,
+    ) -> Result<bool> {
         let (Some(quota), Some(identity)) = (&snap.quota, &ctx.identity) else {
             return Ok(false);
         };
-        let cost = ctx.route(&snap).map_or(1, |r| r.cost);
-        let plan = match pipeline::tenant::plan(&snap, identity, cost) {
+        let cost = ctx.route(snap).map_or(1, |r| r.cost);
+        let plan = match pipeline::tenant::plan(snap, identity, cost) {
             Ok(Some(p)) => p,
             Ok(None) => return Ok(false),
             Err(r) => return self.refuse(session, ctx, r).await,
@@ -314,10 +383,14 @@ impl Proxy {
     }
 
     /// Upstream slot stage: `Ok(true)` when it answered.
-    async fn slot_stage(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
-        let snap = ctx.snapshot.clone();
+    async fn slot_stage(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        snap: &Snapshot,
+    ) -> Result<bool> {
         let upstream = ctx
-            .route(&snap)
+            .route(snap)
             .and_then(|r| snap.upstreams.get(&r.upstream));
         let (Some(upstream), Some(identity)) = (upstream, &ctx.identity) else {
             return Ok(false);
@@ -378,19 +451,25 @@ impl ProxyHttp for Proxy {
 
     /// The stages in order; each answers the request itself when it refuses (`Ok(true)`).
     async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
+        // One snapshot reference for all stages (each clone is a shared atomic count).
+        let snap = ctx.snapshot.clone();
         ctx.request_id = request_id(session.req_header());
-        ctx.client = self.client_of(session, &ctx.snapshot.clone());
-        Ok(self.edge_stage(session, ctx).await?
-            || self.route_stage(session, ctx).await?
-            || self.identity_stage(session, ctx).await?
-            || self.tenant_stage(session, ctx).await?
-            || self.slot_stage(session, ctx).await?)
+        ctx.client = self.client_of(session, &snap);
+        let answered = self.edge_stage(session, ctx, &snap).await?
+            || self.route_stage(session, ctx, &snap).await?
+            || self.identity_stage(session, ctx, &snap).await?
+            || self.tenant_stage(session, ctx, &snap).await?
+            || self.slot_stage(session, ctx, &snap).await?;
+        if !answered {
+            forward_headers(session, ctx)?;
+        }
+        Ok(answered)
     }
 
     async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
-        let snap = ctx.snapshot.clone();
+        let snap = &ctx.snapshot;
         let upstream = ctx
-            .route(&snap)
+            .route(snap)
             .and_then(|r| snap.upstreams.get(&r.upstream))
             .ok_or_else(|| Error::explain(ErrorType::HTTPStatus(502), "route without upstream"))?;
         let backend = upstream
@@ -449,35 +528,6 @@ impl ProxyHttp for Proxy {
         Ok(())
     }
 
-    async fn upstream_request_filter(
-        &self,
-        session: &mut Session,
-        upstream_request: &mut RequestHeader,
-        ctx: &mut Ctx,
-    ) -> Result<()> {
-        let forward = ctx.snapshot.auth.forward(ctx.identity.as_ref());
-        for name in forward.remove {
-            upstream_request.remove_header(name);
-        }
-        for (name, value) in forward.insert {
-            upstream_request.insert_header(name.clone(), value)?;
-        }
-        let peer = session
-            .client_addr()
-            .and_then(|a| a.as_inet())
-            .map(|a| client_ip::normalize(a.ip()).to_string())
-            .unwrap_or_default();
-        let xff = match upstream_request.headers.get("x-forwarded-for") {
-            Some(v) => format!("{}, {peer}", String::from_utf8_lossy(v.as_bytes())),
-            None => peer,
-        };
-        upstream_request.insert_header("X-Forwarded-For", xff)?;
-        let proto = if is_tls(session) { "https" } else { "http" };
-        upstream_request.insert_header("X-Forwarded-Proto", proto)?;
-        upstream_request.insert_header("X-Request-Id", ctx.request_id.as_str())?;
-        Ok(())
-    }
-
     async fn response_filter(
         &self,
         _session: &mut Session,
@@ -517,17 +567,14 @@ impl ProxyHttp for Proxy {
         ctx.slot.take();
         let snap = &ctx.snapshot;
         let route = ctx.route(snap).map(|r| r.id.as_str()).unwrap_or("none");
-        let class = if status == 0 {
-            "none"
-        } else {
-            status_class(status)
-        };
-        METRICS.requests.with_label_values(&[route, class]).inc();
         let elapsed = ctx.started.elapsed();
-        METRICS
-            .request_duration
-            .with_label_values(&[route])
-            .observe(elapsed.as_secs_f64());
+        let series = match ctx.route {
+            Some(i) => snap.route_series.get(i),
+            None => snap.route_series.last(),
+        };
+        if let Some(series) = series {
+            series.observe(status, elapsed.as_secs_f64());
+        }
         if snap.config.observability.access_log {
             let req = session.req_header();
             tracing::info!(

@@ -8,6 +8,7 @@ use crate::config::{Config, ConfigError, Tier};
 use crate::edge::BucketStore;
 use crate::identity::Authenticator;
 use crate::limit::Rate;
+use crate::metrics::series::{DecisionSeries, RouteSeries};
 use crate::quota::local_store::AlgoStore;
 use crate::quota::QuotaService;
 use crate::region::RegionBudget;
@@ -38,6 +39,10 @@ pub struct Snapshot {
     pub region: Option<Arc<RegionBudget>>,
     /// The admin API's Bearer token, read from `admin.token_env` at this build.
     pub admin_token: Option<crate::admin::auth::AdminToken>,
+    /// Request series by route index (`config.routes`), then one for `none` (no route).
+    pub route_series: Vec<RouteSeries>,
+    /// Decision series of this config's tiers.
+    pub decision_series: DecisionSeries,
 }
 
 impl Snapshot {
@@ -105,7 +110,11 @@ impl Snapshot {
                 (name.clone(), Upstream::build(settings, prev, tls))
             })
             .collect();
+        let route_ids = config.routes.iter().map(|r| r.id.as_str());
+        let route_series = route_ids.chain(["none"]).map(RouteSeries::new).collect();
         Ok(Snapshot {
+            route_series,
+            decision_series: DecisionSeries::new(config.tiers.keys()),
             router: Router::new(config.routes.clone()),
             upstreams,
             auth,

@@ -135,19 +135,27 @@ async fn read_head(
     // Reads of at most 8 KiB straight into `buf` (no zeroed bounce buffer to copy from): the
     // buffer never exceeds `max_header_bytes` + 8 KiB, well under the 1 MiB Pingora accepts as
     // a prefix.
-    let mut deadline = Instant::now() + first_wait;
+    // The clock is read only when a head needs more than one read (and once per new
+    // connection): on a kept-alive connection the first read waits `first_wait`, and the
+    // header deadline starts with its first byte.
+    let accepted = (!reused).then(Instant::now);
+    let mut deadline: Option<Instant> = None;
     loop {
         let idle = buf.is_empty();
         // Stopping while idle: bytes already received are still read (one attempt that does not
         // wait), like Pingora's biased select; only a connection with nothing pending closes.
         let stopping = idle && *stop.borrow();
-        let until = if stopping { Instant::now() } else { deadline };
+        let wait = match deadline {
+            _ if stopping => Duration::ZERO,
+            Some(d) => d.saturating_duration_since(Instant::now()),
+            None => first_wait,
+        };
         let mut room = (&mut buf).limit(8192);
         let read = tokio::select! {
             biased;
             // Pingora's fast timer (as for its own reads): cheaper to arm than a Tokio timer,
             // armed only when the read does not complete at once; ~10 ms resolution.
-            r = fast_timeout(until.saturating_duration_since(Instant::now()), stream.read_buf(&mut room)) => r,
+            r = fast_timeout(wait, stream.read_buf(&mut room)) => r,
             // Changed: loop once more as `stopping`. Sender gone: the service is gone too.
             changed = stop.changed(), if idle && !stopping => match changed {
                 Ok(()) => continue,
@@ -164,11 +172,13 @@ async fn read_head(
             Ok(Err(_)) | Ok(Ok(0)) => return ReadHead::Gone,
             Ok(Ok(_)) => {}
         }
-        if idle && reused {
-            deadline = Instant::now() + limits.header_read_timeout;
-        }
         match check_head(&buf, limits) {
-            HeadVerdict::Partial => {}
+            HeadVerdict::Partial => {
+                deadline = deadline.or_else(|| match accepted {
+                    Some(at) => Some(at + first_wait),
+                    None => Some(Instant::now() + limits.header_read_timeout),
+                });
+            }
             HeadVerdict::Complete(_) => return ReadHead::Head(buf),
             HeadVerdict::Refused(r) => return ReadHead::Refused(r),
         }

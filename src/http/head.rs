@@ -104,19 +104,10 @@ pub fn check_head(buf: &[u8], limits: &HttpLimits) -> HeadVerdict {
             )
         }
     };
-    let values = |name: &str| -> Vec<&[u8]> {
-        req.headers
-            .iter()
-            .filter(|h| h.name.eq_ignore_ascii_case(name))
-            .map(|h| h.value)
-            .collect()
-    };
     let problem = semantic_problem(
         req.version.unwrap_or(1),
         req.path.unwrap_or("").as_bytes(),
-        &values("host"),
-        &values("content-length"),
-        &values("transfer-encoding"),
+        req.headers,
     );
     match problem {
         None => HeadVerdict::Complete(len),
@@ -125,8 +116,8 @@ pub fn check_head(buf: &[u8], limits: &HttpLimits) -> HeadVerdict {
             outcome: Outcome::Malformed,
             detail: detail.to_string(),
             // Read only for a refusal (the proxy reads it itself for served requests).
-            request_id: values("x-request-id")
-                .first()
+            request_id: values(req.headers, "x-request-id")
+                .next()
                 .and_then(|v| std::str::from_utf8(v).ok())
                 .filter(|v| {
                     !v.is_empty() && v.len() <= 200 && v.bytes().all(|b| b.is_ascii_graphic())
@@ -136,18 +127,28 @@ pub fn check_head(buf: &[u8], limits: &HttpLimits) -> HeadVerdict {
     }
 }
 
+/// The values of every `name` field of a parsed head, in order (no allocation: runs per request).
+fn values<'h>(
+    headers: &'h [httparse::Header<'_>],
+    name: &'h str,
+) -> impl Iterator<Item = &'h [u8]> {
+    headers
+        .iter()
+        .filter(move |h| h.name.eq_ignore_ascii_case(name))
+        .map(|h| h.value)
+}
+
 /// The first RFC 9112 framing / authority problem of a parsed head, if any.
 fn semantic_problem(
     minor_version: u8,
     target: &[u8],
-    hosts: &[&[u8]],
-    content_lengths: &[&[u8]],
-    transfer_encodings: &[&[u8]],
+    headers: &[httparse::Header<'_>],
 ) -> Option<&'static str> {
-    if hosts.len() > 1 {
+    let mut hosts = values(headers, "host");
+    let host = hosts.next().map(|h| h.trim_ascii());
+    if hosts.next().is_some() {
         return Some("multiple Host header fields");
     }
-    let host = hosts.first().map(|h| h.trim_ascii());
     if host.is_some_and(|h| h.contains(&b'@')) {
         return Some("userinfo in the Host header");
     }
@@ -159,23 +160,23 @@ fn semantic_problem(
             return Some("the Host header differs from the request-target authority");
         }
     }
-    if !transfer_encodings.is_empty() {
+    let mut transfer_encodings = values(headers, "transfer-encoding").peekable();
+    if transfer_encodings.peek().is_some() {
         if minor_version == 0 {
             return Some("Transfer-Encoding is not allowed in HTTP/1.0 requests");
         }
         let last = transfer_encodings
-            .iter()
             .flat_map(|v| v.split(|&b| b == b','))
             .map(|c| c.trim_ascii())
-            .rfind(|c| !c.is_empty());
+            .filter(|c| !c.is_empty())
+            .last();
         if !last.is_some_and(|c| c.eq_ignore_ascii_case(b"chunked")) {
             return Some("the final Transfer-Encoding is not chunked");
         }
         return None; // Content-Length is ignored when Transfer-Encoding is present.
     }
     let mut length: Option<&[u8]> = None;
-    for value in content_lengths
-        .iter()
+    for value in values(headers, "content-length")
         .flat_map(|v| v.split(|&b| b == b','))
         .map(|v| v.trim_ascii())
     {
@@ -192,10 +193,14 @@ fn semantic_problem(
 
 /// The authority of an `http(s)://authority/...` target.
 fn absolute_authority(target: &[u8]) -> Option<&[u8]> {
-    let lower: Vec<u8> = target.iter().take(8).map(u8::to_ascii_lowercase).collect();
-    let rest = if lower.starts_with(b"http://") {
+    let scheme = |s: &[u8]| {
+        target
+            .get(..s.len())
+            .is_some_and(|p| p.eq_ignore_ascii_case(s))
+    };
+    let rest = if scheme(b"http://") {
         &target[7..]
-    } else if lower.starts_with(b"https://") {
+    } else if scheme(b"https://") {
         &target[8..]
     } else {
         return None;

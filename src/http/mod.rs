@@ -7,6 +7,7 @@ pub mod front;
 pub mod head;
 pub mod target;
 
+use ::http::header::HOST;
 use pingora::http::RequestHeader;
 use target::Target;
 
@@ -16,15 +17,10 @@ use target::Target;
 pub fn routing_host(req: &RequestHeader, target: &Target) -> String {
     let raw = target
         .authority
-        .clone()
-        .or_else(|| req.uri.authority().map(|a| a.as_str().to_string()))
-        .or_else(|| {
-            req.headers
-                .get("host")
-                .and_then(|h| h.to_str().ok())
-                .map(str::to_string)
-        });
-    raw.map(|h| crate::upstream::router::normalize_host(&h))
+        .as_deref()
+        .or_else(|| req.uri.authority().map(|a| a.as_str()))
+        .or_else(|| req.headers.get(HOST).and_then(|h| h.to_str().ok()));
+    raw.map(crate::upstream::router::normalize_host)
         .unwrap_or_default()
 }
 
@@ -32,19 +28,20 @@ pub fn routing_host(req: &RequestHeader, target: &Target) -> String {
 /// gets). An absolute-form authority becomes the `Host` header when the request had none.
 /// Errors: the target cannot be represented (Pingora refuses it), which callers answer with 400.
 pub fn apply_target(req: &mut RequestHeader, target: &Target) -> pingora::Result<()> {
-    let authority = target
-        .authority
-        .clone()
-        .or_else(|| req.uri.authority().map(|a| a.as_str().to_string()));
-    let origin_form = target.origin_form();
+    // Read before the request line changes (origin-form has no authority).
+    let authority = match req.headers.get(HOST) {
+        Some(_) => None,
+        None => target
+            .authority
+            .clone()
+            .or_else(|| req.uri.authority().map(|a| a.as_str().to_string())),
+    };
     // Most targets are already normal: then the request line stays as it is (no URI rebuild).
-    if req.raw_path() != origin_form.as_slice() {
-        req.set_raw_path(&origin_form)?;
+    if !target.is_origin_form(req.raw_path()) {
+        req.set_raw_path(&target.origin_form())?;
     }
     if let Some(authority) = authority {
-        if req.headers.get("host").is_none() {
-            req.insert_header("Host", authority)?;
-        }
+        req.insert_header("Host", authority)?;
     }
     Ok(())
 }

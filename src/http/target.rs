@@ -98,6 +98,17 @@ pub struct Target {
 }
 
 impl Target {
+    /// True when `raw` already is [`Self::origin_form`] (compared without building it).
+    pub fn is_origin_form(&self, raw: &[u8]) -> bool {
+        let Some(rest) = raw.strip_prefix(self.path.as_bytes()) else {
+            return false;
+        };
+        match &self.query {
+            None => rest.is_empty(),
+            Some(q) => rest.first() == Some(&b'?') && &rest[1..] == q.as_slice(),
+        }
+    }
+
     /// Origin-form bytes for the backend: `path` plus `?query` when there was one.
     pub fn origin_form(&self) -> Vec<u8> {
         let mut out = self.path.clone().into_bytes();

@@ -304,7 +304,7 @@ impl Authenticator {
     pub fn anonymous(&self, client: IpAddr, ipv6_prefix: u8) -> Identity {
         let key = client_ip::key_of(client, ipv6_prefix);
         Identity {
-            tenant: tenant_id::anonymous(&key.to_string()),
+            tenant: tenant_id::anonymous(key),
             tier: self
                 .tiers
                 .contains(ANONYMOUS_TIER)

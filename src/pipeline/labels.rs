@@ -19,6 +19,16 @@ pub enum Layer {
 }
 
 impl Layer {
+    /// Every layer, in declaration order (`layer as usize` indexes it).
+    pub const ALL: [Layer; 6] = [
+        Layer::Http,
+        Layer::Edge,
+        Layer::Route,
+        Layer::Identity,
+        Layer::Tenant,
+        Layer::Upstream,
+    ];
+
     /// The label value, e.g. `edge`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -76,6 +86,29 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome, in declaration order (`outcome as usize` indexes it).
+    pub const ALL: [Outcome; 19] = [
+        Outcome::Admitted,
+        Outcome::Limited,
+        Outcome::ShadowLimited,
+        Outcome::Unauthenticated,
+        Outcome::Rejected,
+        Outcome::NotFound,
+        Outcome::BadTarget,
+        Outcome::BodyTooLarge,
+        Outcome::Fallback,
+        Outcome::PoolAdmitted,
+        Outcome::FailedOpen,
+        Outcome::FailedClosed,
+        Outcome::ClientLeft,
+        Outcome::Error,
+        Outcome::UriTooLong,
+        Outcome::HeadersTooLarge,
+        Outcome::TooManyHeaders,
+        Outcome::Malformed,
+        Outcome::HeaderTimeout,
+    ];
+
     /// The label value, e.g. `shadow_limited`.
     pub fn as_str(self) -> &'static str {
         match self {

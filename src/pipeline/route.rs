@@ -42,7 +42,10 @@ pub fn bad_target(why: target::TargetError) -> Rejection {
 
 /// 413 when the declared `Content-Length` is over `route.max_body_bytes`.
 pub fn check_body(route: &RouteSettings, req: &RequestHeader) -> Result<(), Rejection> {
-    let declared = req.headers.get("content-length").map(|v| v.as_bytes());
+    let declared = req
+        .headers
+        .get(::http::header::CONTENT_LENGTH)
+        .map(|v| v.as_bytes());
     if body::declared_too_large(declared, route.max_body_bytes) {
         return Err(body_too_large(route.max_body_bytes));
     }

@@ -8,12 +8,17 @@ use pingora::lb::health_check::HttpHealthCheck;
 use pingora::lb::selection::RoundRobin;
 use pingora::lb::{Backend, LoadBalancer};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// A load-balanced pool of backends. Carried over a reload while its backends and health check
 /// are unchanged, so health state is not lost.
 pub struct Pool {
     lb: LoadBalancer<RoundRobin>,
+    /// The backends in config order, for round robin without a health check (every backend is
+    /// always eligible then, so the balancer's health bookkeeping is skipped).
+    list: Vec<Backend>,
+    next: AtomicUsize,
     /// What the pool was built from (compared on reload).
     pub backends: Vec<SocketAddr>,
     /// Health check interval, when configured.
@@ -43,8 +48,16 @@ impl Pool {
             check.peer_template.options.read_timeout = Some(Duration::from_secs(2));
             lb.set_health_check(Box::new(check));
         }
+        let list = settings
+            .backends
+            .iter()
+            .map(|a| Backend::new_with_weight(&a.to_string(), 1));
         Pool {
             lb,
+            list: list
+                .collect::<pingora::Result<_>>()
+                .expect("resolved backend addresses"),
+            next: AtomicUsize::new(0),
             backends: settings.backends.clone(),
             check_interval: settings.health_check.as_ref().map(|h| h.interval),
             health_path: settings.health_check.as_ref().map(|h| h.path.clone()),
@@ -62,6 +75,10 @@ impl Pool {
 
     /// Next healthy backend (round robin), or `None` when every backend is unhealthy.
     pub fn select(&self) -> Option<Backend> {
+        if self.check_interval.is_none() && !self.list.is_empty() {
+            let i = self.next.fetch_add(1, Ordering::Relaxed) % self.list.len();
+            return Some(self.list[i].clone());
+        }
         self.lb.select(b"", self.backends.len().max(1) * 2)
     }
 

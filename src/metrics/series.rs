@@ -1,0 +1,135 @@
+//! Metric series resolved once per config snapshot instead of once per request.
+//!
+//! `MetricVec::with_label_values` hashes every label, takes the vector's lock and clones the
+//! series handle (three shared atomic operations) on each call; on the request path that was
+//! a measurable share of tollgate's own cost (issue 18 profile). Here each series a request
+//! touches is looked up at most once per snapshot and kept in a [`OnceLock`]: a series appears
+//! in `/metrics` only after its first use, exactly as before.
+
+use super::{status_class, METRICS};
+use crate::pipeline::{Layer, Outcome};
+use prometheus::{Histogram, IntCounter};
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// Status classes in `tollgate_requests_total{class}` order: no response, `1xx`..`5xx`.
+const CLASSES: usize = 6;
+
+fn class_index(status: u16) -> usize {
+    match status {
+        0 => 0,
+        100..=199 => 1,
+        200..=299 => 2,
+        300..=399 => 3,
+        400..=499 => 4,
+        _ => 5,
+    }
+}
+
+/// `tollgate_requests_total` and `tollgate_request_duration_seconds` of one route (`none` for
+/// requests no route took).
+pub struct RouteSeries {
+    route: String,
+    requests: [OnceLock<IntCounter>; CLASSES],
+    duration: OnceLock<Histogram>,
+}
+
+impl RouteSeries {
+    /// The series of route id `route`, resolved on first use.
+    pub fn new(route: &str) -> Self {
+        RouteSeries {
+            route: route.to_string(),
+            requests: Default::default(),
+            duration: OnceLock::new(),
+        }
+    }
+
+    /// Counts one finished request answered with `status` (0: no response was written) that
+    /// took `seconds` from its first byte to logging.
+    pub fn observe(&self, status: u16, seconds: f64) {
+        let class = if status == 0 {
+            "none"
+        } else {
+            status_class(status)
+        };
+        self.requests[class_index(status)]
+            .get_or_init(|| METRICS.requests.with_label_values(&[&self.route, class]))
+            .inc();
+        self.duration
+            .get_or_init(|| METRICS.request_duration.with_label_values(&[&self.route]))
+            .observe(seconds);
+    }
+}
+
+const LAYERS: usize = Layer::ALL.len();
+const OUTCOMES: usize = Outcome::ALL.len();
+
+/// `tollgate_decisions_total{layer, outcome, tier}` for the tiers of one snapshot and `-`.
+pub struct DecisionSeries {
+    by_tier: HashMap<String, Box<[OnceLock<IntCounter>]>>,
+}
+
+impl DecisionSeries {
+    /// Series for `tiers` (names) and `-` (no tier), resolved on first use.
+    pub fn new<'a>(tiers: impl IntoIterator<Item = &'a String>) -> Self {
+        let slots = || (0..LAYERS * OUTCOMES).map(|_| OnceLock::new()).collect();
+        let mut by_tier: HashMap<String, Box<[OnceLock<IntCounter>]>> =
+            tiers.into_iter().map(|t| (t.clone(), slots())).collect();
+        by_tier.insert("-".to_string(), slots());
+        DecisionSeries { by_tier }
+    }
+
+    /// Counts one decision of `layer` with `outcome` for `tier` (`-` when none); a tier this
+    /// snapshot does not know goes through the vector directly.
+    pub fn inc(&self, layer: Layer, outcome: Outcome, tier: &str) {
+        match self.by_tier.get(tier) {
+            Some(slots) => slots[layer as usize * OUTCOMES + outcome as usize]
+                .get_or_init(|| {
+                    let labels = [layer.as_str(), outcome.as_str(), tier];
+                    METRICS.decisions.with_label_values(&labels)
+                })
+                .inc(),
+            None => METRICS.decision(layer, outcome, tier),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_layer_and_outcome_has_its_own_slot() {
+        for (i, l) in Layer::ALL.iter().enumerate() {
+            assert_eq!(*l as usize, i, "{l:?}");
+        }
+        for (i, o) in Outcome::ALL.iter().enumerate() {
+            assert_eq!(*o as usize, i, "{o:?}");
+        }
+    }
+
+    #[test]
+    fn cached_series_count_into_the_same_vector_series() {
+        let tier = "series-test-tier".to_string();
+        let series = DecisionSeries::new([&tier]);
+        let labels = ["tenant", "admitted", tier.as_str()];
+        let before = METRICS.decisions.with_label_values(&labels).get();
+        series.inc(Layer::Tenant, Outcome::Admitted, &tier);
+        series.inc(Layer::Tenant, Outcome::Admitted, &tier);
+        series.inc(Layer::Tenant, Outcome::Limited, &tier);
+        assert_eq!(
+            METRICS.decisions.with_label_values(&labels).get(),
+            before + 2
+        );
+        let route = RouteSeries::new("series-test-route");
+        route.observe(204, 0.001);
+        route.observe(0, 0.001);
+        let ok = METRICS
+            .requests
+            .with_label_values(&["series-test-route", "2xx"]);
+        let none = METRICS
+            .requests
+            .with_label_values(&["series-test-route", "none"]);
+        assert_eq!((ok.get(), none.get()), (1, 1));
+    }
+}
