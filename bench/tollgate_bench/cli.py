@@ -9,10 +9,12 @@ from .accuracy import accuracy
 from .common import BENCH
 from .capacity import capacity
 from .compare import compare
+from .instructions import instructions
 from .memory import memory
 from .processes import Ctx, Env
 from .profile import profile
-from .report import accuracy_report, capacity_report, memory_report, profile_report, throughput_report
+from .report import (accuracy_report, capacity_report, instructions_report, memory_report,
+                     profile_report, throughput_report)
 from .results import build, check_tools, environment, write_results
 from .targets import memory_targets, throughput_figures, throughput_ratios, throughput_targets
 from .throughput import throughput
@@ -119,6 +121,15 @@ def main(argv=None):
     g.add_argument("--duration", type=int, default=5, help="seconds per script (default 5)")
     sub.add_parser("capacity", parents=[common, cp, cap],
                    help="Redis script calls per core-second, pipelined; fleet size per Redis")
+    ip = argparse.ArgumentParser(add_help=False)
+    g = ip.add_argument_group("instructions")
+    g.add_argument("--variants", default="PDF", help="subset of P D K E F L (default PDF)")
+    g.add_argument("--requests-small", type=int, default=300, help="requests of the short run (N1)")
+    g.add_argument("--requests-large", type=int, default=1300, help="requests of the long run (N2)")
+    g.add_argument("--lease-tokens", type=int, default=100, help="L: tier lease tokens (default 100)")
+    g.add_argument("--lease-hold", default="250ms", help="L: tier lease max_hold (default 250ms)")
+    sub.add_parser("instructions", parents=[common, ip],
+                   help="user-space instructions per request under callgrind (P, D, F, ...)")
     c = sub.add_parser("compare", help="compare two result files")
     c.add_argument("old")
     c.add_argument("new")
@@ -159,6 +170,10 @@ def main(argv=None):
             data["capacity"] = capacity(ctx)
             reports.append(("Redis capacity (one redis-server, pipelined EVALSHA)",
                             capacity_report(data["capacity"])))
+        if args.cmd == "instructions":
+            data["instructions"] = instructions(ctx)
+            reports.append(("instructions per request (callgrind, user space, one kept-alive "
+                            "connection)", instructions_report(data["instructions"])))
         if args.cmd == "profile":
             data["profile"] = profile(ctx)
             reports.append(("profile (perf, DWARF call graphs, flame graphs in the results dir)",

@@ -186,6 +186,15 @@ def profile_report(res):
     return "\n".join(lines)
 
 
+def instructions_report(res):
+    lines = [f"  {'variant':<8}{'Ir/request':>12}{'N1':>7}{'N2':>7}"]
+    for v, r in res["runs"].items():
+        lines.append(f"  {v:<8}{r['ir_per_req']:>12.0f}{r['n1']:>7}{r['n2']:>7}")
+    for k, x in res["ratios"].items():
+        lines.append(f"  {k} = {x:.3f}")
+    return "\n".join(lines)
+
+
 def capacity_report(res):
     lines = [f"  {'script':<14}{'calls/s':>10}{'Redis core':>12}{'µs CPU/call':>13}"
              f"{'calls/core-s':>14}{'calls/read':>12}"]

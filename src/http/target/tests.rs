@@ -99,6 +99,29 @@ fn query_is_kept_byte_for_byte() {
 }
 
 #[test]
+fn is_origin_form_agrees_with_building_it() {
+    let raws: [&[u8]; 9] = [
+        b"/b",
+        b"/b?",
+        b"/b?x=1",
+        b"/a/../b?x=1",
+        b"/b/",
+        b"//b",
+        b"/a?",
+        b"http://h/b?x=1",
+        b"/b%41",
+    ];
+    for raw in raws {
+        let t = normalise_target(raw).unwrap();
+        let built = t.origin_form();
+        assert!(t.is_origin_form(&built), "{raw:?}");
+        assert_eq!(t.is_origin_form(raw), built == raw, "{raw:?}");
+    }
+    let t = normalise_target(b"/b?x").unwrap();
+    assert!(!t.is_origin_form(b"/b?y") && !t.is_origin_form(b"/b") && !t.is_origin_form(b"/bb?x"));
+}
+
+#[test]
 fn absolute_form_gives_path_and_authority() {
     let t = normalise_target(b"http://Example.com:8080/public/../admin?q=1").unwrap();
     assert_eq!(t.authority.as_deref(), Some("Example.com:8080"));
