@@ -3,7 +3,7 @@
 #
 #   sudo ./scripts/compose-demo.sh
 #
-# 1. installs what is missing (Debian: podman, runc, debootstrap, catatonit, netavark,
+# 1. installs what is missing (Debian: podman, runc, debootstrap, catatonit, netavark, iptables,
 #    aardvark-dns, python3-venv, curl; podman-compose from PyPI into a venv);
 # 2. uses a private containers.conf (CONTAINERS_CONF): runtime runc, default ulimits nofile 20000
 #    and nproc 32768, netavark networking (service names resolve through aardvark-dns);
@@ -71,6 +71,9 @@ have curl || missing+=(curl)
 [[ -x /usr/libexec/podman/catatonit ]] || missing+=(catatonit)
 [[ -x /usr/lib/podman/netavark ]] || missing+=(netavark)
 [[ -x /usr/lib/podman/aardvark-dns ]] || missing+=(aardvark-dns)
+# netavark sets up container networks (builds included) through iptables; without it every
+# networked container fails with "netavark: No such file or directory".
+have iptables || [[ -x /usr/sbin/iptables ]] || missing+=(iptables)
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
 if ((${#missing[@]})); then
   say "apt-get install ${missing[*]}"

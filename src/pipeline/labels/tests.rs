@@ -2,15 +2,7 @@ use super::*;
 
 #[test]
 fn label_values_are_the_exported_names() {
-    let layers = [
-        Layer::Http,
-        Layer::Edge,
-        Layer::Route,
-        Layer::Identity,
-        Layer::Tenant,
-        Layer::Upstream,
-    ];
-    let names: Vec<&str> = layers.iter().map(|l| l.as_str()).collect();
+    let names: Vec<&str> = Layer::ALL.iter().map(|l| l.as_str()).collect();
     assert_eq!(
         names,
         ["http", "edge", "route", "identity", "tenant", "upstream"]
