@@ -214,13 +214,22 @@ impl Metrics {
     }
 }
 
-/// `2xx`-style class of a status code.
-pub fn status_class(status: u16) -> &'static str {
+/// `tollgate_requests_total{class}` values: no response written (status 0), then `1xx`..`5xx`.
+pub const STATUS_CLASSES: [&str; 6] = ["none", "1xx", "2xx", "3xx", "4xx", "5xx"];
+
+/// Index into [`STATUS_CLASSES`] of `status` (0: no response was written).
+pub fn status_class_index(status: u16) -> usize {
     match status {
-        100..=199 => "1xx",
-        200..=299 => "2xx",
-        300..=399 => "3xx",
-        400..=499 => "4xx",
-        _ => "5xx",
+        0 => 0,
+        100..=199 => 1,
+        200..=299 => 2,
+        300..=399 => 3,
+        400..=499 => 4,
+        _ => 5,
     }
+}
+
+/// `2xx`-style class of a status code (`none` for 0: no response was written).
+pub fn status_class(status: u16) -> &'static str {
+    STATUS_CLASSES[status_class_index(status)]
 }

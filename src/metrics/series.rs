@@ -6,25 +6,13 @@
 //! touches is looked up at most once per snapshot and kept in a [`OnceLock`]: a series appears
 //! in `/metrics` only after its first use, exactly as before.
 
-use super::{status_class, METRICS};
+use super::{status_class_index, METRICS, STATUS_CLASSES};
 use crate::pipeline::{Layer, Outcome};
 use prometheus::{Histogram, IntCounter};
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-/// Status classes in `tollgate_requests_total{class}` order: no response, `1xx`..`5xx`.
-const CLASSES: usize = 6;
-
-fn class_index(status: u16) -> usize {
-    match status {
-        0 => 0,
-        100..=199 => 1,
-        200..=299 => 2,
-        300..=399 => 3,
-        400..=499 => 4,
-        _ => 5,
-    }
-}
+const CLASSES: usize = STATUS_CLASSES.len();
 
 /// `tollgate_requests_total` and `tollgate_request_duration_seconds` of one route (`none` for
 /// requests no route took).
@@ -47,13 +35,12 @@ impl RouteSeries {
     /// Counts one finished request answered with `status` (0: no response was written) that
     /// took `seconds` from its first byte to logging.
     pub fn observe(&self, status: u16, seconds: f64) {
-        let class = if status == 0 {
-            "none"
-        } else {
-            status_class(status)
-        };
-        self.requests[class_index(status)]
-            .get_or_init(|| METRICS.requests.with_label_values(&[&self.route, class]))
+        let class = status_class_index(status);
+        self.requests[class]
+            .get_or_init(|| {
+                let labels = [self.route.as_str(), STATUS_CLASSES[class]];
+                METRICS.requests.with_label_values(&labels)
+            })
             .inc();
         self.duration
             .get_or_init(|| METRICS.request_duration.with_label_values(&[&self.route]))
