@@ -23,5 +23,5 @@ else
   tat = math.max(tat - borrow, 0)
   rem = rem + borrow * scale - need
 end
-redis.call('HSET', KEYS[1], 't', string.format('%.0f', tat), 'r', string.format('%.0f', rem))
+redis.call('HSET', KEYS[1], 't', string.format('%d', tat), 'r', string.format('%d', rem))
 return 1

@@ -48,8 +48,8 @@ end
 
 local function store(new_level)
   local full_ms = ceil_div(capacity - new_level, limit)
-  redis.call('HSET', KEYS[1], 'l', string.format('%.0f', new_level), 's', string.format('%.0f', scale),
-    't', string.format('%.0f', now))
+  redis.call('HSET', KEYS[1], 'l', string.format('%d', new_level), 's', string.format('%d', scale),
+    't', string.format('%d', now))
   redis.call('PEXPIRE', KEYS[1], full_ms)
   return full_ms
 end

@@ -31,7 +31,7 @@ local test_now = ARGV[m + 4 + 2 * nq]
 local clock
 if test_now then
   local ms = tonumber(test_now)
-  clock = {string.format('%.0f', math.floor(ms / 1000)), string.format('%.0f', (ms % 1000) * 1000)}
+  clock = {string.format('%d', math.floor(ms / 1000)), string.format('%d', (ms % 1000) * 1000)}
 else
   clock = real.call('TIME')
 end
@@ -111,7 +111,7 @@ for i = 1, nq do
   local period = ARGV[m + 2 + 2 * i]
   local limit = tonumber(ARGV[m + 3 + 2 * i])
   local s, e = window(period)
-  local key = KEYS[1 + i] .. ':' .. string.format('%.0f', s)
+  local key = KEYS[1 + i] .. ':' .. string.format('%d', s)
   local used = tonumber(real.call('GET', key) or '0')
   local to_end = e - now
   if used + cost <= limit then

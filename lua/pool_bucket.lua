@@ -34,8 +34,8 @@ end
 
 local function store(key, level, limit, capacity)
   local full_ms = ceil_div(capacity - level, limit)
-  redis.call('HSET', key, 'l', string.format('%.0f', level), 's', string.format('%.0f', scale),
-    't', string.format('%.0f', now))
+  redis.call('HSET', key, 'l', string.format('%d', level), 's', string.format('%d', scale),
+    't', string.format('%d', now))
   redis.call('PEXPIRE', key, math.max(full_ms, 1))
   return full_ms
 end

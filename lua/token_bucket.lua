@@ -10,7 +10,7 @@
 -- Writes the bucket when admitted, or when a refusal rebased a stamp that was in the future.
 -- The clock is Redis TIME, so gateway clock skew cannot mint or starve tokens. All arithmetic is on
 -- integers at most 2^53 (src/limit/bounds.rs, applied by config validation to every effective rate),
--- exact in Lua doubles.
+-- exact in Lua doubles, and stored as plain digits with string.format('%d', x).
 if redis.replicate_commands then redis.replicate_commands() end
 
 local limit = tonumber(ARGV[1])
@@ -39,8 +39,8 @@ end
 
 local function store(new_level)
   local full_ms = ceil_div(capacity - new_level, limit)
-  redis.call('HSET', KEYS[1], 'l', string.format('%.0f', new_level), 's', string.format('%.0f', scale),
-    't', string.format('%.0f', now))
+  redis.call('HSET', KEYS[1], 'l', string.format('%d', new_level), 's', string.format('%d', scale),
+    't', string.format('%d', now))
   redis.call('PEXPIRE', KEYS[1], full_ms)
   return full_ms
 end

@@ -10,7 +10,8 @@ use crate::limit::{Decision, Rate};
 use bytes::Bytes;
 use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
-use serde_json::{json, Map, Value};
+use serde::ser::{SerializeMap, Serializer};
+use serde_json::{Map, Value};
 
 /// IANA problem type for quota rejections (RFC 9457 registry).
 pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
@@ -63,19 +64,57 @@ impl Problem {
         self
     }
 
-    /// The JSON body.
+    /// The JSON body: the RFC 9457 members `type`, `title`, `status`, `detail`, plus
+    /// `request-id` and the extension members (an extension named like a standard member
+    /// replaces it), keys in sorted order. Serialized straight from the fields: no JSON tree is
+    /// built and the extensions are not copied (this runs for every rejection).
     pub fn to_body(&self, request_id: &str) -> Bytes {
-        let mut body = json!({
-            "type": self.type_uri,
-            "title": self.title,
-            "status": self.status,
-            "detail": self.detail,
-            "request-id": request_id,
-        });
-        if let Value::Object(map) = &mut body {
-            map.extend(self.extensions.clone());
+        // Sorted by key, as `extensions` (a sorted map) is, so one merge keeps the order.
+        let standard = [
+            ("detail", Member::Str(&self.detail)),
+            ("request-id", Member::Str(request_id)),
+            ("status", Member::Status(self.status)),
+            ("title", Member::Str(self.title)),
+            ("type", Member::Str(self.type_uri)),
+        ];
+        let mut out = Vec::with_capacity(256);
+        let mut ser = serde_json::Serializer::new(&mut out);
+        let written = (|| {
+            let mut map = ser.serialize_map(None)?;
+            let mut ext = self.extensions.iter().peekable();
+            for (key, value) in standard {
+                while let Some((k, v)) = ext.next_if(|(k, _)| k.as_str() < key) {
+                    map.serialize_entry(k, v)?;
+                }
+                if ext.peek().is_some_and(|(k, _)| k.as_str() == key) {
+                    continue;
+                }
+                map.serialize_entry(key, &value)?;
+            }
+            for (k, v) in ext {
+                map.serialize_entry(k, v)?;
+            }
+            map.end()
+        })();
+        match written {
+            Ok(()) => Bytes::from(out),
+            Err(_) => Bytes::new(),
         }
-        Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
+    }
+}
+
+/// A standard member's value in [`Problem::to_body`].
+enum Member<'a> {
+    Str(&'a str),
+    Status(u16),
+}
+
+impl serde::Serialize for Member<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Member::Str(v) => s.serialize_str(v),
+            Member::Status(v) => s.serialize_u16(*v),
+        }
     }
 }
 
@@ -121,38 +160,46 @@ impl QuotaHeaders {
     pub fn pairs(&self, mode: HeaderMode) -> Vec<(&'static str, String)> {
         let mut out = Vec::with_capacity(5);
         let (name, limit, d) = self.tightest();
+        let reset_s = d.reset_s();
         if matches!(mode, HeaderMode::Ietf | HeaderMode::Both) {
-            let degraded = if self.degraded { ";degraded" } else { "" };
-            let before = self
-                .listed_before
-                .as_ref()
-                .map(|p| format!("{p}, "))
-                .unwrap_or_default();
-            let mut policy = format!(
-                "{before}\"{}\";q={};w={}{degraded}",
-                self.policy_name,
+            let mut policy = String::with_capacity(48);
+            if let Some(before) = &self.listed_before {
+                policy.push_str(before);
+                policy.push_str(", ");
+            }
+            push_item(
+                &mut policy,
+                &self.policy_name,
                 self.rate.burst,
-                self.rate.window_s()
+                self.rate.window_s(),
             );
+            if self.degraded {
+                policy.push_str(";degraded");
+            }
             for q in &self.quotas {
-                policy.push_str(&format!(", \"{}\";q={};w={}", q.name, q.limit, q.window_s));
+                policy.push_str(", ");
+                push_item(&mut policy, &q.name, q.limit, q.window_s);
             }
             out.push(("RateLimit-Policy", policy));
-            out.push((
-                "RateLimit",
-                format!("\"{name}\";r={};t={}", d.remaining, d.reset_s()),
-            ));
+            let mut now = String::with_capacity(name.len() + 32);
+            now.push('"');
+            now.push_str(name);
+            now.push_str("\";r=");
+            now.push_str(itoa::Buffer::new().format(d.remaining));
+            now.push_str(";t=");
+            now.push_str(itoa::Buffer::new().format(reset_s));
+            out.push(("RateLimit", now));
         }
         if matches!(mode, HeaderMode::Legacy | HeaderMode::Both) {
-            out.push(("X-RateLimit-Limit", limit.to_string()));
-            out.push(("X-RateLimit-Remaining", d.remaining.to_string()));
-            out.push(("X-RateLimit-Reset", d.reset_s().to_string()));
+            out.push(("X-RateLimit-Limit", decimal(limit)));
+            out.push(("X-RateLimit-Remaining", decimal(d.remaining)));
+            out.push(("X-RateLimit-Reset", decimal(reset_s)));
         }
         if self.degraded {
             out.push(("Tollgate-Degraded", "redis".to_string()));
         }
         if let Some(s) = self.retry_after_s() {
-            out.push(("Retry-After", s.to_string()));
+            out.push(("Retry-After", decimal(s)));
         }
         out
     }
@@ -232,6 +279,21 @@ pub fn problem_response_bytes(problem: &Problem, request_id: &str) -> Vec<u8> {
     .into_bytes();
     out.extend_from_slice(&body);
     out
+}
+
+/// Appends the `RateLimit-Policy` item `"<name>";q=<q>;w=<w>` (draft-11 structured field).
+fn push_item(out: &mut String, name: &str, q: u64, w: u64) {
+    out.push('"');
+    out.push_str(name);
+    out.push_str("\";q=");
+    out.push_str(itoa::Buffer::new().format(q));
+    out.push_str(";w=");
+    out.push_str(itoa::Buffer::new().format(w));
+}
+
+/// `n` in decimal.
+fn decimal(n: u64) -> String {
+    itoa::Buffer::new().format(n).to_string()
 }
 
 #[cfg(test)]

@@ -192,6 +192,9 @@ def instructions_report(res):
         lines.append(f"  {v:<8}{r['ir_per_req']:>12.0f}{r['n1']:>7}{r['n2']:>7}")
     for k, x in res["ratios"].items():
         lines.append(f"  {k} = {x:.3f}")
+    for script, r in res.get("redis", {}).items():
+        lines.append(f"  Redis server, {script} script: {r['ir_per_call']:.0f} Ir per call "
+                     f"(N1 {r['n1']}, N2 {r['n2']}, pipelined)")
     return "\n".join(lines)
 
 

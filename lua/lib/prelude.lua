@@ -18,4 +18,6 @@ local function idiv(a, b)
   return q
 end
 local function ceil_div(a, b) return idiv(a + b - 1, b) end
-local function int(x) return string.format('%.0f', x) end
+-- An integer value (below 2^53) as plain decimal digits, for storing. '%d' rather than '%.0f':
+-- the same digits for integers, at a fraction of the cost in Redis's Lua.
+local function int(x) return string.format('%d', x) end

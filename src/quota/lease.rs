@@ -417,11 +417,15 @@ impl BackgroundService for LeaseReturn {
 /// Marks the headers of a leased decision: `;leased` on the tier's `RateLimit-Policy` and
 /// `RateLimit` items (docs/DESIGN.md 4c), e.g. `"pro";q=200;w=12;leased`.
 pub fn annotate(pairs: &mut [(&'static str, String)], tier: &str) {
-    let item = format!("\"{tier}\";");
     for (name, value) in pairs.iter_mut() {
         let is_item =
             name.eq_ignore_ascii_case("RateLimit-Policy") || name.eq_ignore_ascii_case("RateLimit");
-        if is_item && value.starts_with(&item) && !value.contains(',') {
+        // The value starts with the item `"<tier>";` (no allocation: this runs per response).
+        let of_tier = value
+            .strip_prefix('"')
+            .and_then(|v| v.strip_prefix(tier))
+            .is_some_and(|v| v.starts_with("\";"));
+        if is_item && of_tier && !value.contains(',') {
             value.push_str(";leased");
         }
     }

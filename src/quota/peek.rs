@@ -76,7 +76,7 @@ fn text(v: &Value) -> Option<String> {
     }
 }
 
-/// A stored integer (scripts write them with `%.0f`: plain digits); a float text is floored.
+/// A stored integer (scripts write them with `%d`: plain digits); a float text is floored.
 fn number(v: &Value) -> Option<u64> {
     let t = text(v)?;
     let t = t.trim();

@@ -209,7 +209,9 @@ pub fn annotate(pairs: &mut Vec<(&'static str, String)>, region: &str) {
     }
     for (name, value) in pairs.iter_mut() {
         if name.eq_ignore_ascii_case("RateLimit-Policy") {
-            value.push_str(&format!(";region=\"{region}\""));
+            value.push_str(";region=\"");
+            value.push_str(region);
+            value.push('"');
         }
     }
     if pairs

@@ -1,4 +1,5 @@
 use super::*;
+use serde_json::json;
 
 fn headers(decision: Decision, mode: HeaderMode) -> Vec<(&'static str, String)> {
     QuotaHeaders {
@@ -102,4 +103,40 @@ fn raw_problem_response_is_framed() {
 
 fn problem(body: &str) -> Value {
     serde_json::from_str(body).unwrap()
+}
+
+/// The body as a JSON tree would serialize it: the standard members, then the extensions
+/// merged over them (a sorted map).
+fn body_via_tree(p: &Problem, request_id: &str) -> Vec<u8> {
+    let mut map = Map::new();
+    map.insert("type".into(), json!(p.type_uri));
+    map.insert("title".into(), json!(p.title));
+    map.insert("status".into(), json!(p.status));
+    map.insert("detail".into(), json!(p.detail));
+    map.insert("request-id".into(), json!(request_id));
+    map.extend(p.extensions.clone());
+    serde_json::to_vec(&Value::Object(map)).unwrap()
+}
+
+#[test]
+fn problem_body_is_the_sorted_merge_of_members_and_extensions() {
+    let bare = Problem::status(503, "a \"quoted\" \\ detail\n");
+    let cases = [
+        bare.clone(),
+        // Keys sorting before, between and after the standard members.
+        bare.clone()
+            .with("a-first", json!(1))
+            .with("policy", json!({"q": 10}))
+            .with("reason", json!("redis"))
+            .with("violated-policies", json!(["free", "free.day"]))
+            .with("zz", json!(null)),
+        // An extension named like a standard member replaces it.
+        bare.clone()
+            .with("status", json!("overridden"))
+            .with("detail", json!(7)),
+    ];
+    for p in &cases {
+        let body = p.to_body("rid-\u{e9}");
+        assert_eq!(body.as_ref(), body_via_tree(p, "rid-\u{e9}").as_slice());
+    }
 }
