@@ -5,8 +5,13 @@
 -- ARGV[2]  per_ms  period in milliseconds (integer > 0); one token = per_ms units
 -- ARGV[3]  burst   capacity in tokens (integer > 0)
 -- ARGV[4]  cost    tokens this request takes (integer > 0)
+-- ARGV[5]  n       optional: decide n requests of `cost` each at once, in order (request
+--                  coalescing, src/quota/coalesce.rs); the first ones are admitted while the
+--                  bucket holds their cost, exactly as n calls at one instant would decide.
 --
--- Returns integers {admitted (0|1), remaining tokens (floor), retry-after ms (-1 = never), ms until full}.
+-- Returns integers {admitted (0|1), remaining tokens (floor), retry-after ms (-1 = never), ms until full};
+-- with ARGV[5]: {requests admitted (0..n), the level before them in units of 1/per_ms token}, from
+-- which src/limit/token_bucket.rs (decide_batch) derives each request's decision and headers.
 -- Writes the bucket when admitted, or when a refusal rebased a stamp that was in the future.
 -- The clock is Redis TIME, so gateway clock skew cannot mint or starve tokens. All arithmetic is on
 -- integers at most 2^53 (src/limit/bounds.rs, applied by config validation to every effective rate),
@@ -43,6 +48,24 @@ local function store(new_level)
     't', string.format('%d', now))
   redis.call('PEXPIRE', KEYS[1], full_ms)
   return full_ms
+end
+
+if ARGV[5] then
+  local n = tonumber(ARGV[5])
+  local admitted = 0
+  if need <= capacity then
+    -- floor(level / need), corrected for the rounding of the double quotient
+    admitted = math.floor(level / need)
+    if admitted * need > level then admitted = admitted - 1
+    elseif (admitted + 1) * need <= level then admitted = admitted + 1 end
+    if admitted > n then admitted = n end
+  end
+  if admitted > 0 then
+    store(level - admitted * need)
+  elseif rebased and need <= capacity then
+    store(level)
+  end
+  return {admitted, level}
 end
 
 if need > capacity then

@@ -17,7 +17,7 @@ mod common;
 
 use common::RedisServer;
 use rand::{rngs::StdRng, Rng, SeedableRng};
-use tollgate::limit::token_bucket::{decide, Decision, TokenBucketState};
+use tollgate::limit::token_bucket::{decide, decide_batch, Decision, TokenBucketState};
 use tollgate::limit::Rate;
 use tollgate::quota::redis_store::TOKEN_BUCKET_LUA;
 
@@ -283,9 +283,16 @@ fn lua_script_matches_rust_reference_across_clock_steps() {
                 Some(s) if Some(s) != model => vec![s.last_ms],
                 _ => (before..=after).collect(),
             };
+            // The instant must also agree on what was written: a script that wrote nothing
+            // ran when the stamp was not ahead of it, even if an earlier instant of the
+            // window (the stamp still 1 ms ahead) would decide the same and rebase.
             let found = candidates.iter().find_map(|&now| {
                 let (want, next) = decide(model, now, &rate, cost);
-                (want == got).then_some((now, next))
+                let writes_agree = match stored {
+                    Some(s) if Some(s) == model => next.is_none() || next == stored,
+                    _ => true,
+                };
+                (want == got && writes_agree).then_some((now, next))
             });
             let Some((now, next)) = found else {
                 panic!(
@@ -740,4 +747,74 @@ fn leaky_refund_script_matches_its_reference() {
         }
     }
     assert!(given > 100 && kept > 100, "given back {given}, kept {kept}");
+}
+
+/// Request coalescing: the script with `n` (ARGV[5]) decides n requests at one instant as the
+/// Rust reference does one after the other (`decide_batch`), and stores what it admitted. The
+/// stored stamp is put in the future so the level is known exactly (a future stamp refills
+/// nothing and is rebased).
+#[test]
+fn batch_form_matches_consecutive_decisions() {
+    let redis = RedisServer::start();
+    let mut con = redis.conn();
+    let script = redis::Script::new(TOKEN_BUCKET_LUA);
+    let mut rng = StdRng::seed_from_u64(0xba7c_4e55);
+    for case in 0..400 {
+        let rate = random_rate(&mut rng);
+        let capacity = rate.burst * rate.per_ms;
+        let level = rng.random_range(0..=capacity);
+        let cost = rng.random_range(1..=rate.burst + 1);
+        let n = rng.random_range(2..=12usize);
+        let key = format!("tb:{{batch{case}}}");
+        let future = redis_now_ms(&mut con) + 3_600_000;
+        redis::cmd("HSET")
+            .arg(&key)
+            .arg(&[
+                "l",
+                &level.to_string(),
+                "s",
+                &rate.per_ms.to_string(),
+                "t",
+                &future.to_string(),
+            ])
+            .exec(&mut con)
+            .unwrap();
+        let reply: Vec<i64> = script
+            .key(&key)
+            .arg(rate.limit)
+            .arg(rate.per_ms)
+            .arg(rate.burst)
+            .arg(cost)
+            .arg(n)
+            .invoke(&mut con)
+            .unwrap();
+        let (expected, left) = decide_batch(level, &rate, cost, n);
+        let admitted = expected.iter().filter(|d| d.admitted).count() as i64;
+        assert_eq!(
+            reply,
+            vec![admitted, level as i64],
+            "{rate:?} level {level} cost {cost} n {n}"
+        );
+        // The key expires when the bucket is full again (PEXPIRE = ms until full), which for a
+        // fast refill can be before it is read back.
+        let Some(stored) = stored_state(&mut con, &key) else {
+            let full_ms = expected.last().map_or(0, |d| d.full_ms);
+            assert!(
+                full_ms < 1_000,
+                "{rate:?} level {level} cost {cost} n {n}: key gone"
+            );
+            continue;
+        };
+        assert_eq!(
+            stored.level, left,
+            "{rate:?} level {level} cost {cost} n {n}"
+        );
+        if cost > rate.burst {
+            // Never admissible: nothing written, the future stamp stays.
+            assert_eq!(stored.last_ms, future);
+        } else {
+            // Admitted or rebased: the stamp is Redis's now.
+            assert!(stored.last_ms < future);
+        }
+    }
 }

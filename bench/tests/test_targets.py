@@ -156,6 +156,19 @@ class Thresholds(unittest.TestCase):
         self.s["E"]["rps"] = self.s["D"]["rps"] * 0.94
         self.assertIs(self.verdict("e_over_d").ok, False)
 
+    def test_coalesced_runs_need_at_most_one_evalsha_per_admission(self):
+        f_reps = [r for r in self.data["throughput"]["records"] if r["variant"] == "F"]
+        for r in f_reps:
+            r["coalescing"] = True
+        f_reps[0]["redis"]["evalsha"] = f_reps[0]["tollgate"]["tenant_admitted"] // 7
+        v = self.verdict("evalsha_per_admitted")
+        self.assertIs(v.ok, True)
+        self.assertIn("at most 1.0", v.target)
+        f_reps[0]["redis"]["evalsha"] = f_reps[0]["tollgate"]["tenant_admitted"] + 1
+        self.assertIs(self.verdict("evalsha_per_admitted").ok, False)
+        f_reps[0]["redis"]["evalsha"] = 0
+        self.assertIs(self.verdict("evalsha_per_admitted").ok, False)
+
     def test_one_extra_evalsha_in_one_rep_fails(self):
         rec = next(r for r in self.data["throughput"]["records"] if r["variant"] == "F")
         rec["redis"]["evalsha"] += 1

@@ -118,6 +118,9 @@ def start_variant(ctx, v, backend, redis, g_limit=None, traefik_redis=None):
         extra["lease_tokens"] = a.lease_tokens
     else:
         raise BenchError(f"unknown variant {v}")
+    if extra.get("redis"):
+        # Exact decisions of one tenant in flight together share a script call.
+        extra["coalescing"] = True
     if redis is not None:
         redis_cmd(redis.port, "FLUSHALL")
     p = start_tollgate(ctx, name, cfg, rust_log="warn,tollgate::access=info" if v == "K" else None)

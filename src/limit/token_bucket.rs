@@ -59,6 +59,48 @@ impl Decision {
     }
 }
 
+/// The decisions of `n` requests of `cost` tokens each, taken one after the other at one
+/// instant against a bucket at `level` (scaled tokens, refilled to that instant, at most the
+/// capacity): each is admitted while the level still holds its cost. Returns the decisions in
+/// order and the level left. The same as [`decide`] applied `n` times at one `now_ms`; used for
+/// request coalescing (`lua/token_bucket.lua` with `n` returns the level it started from).
+pub fn decide_batch(level: u64, rate: &Rate, cost: u64, n: usize) -> (Vec<Decision>, u64) {
+    let scale = rate.per_ms;
+    let capacity = rate.burst * scale;
+    let refill = rate.limit;
+    let need = cost.saturating_mul(scale);
+    let mut level = level.min(capacity);
+    let full_ms = |level: u64| ceil_div(capacity - level, refill);
+    let decisions = (0..n)
+        .map(|_| {
+            if need > capacity {
+                Decision {
+                    admitted: false,
+                    remaining: level / scale,
+                    retry_after_ms: u64::MAX,
+                    full_ms: full_ms(level),
+                }
+            } else if level >= need {
+                level -= need;
+                Decision {
+                    admitted: true,
+                    remaining: level / scale,
+                    retry_after_ms: 0,
+                    full_ms: full_ms(level),
+                }
+            } else {
+                Decision {
+                    admitted: false,
+                    remaining: level / scale,
+                    retry_after_ms: ceil_div(need - level, refill),
+                    full_ms: full_ms(level),
+                }
+            }
+        })
+        .collect();
+    (decisions, level)
+}
+
 /// Decides one request of `cost` tokens at `now_ms` against `state` (None = full bucket).
 ///
 /// Returns the decision and the state to store: `Some` when the request was admitted, or when a

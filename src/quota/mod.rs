@@ -6,6 +6,7 @@
 //! deciding the main limit and every quota together (docs/DESIGN.md 4c).
 
 pub mod breaker;
+pub mod coalesce;
 pub mod deny_cache;
 pub mod fleet;
 pub mod lease;
@@ -79,6 +80,8 @@ pub struct QuotaService {
     /// Local fallback state of the other algorithms (tagged per algorithm).
     local_policies: Arc<AlgoStore<String>>,
     deny: Arc<DenyCache>,
+    /// Exact token-bucket calls of one tenant in flight together become one call.
+    coalesce: coalesce::Coalescer,
     fleet: Arc<Fleet>,
     /// Leased tokens of `lease` tiers (times on `epoch`).
     leases: Arc<lease::LeaseStore>,
@@ -96,6 +99,7 @@ impl QuotaService {
             local: Arc::new(BucketStore::new(LOCAL_FALLBACK_TENANTS)),
             local_policies: Arc::new(AlgoStore::new(LOCAL_FALLBACK_TENANTS)),
             deny: Arc::new(DenyCache::new(LOCAL_FALLBACK_TENANTS)),
+            coalesce: coalesce::Coalescer::new(settings.timeout),
             fleet: Arc::new(Fleet::new(settings.fleet_size)),
             leases: Default::default(),
             epoch: Instant::now(),
@@ -132,6 +136,7 @@ impl QuotaService {
             } else {
                 Arc::new(DenyCache::new(LOCAL_FALLBACK_TENANTS))
             },
+            coalesce: coalesce::Coalescer::new(settings.timeout),
             // The live fleet stays what was last seen while the store is the same.
             fleet: if same_redis && settings.fleet_auto && old.fleet_auto {
                 previous.fleet.clone()
@@ -310,13 +315,15 @@ impl QuotaService {
         q: &TenantQuota<'_>,
         started: Instant,
     ) -> Result<Decision, RedisFault> {
-        match self.redis.token_bucket(q.tenant, &q.rate, q.cost).await {
+        let call = |n| self.redis.token_bucket_batch(q.tenant, &q.rate, q.cost, n);
+        let decide = || self.coalesce.decide(q.tenant, q.rate, q.cost, call);
+        match decide().await {
             Err(fault @ (RedisFault::Connection | RedisFault::NotMaster)) => {
                 let left = self.settings.timeout.saturating_sub(started.elapsed());
                 if left.is_zero() {
                     return Err(fault);
                 }
-                let retry = self.redis.token_bucket(q.tenant, &q.rate, q.cost);
+                let retry = decide();
                 match tokio::time::timeout(left, retry).await {
                     Ok(result) => result,
                     Err(_) => Err(RedisFault::Timeout),

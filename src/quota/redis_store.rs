@@ -12,6 +12,7 @@
 use super::redis_conn::{is_wrong_role, key_slot, Credentials, RedisConn};
 use crate::config::RedisSettings;
 use crate::identity::tenant_id;
+use crate::limit::token_bucket::decide_batch;
 use crate::limit::{Decision, Rate};
 use redis::{FromRedisValue, ToRedisArgs};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -230,6 +231,35 @@ impl RedisStore {
             tracing::warn!(kind = fault.as_str(), error = %error, "redis call failed");
         }
         fault
+    }
+
+    /// Decides `n` requests of `cost` tokens each for `tenant` in one token bucket script call
+    /// (request coalescing, [`super::coalesce`]): their decisions in order, as `n` consecutive
+    /// calls at Redis's instant would give them. `n` = 1 is a plain [`token_bucket`] call.
+    ///
+    /// [`token_bucket`]: Self::token_bucket
+    pub async fn token_bucket_batch(
+        &self,
+        tenant: &str,
+        rate: &Rate,
+        cost: u64,
+        n: usize,
+    ) -> Result<Vec<Decision>, RedisFault> {
+        if n == 1 {
+            return Ok(vec![self.token_bucket(tenant, rate, cost).await?]);
+        }
+        let keys = [self.bucket_key(tenant)];
+        let args = [rate.limit, rate.per_ms, rate.burst, cost, n as u64];
+        let reply: Vec<i64> = self.eval(&self.token_bucket, &keys, &args).await?;
+        let [admitted, level] = reply[..] else {
+            return Err(RedisFault::Other);
+        };
+        let (decisions, _) = decide_batch(level.max(0) as u64, rate, cost, n);
+        // The script debited what it admitted; the headers must say the same.
+        if decisions.iter().filter(|d| d.admitted).count() as i64 != admitted {
+            return Err(self.failed(RedisFault::Other, &"batch reply disagrees with its level"));
+        }
+        Ok(decisions)
     }
 
     /// Runs the token bucket script for `tenant`: one EVALSHA (plus SCRIPT LOAD and a retry on

@@ -136,3 +136,48 @@ fn clock_going_backwards_mints_nothing() {
     assert!(!b.hit(500, 1).admitted);
     assert!(b.hit(1_100, 1).admitted);
 }
+
+#[test]
+fn a_batch_decides_as_consecutive_requests_at_one_instant() {
+    let rates = [
+        Rate::new(1, 1_000, 5),
+        Rate::new(7, 60_000, 20),
+        Rate::new(3, 1, 4),
+        Rate::new(1 << 20, 86_400_000, 1 << 12),
+    ];
+    for rate in rates {
+        let capacity = rate.burst * rate.per_ms;
+        for level in [
+            0,
+            1,
+            rate.per_ms - 1,
+            rate.per_ms,
+            capacity / 2 + 1,
+            capacity,
+        ] {
+            for cost in [1, 2, rate.burst, rate.burst + 1] {
+                for n in [1, 2, 3, 8] {
+                    let now = 5_000;
+                    let mut state = Some(TokenBucketState {
+                        level,
+                        scale: rate.per_ms,
+                        last_ms: now,
+                    });
+                    let one_by_one: Vec<Decision> = (0..n)
+                        .map(|_| {
+                            let (d, s) = decide(state, now, &rate, cost);
+                            state = s.or(state);
+                            d
+                        })
+                        .collect();
+                    let (batch, left) = decide_batch(level, &rate, cost, n);
+                    assert_eq!(
+                        batch, one_by_one,
+                        "{rate:?} level {level} cost {cost} n {n}"
+                    );
+                    assert_eq!(left, state.map_or(capacity, |s| s.level));
+                }
+            }
+        }
+    }
+}

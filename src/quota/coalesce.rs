@@ -1,0 +1,188 @@
+//! Request coalescing for the exact token bucket: while a script call for one tenant's bucket
+//! is in flight, this instance's next requests for the same bucket and cost wait for it, and
+//! one call then decides all of them together (`lua/token_bucket.lua` with `n`), in arrival
+//! order.
+//!
+//! Exactness is unchanged: every decision is still made by Redis, atomically, before its request
+//! goes on, and a batch decides as consecutive calls at one instant would
+//! ([`decide_batch`](crate::limit::token_bucket::decide_batch)). What changes is the Redis load
+//! of a busy tenant: one script call per batch instead of one per request. A request that finds
+//! no call in flight is sent at once, so a quiet tenant waits for nothing.
+//!
+//! Turn-taking: the first request of a key leads: it makes the call for itself and for the
+//! requests queued when it started ("its batch"). Whatever way the leader leaves (done, failed,
+//! or its future dropped by a timeout), its [`Handoff`] passes the lead to the first request
+//! still waiting, with everything queued since as that one's batch; the key is forgotten only
+//! when nobody waits. A follower waits at most `redis.timeout_ms`.
+
+use super::redis_store::RedisFault;
+use crate::limit::{Decision, Rate};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::future::Future;
+use std::hash::BuildHasher;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+const SHARDS: usize = 16;
+
+/// One request's answer from Redis.
+pub type Reply = Result<Decision, RedisFault>;
+
+/// Requests decided together: same tenant, bucket size and cost.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct BatchKey {
+    tenant: String,
+    rate: Rate,
+    cost: u64,
+}
+
+/// What a waiting request is told.
+enum Turn {
+    /// Its decision.
+    Done(Reply),
+    /// It leads now: call for itself and the batch the handoff carries.
+    Lead(Handoff),
+}
+
+type Waiters = Vec<oneshot::Sender<Turn>>;
+
+struct Shared {
+    /// Keys with a call in flight, and the requests queued behind it.
+    shards: Vec<Mutex<HashMap<BatchKey, Waiters>>>,
+    hasher: std::collections::hash_map::RandomState,
+}
+
+impl Shared {
+    fn shard(&self, key: &BatchKey) -> &Mutex<HashMap<BatchKey, Waiters>> {
+        &self.shards[(self.hasher.hash_one(&key.tenant) as usize) % SHARDS]
+    }
+}
+
+/// The lead of one key: the requests it must answer (`batch`) and, on drop, the passing of the
+/// lead to the next waiting request (or forgetting the key when none waits).
+struct Handoff {
+    shared: Arc<Shared>,
+    key: Option<BatchKey>,
+    batch: Waiters,
+}
+
+impl Drop for Handoff {
+    fn drop(&mut self) {
+        let Some(key) = self.key.take() else { return };
+        let shared = self.shared.clone();
+        let mut map = shared.shard(&key).lock();
+        // Requests of an unanswered batch (the leader left early) come first.
+        let mut queue = std::mem::take(&mut self.batch);
+        if let Some(queued) = map.get_mut(&key) {
+            queue.append(queued);
+        }
+        while !queue.is_empty() {
+            let next = queue.remove(0);
+            let lead = Handoff {
+                shared: shared.clone(),
+                key: Some(key.clone()),
+                batch: std::mem::take(&mut queue),
+            };
+            match next.send(Turn::Lead(lead)) {
+                // The key stays in flight under its new leader.
+                Ok(()) => return,
+                // That request gave up waiting: take the batch back, disarmed, and try the next.
+                Err(Turn::Lead(mut back)) => {
+                    back.key = None;
+                    queue = std::mem::take(&mut back.batch);
+                }
+                Err(Turn::Done(_)) => unreachable!("a lead was sent"),
+            }
+        }
+        map.remove(&key);
+    }
+}
+
+/// Per-instance coalescing of exact token-bucket calls.
+pub struct Coalescer {
+    shared: Arc<Shared>,
+    /// Longest a request waits for its turn (`redis.timeout_ms`).
+    wait: Duration,
+}
+
+impl Coalescer {
+    /// A coalescer whose waiting requests give up after `wait` (`RedisFault::Timeout`).
+    pub fn new(wait: Duration) -> Self {
+        Coalescer {
+            shared: Arc::new(Shared {
+                shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+                hasher: Default::default(),
+            }),
+            wait,
+        }
+    }
+
+    /// Decides one request of `cost` tokens for `tenant`'s bucket `rate`: `call(n)` decides `n`
+    /// such requests in one Redis call and returns their decisions in order. It runs at once
+    /// when no call for the key is in flight; otherwise this request joins the next batch.
+    pub async fn decide<F, Fut>(&self, tenant: &str, rate: Rate, cost: u64, call: F) -> Reply
+    where
+        F: Fn(usize) -> Fut,
+        Fut: Future<Output = Result<Vec<Decision>, RedisFault>>,
+    {
+        let key = BatchKey {
+            tenant: tenant.to_string(),
+            rate,
+            cost,
+        };
+        // Queue behind the call in flight, or mark the key in flight and lead.
+        let queued = {
+            let mut map = self.shared.shard(&key).lock();
+            match map.get_mut(&key) {
+                Some(queued) => {
+                    let (tx, rx) = oneshot::channel();
+                    queued.push(tx);
+                    Some(rx)
+                }
+                None => {
+                    map.insert(key.clone(), Vec::new());
+                    None
+                }
+            }
+        };
+        let mut lead = match queued {
+            Some(rx) => match tokio::time::timeout(self.wait, rx).await {
+                Ok(Ok(Turn::Done(reply))) => return reply,
+                Ok(Ok(Turn::Lead(lead))) => lead,
+                // The leader left with this request in its batch, unanswered.
+                Ok(Err(_)) => return Err(RedisFault::Other),
+                Err(_) => return Err(RedisFault::Timeout),
+            },
+            None => Handoff {
+                shared: self.shared.clone(),
+                key: Some(key),
+                batch: Vec::new(),
+            },
+        };
+        let batch = std::mem::take(&mut lead.batch);
+        let mine = match call(1 + batch.len()).await {
+            Ok(decisions) if decisions.len() == 1 + batch.len() => {
+                let mut decisions = decisions.into_iter();
+                let mine = decisions.next().ok_or(RedisFault::Other);
+                for (tx, d) in batch.into_iter().zip(decisions) {
+                    let _ = tx.send(Turn::Done(Ok(d)));
+                }
+                mine
+            }
+            other => {
+                let fault = other.err().unwrap_or(RedisFault::Other);
+                for tx in batch {
+                    let _ = tx.send(Turn::Done(Err(fault)));
+                }
+                Err(fault)
+            }
+        };
+        drop(lead);
+        mine
+    }
+}
+
+#[cfg(test)]
+mod tests;
