@@ -8,7 +8,7 @@ mod failure;
 
 use crate::config::RouteSettings;
 use crate::edge::client_ip;
-use crate::http::body;
+use crate::http::{body, connection};
 use crate::identity::{Identity, Method};
 use crate::metrics::METRICS;
 use crate::pipeline::identity::Credentials;
@@ -21,6 +21,7 @@ use crate::upstream::claimant::claimant_of;
 use crate::upstream::slots::{Claimant, SlotGuard, SlotLimits};
 use async_trait::async_trait;
 use failure::failure_status;
+use http::header::CONNECTION;
 use http::HeaderName;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
@@ -98,6 +99,7 @@ fn is_tls(session: &Session) -> bool {
 
 const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 
 /// The client's `X-Request-Id` (1..=200 bytes of visible text), else a new UUID v4.
 fn request_id(req: &RequestHeader) -> String {
@@ -120,7 +122,9 @@ fn new_request_id() -> String {
 
 /// Rewrites the admitted request's headers for the backend: identity headers
 /// ([`crate::identity::Authenticator::forward`]), `X-Forwarded-For` (the client's list, then the
-/// peer), `X-Forwarded-Proto` and `X-Request-Id`.
+/// peer), `X-Forwarded-Proto` and `X-Request-Id`; and drops those names from the client's
+/// `Connection` header, which would otherwise make Pingora remove them again
+/// ([`crate::http::connection`]).
 ///
 /// Done on the downstream request once it is admitted, not in `upstream_request_filter`: Pingora
 /// parses the downstream head into a header map with room to spare, while the upstream copy it
@@ -149,9 +153,38 @@ fn forward_headers(session: &mut Session, ctx: &Ctx) -> Result<()> {
     if let Some(peer) = peer {
         let _ = write!(xff, "{peer}");
     }
-    req.insert_header("X-Forwarded-For", xff)?;
-    req.insert_header("X-Forwarded-Proto", proto)?;
-    req.insert_header("X-Request-Id", ctx.request_id.as_str())?;
+    req.insert_header(X_FORWARDED_FOR, xff)?;
+    req.insert_header(X_FORWARDED_PROTO, proto)?;
+    req.insert_header(X_REQUEST_ID, ctx.request_id.as_str())?;
+    keep_owned_headers(req, ctx.snapshot.auth.strip_headers())
+}
+
+/// Removes from `Connection` the names of the fields tollgate sets for the backend (`identity`,
+/// the identity headers; `X-Forwarded-For`/`-Proto`, `X-Request-Id`), keeping its other tokens.
+/// Nothing is allocated for a request without `Connection`, the usual case.
+fn keep_owned_headers(req: &mut RequestHeader, identity: &[HeaderName]) -> Result<()> {
+    if !req.headers.contains_key(CONNECTION) {
+        return Ok(());
+    }
+    let fixed = [&X_FORWARDED_FOR, &X_FORWARDED_PROTO, &X_REQUEST_ID];
+    let owned: Vec<&str> = fixed
+        .into_iter()
+        .chain(identity)
+        .map(HeaderName::as_str)
+        .collect();
+    let values: Vec<&[u8]> = req
+        .headers
+        .get_all(CONNECTION)
+        .iter()
+        .map(|v| v.as_bytes())
+        .collect();
+    let Some(kept) = connection::without_owned(&values, &owned) else {
+        return Ok(());
+    };
+    req.remove_header(&CONNECTION);
+    if !kept.is_empty() {
+        req.insert_header(CONNECTION, kept)?;
+    }
     Ok(())
 }
 

@@ -6,7 +6,8 @@
 //! Pingora uses, so a head accepted here is parsed the same way there. The semantic checks mirror
 //! Pingora 0.9's `validate_request` (RFC 9112): one `Host`, no userinfo in it, a `Host` equal to an
 //! absolute-form authority, agreeing `Content-Length` values, `Transfer-Encoding` only on HTTP/1.1
-//! and ending in `chunked`.
+//! and ending in `chunked`; and the `Connection` nominations Pingora refuses
+//! ([`super::connection::nomination_problem`]), so such a request is refused before any stage.
 
 use crate::config::HttpLimits;
 use crate::pipeline::Outcome;
@@ -151,6 +152,9 @@ fn semantic_problem(
     }
     if host.is_some_and(|h| h.contains(&b'@')) {
         return Some("userinfo in the Host header");
+    }
+    if let Some(problem) = super::connection::nomination_problem(values(headers, "connection")) {
+        return Some(problem);
     }
     if let Some(authority) = absolute_authority(target) {
         if authority.contains(&b'@') {

@@ -3,6 +3,7 @@
 //! ([`front`], I/O), and request-body limits ([`body`], pure).
 
 pub mod body;
+pub mod connection;
 pub mod front;
 pub mod head;
 pub mod target;

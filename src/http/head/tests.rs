@@ -64,6 +64,8 @@ fn malformed_heads_are_400() {
         "GET / HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
         "GET / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
         "GET / HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+        "GET / HTTP/1.1\r\nConnection: close, Host\r\n\r\n",
+        "GET / HTTP/1.1\r\nConnection: \"X-Forwarded-For\"\r\n\r\n",
     ] {
         let (status, outcome, _) = refused(head);
         assert_eq!((status, outcome), (400, "malformed"), "{head:?}");
@@ -77,6 +79,7 @@ fn acceptable_framing() {
         "GET / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
         "GET http://a/x HTTP/1.1\r\nHost: a\r\n\r\n",
         "GET http://a/x HTTP/1.1\r\n\r\n",
+        "GET / HTTP/1.1\r\nConnection: keep-alive, X-Request-Id\r\n\r\n",
     ] {
         assert!(
             matches!(verdict(head), HeadVerdict::Complete(_)),
