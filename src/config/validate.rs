@@ -184,6 +184,23 @@ fn key_path(map: &str, key: &str) -> String {
     }
 }
 
+/// Longest tier name accepted.
+pub const MAX_TIER_NAME: usize = 64;
+
+/// A tier name is 1 to [`MAX_TIER_NAME`] ASCII letters, digits, `.`, `-` and `_`: it is sent in
+/// `RateLimit-Policy` / `RateLimit` sf-string items (`"<tier>"`, quota policies `"<tier>.<period>"`),
+/// the `X-Tollgate-Tier` header, metric labels and Redis keys, and must be valid in all of them.
+pub fn tier_name(name: &str) -> Result<(), String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "._-".contains(c);
+    if name.is_empty() || name.len() > MAX_TIER_NAME || !name.chars().all(allowed) {
+        return Err(format!(
+            "a tier name is 1 to {MAX_TIER_NAME} letters, digits, '.', '-' and '_' \
+             (it is sent in RateLimit headers and X-Tollgate-Tier)"
+        ));
+    }
+    Ok(())
+}
+
 /// Validates a parsed file. Returns every error found, each naming its field path.
 pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
     let mut c = Check::default();
@@ -213,6 +230,9 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
 
     let mut tiers = BTreeMap::new();
     for (name, t) in raw.tiers.iter().flatten() {
+        if let Err(why) = tier_name(name) {
+            c.err(key_path("tiers", name), why);
+        }
         let path = format!("tiers.{name}");
         let on_failure = c.policy(
             &format!("{path}.on_failure"),
