@@ -138,7 +138,7 @@ pub struct RawRedis {
     pub password_env: Option<String>,
     pub tls: Option<RawRedisTls>,
     pub key_prefix: Option<String>,
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 60000))]
     pub timeout_ms: Option<i64>,
     pub circuit_breaker: Option<RawBreaker>,
     #[schemars(extend("enum" = ["open", "closed", "local"]))]

@@ -323,3 +323,20 @@ fn tier_names_must_be_header_safe() {
     );
     parse(&ok).expect("valid tier names");
 }
+
+#[test]
+fn redis_timeout_is_bounded() {
+    let yaml = |ms: &str| {
+        format!("{BASE}redis: {{ url: \"redis://127.0.0.1:6379\", timeout_ms: {ms} }}\n")
+    };
+    assert_eq!(
+        errors(&yaml("99999999999")),
+        ["redis.timeout_ms: must be at most 60000 (got 99999999999)"]
+    );
+    assert_eq!(
+        errors(&yaml("60001")),
+        ["redis.timeout_ms: must be at most 60000 (got 60001)"]
+    );
+    let c = parse(&yaml("60000")).expect("the bound itself is valid");
+    assert_eq!(c.redis.unwrap().timeout, std::time::Duration::from_secs(60));
+}

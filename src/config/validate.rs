@@ -672,7 +672,7 @@ fn redis_settings(c: &mut Check, r: &RawRedis) -> RedisSettings {
         password_env: env_name(c, "redis.password_env", &r.password_env),
         tls_ca_file,
         key_prefix,
-        timeout: Duration::from_millis(c.opt_positive("redis.timeout_ms", r.timeout_ms, 50)),
+        timeout: Duration::from_millis(redis_timeout_ms(c, r.timeout_ms)),
         breaker,
         on_failure: c.policy(
             "redis.on_failure",
@@ -682,6 +682,23 @@ fn redis_settings(c: &mut Check, r: &RawRedis) -> RedisSettings {
         fleet_size,
         fleet_auto,
     }
+}
+
+/// Largest `redis.timeout_ms`: every Redis call on the request path is bounded by it, so it
+/// bounds how long a request can wait on a frozen Redis.
+pub const MAX_REDIS_TIMEOUT_MS: u64 = 60_000;
+
+/// `redis.timeout_ms`: 1..=[`MAX_REDIS_TIMEOUT_MS`], default 50.
+fn redis_timeout_ms(c: &mut Check, value: Option<i64>) -> u64 {
+    let v = c.opt_positive("redis.timeout_ms", value, 50);
+    if v > MAX_REDIS_TIMEOUT_MS {
+        c.err(
+            "redis.timeout_ms",
+            format!("must be at most {MAX_REDIS_TIMEOUT_MS} (got {v})"),
+        );
+        return 50;
+    }
+    v
 }
 
 fn edge_settings(c: &mut Check, e: &RawEdge) -> Option<EdgeSettings> {
