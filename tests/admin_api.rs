@@ -274,6 +274,43 @@ async fn tenant_state_is_read_without_debiting() {
         .expect_problem(405);
 }
 
+/// With `identity.default_tier`, any id has a tier, but a tenant without state that was never
+/// seen is unknown: reset answers 404 for it exactly when GET does, and deletes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reset_of_an_unknown_tenant_is_404_like_get_with_a_default_tier() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let yaml = GatewayConfig::new()
+        .redis(&redis.url(), STRICT_REDIS)
+        .tier_lines(TIERS)
+        .admin(&format!(
+            "{{ listen: \"{{admin}}\", token_env: \"{ADMIN_TOKEN_ENV}\" }}"
+        ))
+        .api_key(&api_key_of("acme"), "acme", "free")
+        .default_tier("free")
+        .upstream("echo", &backend.addr())
+        .route("{ path_prefix: \"/\", upstream: echo, auth: required }")
+        .yaml();
+    let gw = Gateway::start_with_env(&yaml, &[(ADMIN_TOKEN_ENV, ADMIN_TOKEN)]);
+    let admin_at =
+        |method: &'static str, path: &'static str| admin(gw.admin_addr(), method, path, None);
+    admin_at("GET", "/v1/tenants/stranger")
+        .await
+        .expect_problem(404);
+    admin_at("POST", "/v1/tenants/stranger/reset")
+        .await
+        .expect_problem(404);
+    // A known tenant is still reset, state or not.
+    let r = admin_at("POST", "/v1/tenants/acme/reset").await;
+    assert_eq!(r.expect_ok()["deleted_keys"], 0, "{:?}", r.reply);
+    let r = try_get_with_key(&client(), &gw.url("/"), Some(&api_key_of("acme")))
+        .await
+        .expect("proxied request");
+    assert_eq!((r.status, r.remaining()), (200, 4));
+    let r = admin_at("POST", "/v1/tenants/acme/reset").await;
+    assert_eq!(r.expect_ok()["deleted_keys"], 1, "{:?}", r.reply);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reset_restores_the_full_burst_and_is_idempotent() {
     let rig = Rig::start(&[("acme", "free"), ("bob", "metered")], "");

@@ -199,11 +199,11 @@ pub async fn get(app: &App, snap: &Snapshot, tenant: &str) -> Result<Value, Prob
 
 /// `POST /v1/tenants/{id}/reset`: deletes every key of the tenant (all algorithms' main keys,
 /// every calendar quota counter) and forgets this instance's cached refusal. Idempotent: the
-/// body says how many keys existed.
-pub async fn reset(snap: &Snapshot, tenant: &str) -> Result<Value, Problem> {
-    if tier_of(&snap.config, tenant).is_none() {
-        return Err(not_found(false));
-    }
+/// body says how many keys existed. A tenant `GET /v1/tenants/{id}` answers 404 for (the same
+/// [`inspect`]) is 404 here too, e.g. an id known only through `identity.default_tier` that has
+/// no state and was not seen.
+pub async fn reset(app: &App, snap: &Snapshot, tenant: &str) -> Result<Value, Problem> {
+    inspect(app, snap, tenant, 1).await?;
     let quota = snap
         .quota
         .as_ref()

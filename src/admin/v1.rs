@@ -112,7 +112,7 @@ pub async fn handle(
         },
         ["v1", "tenants", id, "reset"] => match *method {
             Method::POST => match tenant_from_segment(id) {
-                Ok(t) => tenants::reset(&snap, &t).await,
+                Ok(t) => tenants::reset(app, &snap, &t).await,
                 Err(p) => Err(p),
             },
             _ => return method_not_allowed("POST"),
