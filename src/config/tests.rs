@@ -303,6 +303,7 @@ fn tier_names_must_be_header_safe() {
         ("'ti\"ght'", r#"tiers["ti\"ght"]"#),
         ("\"\"", r#"tiers[""]"#),
         ("\"a b\"", r#"tiers["a b"]"#),
+        ("a.day", "tiers.a.day"),
         ("\"{p}\"", r#"tiers["{p}"]"#),
         ("\"zürich\"", r#"tiers["zürich"]"#),
         (long.as_str(), &*format!("tiers.{long}")),
@@ -311,14 +312,14 @@ fn tier_names_must_be_header_safe() {
             "{BASE}redis: {{ url: \"redis://127.0.0.1:6379\" }}\ntiers:\n  {name}: {{ limit: 1, per: 1s }}\n"
         );
         let want = format!(
-            "{path}: a tier name is 1 to 64 letters, digits, '.', '-' and '_' \
+            "{path}: a tier name is 1 to 64 letters, digits, '-' and '_' \
              (it is sent in RateLimit headers and X-Tollgate-Tier)"
         );
         let e = errors(&yaml);
         assert!(e.contains(&want), "{want} not in {e:?}");
     }
     let ok = format!(
-        "{BASE}redis: {{ url: \"redis://127.0.0.1:6379\" }}\ntiers:\n  Pro_2.eu-west: {{ limit: 1, per: 1s }}\n  {}: {{ limit: 1, per: 1s }}\n",
+        "{BASE}redis: {{ url: \"redis://127.0.0.1:6379\" }}\ntiers:\n  Pro_2-eu_west: {{ limit: 1, per: 1s }}\n  {}: {{ limit: 1, per: 1s }}\n",
         "t".repeat(64)
     );
     parse(&ok).expect("valid tier names");

@@ -187,14 +187,15 @@ fn key_path(map: &str, key: &str) -> String {
 /// Longest tier name accepted.
 pub const MAX_TIER_NAME: usize = 64;
 
-/// A tier name is 1 to [`MAX_TIER_NAME`] ASCII letters, digits, `.`, `-` and `_`: it is sent in
+/// A tier name is 1 to [`MAX_TIER_NAME`] ASCII letters, digits, `-` and `_` (no `.`, which
+/// would make `a.day` and the `day` quota of tier `a` the same policy name): it is sent in
 /// `RateLimit-Policy` / `RateLimit` sf-string items (`"<tier>"`, quota policies `"<tier>.<period>"`),
 /// the `X-Tollgate-Tier` header, metric labels and Redis keys, and must be valid in all of them.
 pub fn tier_name(name: &str) -> Result<(), String> {
-    let allowed = |c: char| c.is_ascii_alphanumeric() || "._-".contains(c);
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "_-".contains(c);
     if name.is_empty() || name.len() > MAX_TIER_NAME || !name.chars().all(allowed) {
         return Err(format!(
-            "a tier name is 1 to {MAX_TIER_NAME} letters, digits, '.', '-' and '_' \
+            "a tier name is 1 to {MAX_TIER_NAME} letters, digits, '-' and '_' \
              (it is sent in RateLimit headers and X-Tollgate-Tier)"
         ));
     }
