@@ -36,6 +36,15 @@ impl Calls {
     }
 }
 
+/// Spawns one request of cost 1 for tenant `t` whose calls admit from a full bucket.
+fn spawn_decide(c: &Arc<Coalescer>, calls: &Arc<Calls>) -> tokio::task::JoinHandle<Reply> {
+    let (c, calls) = (c.clone(), calls.clone());
+    tokio::spawn(async move {
+        c.decide("t", RATE, 1, |n| calls.call(n, Ok(admitted(n))))
+            .await
+    })
+}
+
 async fn until(cond: impl Fn() -> bool) {
     while !cond() {
         tokio::task::yield_now().await;
@@ -46,15 +55,9 @@ async fn until(cond: impl Fn() -> bool) {
 async fn requests_behind_a_call_in_flight_share_the_next_call() {
     let c = Arc::new(Coalescer::new(Duration::from_secs(60)));
     let calls = Calls::new();
-    let spawn = |c: Arc<Coalescer>, calls: Arc<Calls>| {
-        tokio::spawn(async move {
-            c.decide("t", RATE, 1, |n| calls.call(n, Ok(admitted(n))))
-                .await
-        })
-    };
-    let first = spawn(c.clone(), calls.clone());
+    let first = spawn_decide(&c, &calls);
     until(|| calls.started.load(Ordering::SeqCst) == 1).await;
-    let rest: Vec<_> = (0..5).map(|_| spawn(c.clone(), calls.clone())).collect();
+    let rest: Vec<_> = (0..5).map(|_| spawn_decide(&c, &calls)).collect();
     // Let the five queue behind the first call.
     for _ in 0..50 {
         tokio::task::yield_now().await;
@@ -133,11 +136,7 @@ async fn a_leader_dropped_mid_call_hands_the_lead_on() {
         tokio::time::timeout(Duration::from_millis(1), decide).await
     });
     until(|| calls.started.load(Ordering::SeqCst) == 1).await;
-    let (c2, calls2) = (c.clone(), calls.clone());
-    let second = tokio::spawn(async move {
-        c2.decide("t", RATE, 1, |n| calls2.call(n, Ok(admitted(n))))
-            .await
-    });
+    let second = spawn_decide(&c, &calls);
     for _ in 0..50 {
         tokio::task::yield_now().await;
     }
@@ -154,11 +153,7 @@ async fn a_leader_dropped_mid_call_hands_the_lead_on() {
 async fn a_waiting_request_gives_up_after_the_wait() {
     let c = Arc::new(Coalescer::new(Duration::from_millis(20)));
     let calls = Calls::new();
-    let (c1, calls1) = (c.clone(), calls.clone());
-    let first = tokio::spawn(async move {
-        c1.decide("t", RATE, 1, |n| calls1.call(n, Ok(admitted(n))))
-            .await
-    });
+    let first = spawn_decide(&c, &calls);
     until(|| calls.started.load(Ordering::SeqCst) == 1).await;
     let waited = c
         .decide("t", RATE, 1, |n| calls.call(n, Ok(admitted(n))))
