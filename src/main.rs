@@ -37,7 +37,10 @@ enum Command {
         upgrade: bool,
     },
     /// Validate the config file and exit: 0 when valid, 1 with every problem listed.
-    Check,
+    Check {
+        /// The file to check (like `nginx -t -c`; `tollgate check FILE` = `tollgate check -c FILE`).
+        file: Option<PathBuf>,
+    },
     /// Read an API key from stdin and print its SHA-256 hex digest.
     HashKey,
     /// Print the JSON Schema of the config file (the shipped `gateway.schema.json`).
@@ -107,19 +110,22 @@ fn main() -> ExitCode {
             println!("{}", tollgate::identity::hash_key(key));
             ExitCode::SUCCESS
         }
-        Command::Check => match tollgate::server::load_snapshot(&cli.config) {
-            Ok(snapshot) => {
-                for w in tollgate::config::warnings::warnings(&snapshot.config) {
-                    eprintln!("warning: {w}");
+        Command::Check { file } => {
+            let path = file.unwrap_or(cli.config);
+            match tollgate::server::load_snapshot(&path) {
+                Ok(snapshot) => {
+                    for w in tollgate::config::warnings::warnings(&snapshot.config) {
+                        eprintln!("warning: {w}");
+                    }
+                    println!("{}: configuration ok", path.display());
+                    ExitCode::SUCCESS
                 }
-                println!("{}: configuration ok", cli.config.display());
-                ExitCode::SUCCESS
+                Err(errors) => {
+                    print_errors(&path, &errors);
+                    ExitCode::FAILURE
+                }
             }
-            Err(errors) => {
-                print_errors(&cli.config, &errors);
-                ExitCode::FAILURE
-            }
-        },
+        }
         Command::Run { upgrade } => {
             let json = tollgate::config::load(&cli.config)
                 .map(|c| c.observability.json_logs)

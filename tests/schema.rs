@@ -216,3 +216,28 @@ fn bad_configs_are_refused_by_both_the_schema_and_check() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn check_takes_the_file_as_an_argument_too() {
+    let dir = temp_dir("positional");
+    let bad = dir.join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "listen: [\"127.0.0.1:0\"]\nredis: { timeout_ms: 0 }\n",
+    )
+    .unwrap();
+    assert!(!tollgate(&["check", bad.to_str().unwrap()]).status.success());
+    assert!(tollgate(&["check", "gateway.yaml"]).status.success());
+    for path in [root().join("gateway.yaml"), bad] {
+        let p = path.to_str().unwrap();
+        let with_flag = tollgate(&["check", "-c", p]);
+        let positional = tollgate(&["check", p]);
+        assert_eq!(
+            positional.status.success(),
+            with_flag.status.success(),
+            "{p}"
+        );
+        assert_eq!(positional.stdout, with_flag.stdout, "{p}");
+        assert_eq!(positional.stderr, with_flag.stderr, "{p}");
+    }
+}
