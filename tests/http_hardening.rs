@@ -365,6 +365,31 @@ fn configured_header_limits_apply() {
     assert_eq!(backend.stats().requests, 1);
 }
 
+/// Pipelined requests (several written at once, RFC 9112 9.3.2) are all answered, in order:
+/// the front end hands Pingora one request at a time and keeps the bytes of the next ones,
+/// bodies (`Content-Length`) included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_requests_are_all_answered_in_order() {
+    let backend = Backend::start("b");
+    let gw = Gateway::start(&single_route_config(&backend, "", ""));
+    let addr = gw.listen_addr().to_string();
+    let mut conn = RawConn::connect(&addr, None).await.unwrap();
+    let batch = "GET /one HTTP/1.1\r\nHost: x\r\n\r\n\
+                 POST /two HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello\
+                 GET /three HTTP/1.1\r\nHost: x\r\n\r\n";
+    conn.write_raw(batch.as_bytes()).await.unwrap();
+    for (path, body_len) in [("/one", 0), ("/two", 5), ("/three", 0)] {
+        let r = tokio::time::timeout(Duration::from_secs(10), conn.read_reply())
+            .await
+            .unwrap_or_else(|_| panic!("no answer for {path}"))
+            .unwrap();
+        assert_eq!(r.status, 200, "{path}: {r:?}");
+        assert_eq!(json(&r)["path"], path);
+        assert_eq!(json(&r)["body_len"], body_len);
+    }
+    assert_eq!(backend.stats().requests, 3);
+}
+
 /// `routes[].max_body_bytes`: a declared length over the limit is refused before anything is
 /// read or forwarded; a chunked body is cut off once the running total passes the limit, without
 /// waiting for its end.

@@ -39,8 +39,9 @@ const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// What reading one request head gave.
 enum ReadHead {
-    /// A complete head (possibly followed by body bytes).
-    Head(BytesMut),
+    /// A complete head of this many bytes (possibly followed by body bytes or pipelined
+    /// requests).
+    Head(BytesMut, usize),
     /// Refused by [`check_head`].
     Refused(HeadRefusal),
     /// The head did not arrive in time; `received` bytes of it had.
@@ -77,6 +78,8 @@ pub async fn serve(
     }
     let keepalive_s = limits.keepalive_timeout.as_secs_f64().ceil().max(1.0) as u64;
     let mut previous: Option<Option<HttpPersistentSettings>> = None;
+    // Bytes of pipelined requests that arrived with an earlier one (they start the next head).
+    let mut pipelined = BytesMut::new();
     loop {
         let first_wait = if previous.is_some() {
             limits.keepalive_timeout
@@ -84,8 +87,21 @@ pub async fn serve(
             limits.header_read_timeout
         };
         let reused = previous.is_some();
-        let buf = match read_head(&mut stream, limits, first_wait, reused, &mut stop).await {
-            ReadHead::Head(buf) => buf,
+        let carried = std::mem::take(&mut pipelined);
+        let read = read_head(&mut stream, limits, first_wait, reused, &mut stop, carried);
+        let buf = match read.await {
+            ReadHead::Head(mut buf, head_len) => {
+                // Pingora gets exactly this request; what follows it waits for the next turn
+                // (a chunked body's end is unknown here: its bytes all go to Pingora).
+                if buf.len() > head_len {
+                    if let Some(end) = super::head::request_end(&buf, head_len) {
+                        if end < buf.len() {
+                            pipelined = buf.split_off(end);
+                        }
+                    }
+                }
+                buf
+            }
             ReadHead::Gone => return None,
             ReadHead::TimedOut { received: 0 } => return None,
             ReadHead::TimedOut { received } => {
@@ -130,8 +146,21 @@ async fn read_head(
     first_wait: Duration,
     reused: bool,
     stop: &mut watch::Receiver<bool>,
+    carried: BytesMut,
 ) -> ReadHead {
-    let mut buf = BytesMut::with_capacity(4096);
+    // Pipelined bytes already received may hold the whole next head.
+    if !carried.is_empty() {
+        match check_head(&carried, limits) {
+            HeadVerdict::Partial => {}
+            HeadVerdict::Complete(n) => return ReadHead::Head(carried, n),
+            HeadVerdict::Refused(r) => return ReadHead::Refused(r),
+        }
+    }
+    let mut buf = if carried.is_empty() {
+        BytesMut::with_capacity(4096)
+    } else {
+        carried
+    };
     // Reads of at most 8 KiB straight into `buf` (no zeroed bounce buffer to copy from): the
     // buffer never exceeds `max_header_bytes` + 8 KiB, well under the 1 MiB Pingora accepts as
     // a prefix.
@@ -179,7 +208,7 @@ async fn read_head(
                     None => Some(Instant::now() + limits.header_read_timeout),
                 });
             }
-            HeadVerdict::Complete(_) => return ReadHead::Head(buf),
+            HeadVerdict::Complete(n) => return ReadHead::Head(buf, n),
             HeadVerdict::Refused(r) => return ReadHead::Refused(r),
         }
     }

@@ -195,6 +195,29 @@ fn semantic_problem(
     None
 }
 
+/// Where the first request in `buf` ends, given its accepted head of `head_len` bytes: after the
+/// head when it has no body, after `Content-Length` body bytes otherwise (RFC 9112 6.3). `None`
+/// for a chunked body (its end is only known by reading it). Bytes past the end are the next
+/// pipelined request(s). Called only when `buf` holds more than the head.
+pub fn request_end(buf: &[u8], head_len: usize) -> Option<usize> {
+    let mut slots = [const { std::mem::MaybeUninit::<httparse::Header>::uninit() }; 256];
+    let mut req = httparse::Request::new(&mut []);
+    req.parse_with_uninit_headers(&buf[..head_len], &mut slots)
+        .ok()?;
+    if values(req.headers, "transfer-encoding").next().is_some() {
+        return None;
+    }
+    // check_head accepted the head: every Content-Length value is the same number.
+    let length = values(req.headers, "content-length")
+        .flat_map(|v| v.split(|&b| b == b','))
+        .map(|v| v.trim_ascii())
+        .next()
+        .map_or(Some(0), |v| {
+            std::str::from_utf8(v).ok()?.parse::<usize>().ok()
+        })?;
+    head_len.checked_add(length)
+}
+
 /// The authority of an `http(s)://authority/...` target.
 fn absolute_authority(target: &[u8]) -> Option<&[u8]> {
     let scheme = |s: &[u8]| {
