@@ -341,3 +341,18 @@ fn redis_timeout_is_bounded() {
     let c = parse(&yaml("60000")).expect("the bound itself is valid");
     assert_eq!(c.redis.unwrap().timeout, std::time::Duration::from_secs(60));
 }
+
+#[test]
+fn route_host_must_be_matchable() {
+    let host = |h: &str| BASE.replace("{ path_prefix", &format!("{{ host: \"{h}\", path_prefix"));
+    assert_eq!(
+        errors(&host("admin.local:80")),
+        ["routes[0].host: \"admin.local:80\" never matches a request: has a port: requests are routed on the host without its port; write \"admin.local\""]
+    );
+    assert_eq!(
+        errors(&host("*.*.local")),
+        ["routes[0].host: \"*.*.local\" never matches a request: a wildcard is only allowed as the whole first label (\"*.example.com\")"]
+    );
+    let c = parse(&host("*.Example.com")).unwrap();
+    assert_eq!(c.routes[0].host, HostMatch::Suffix(".example.com".into()));
+}

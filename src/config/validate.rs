@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
+mod host;
 mod lease;
 mod policy;
 mod tls;
@@ -1053,20 +1054,17 @@ fn route_settings(
             format!("no upstream named \"{}\"", r.upstream),
         );
     }
-    let host = match r.host.as_deref() {
-        None | Some("*") => HostMatch::Any,
-        Some(h) if h.starts_with("*.") && h.len() > 2 => {
-            HostMatch::Suffix(h[1..].to_ascii_lowercase())
-        }
-        Some(h) if !h.is_empty() && !h.contains(['*', '/', ' ']) => {
-            HostMatch::Exact(h.to_ascii_lowercase())
-        }
-        Some(h) => {
+    let host = match r.host.as_deref().map(host::route_host) {
+        None => HostMatch::Any,
+        Some(Ok(m)) => m,
+        Some(Err(why)) => {
+            let h = r.host.as_deref().unwrap_or_default();
             c.err(
                 format!("{path}.host"),
-                format!("\"{h}\" is not a host (exact, or *.suffix)"),
+                format!("\"{h}\" never matches a request: {why}"),
             );
-            HostMatch::Any
+            // The config is refused; as written, so it is not reported as a duplicate of `*`.
+            HostMatch::Exact(h.to_string())
         }
     };
     let path_prefix = r.path_prefix.clone().unwrap_or_else(|| "/".into());
