@@ -69,6 +69,62 @@ fn issue_11_spellings_of_a_protected_path_do_not_bypass_auth() {
     assert_eq!(public.stats().requests, 0);
 }
 
+/// `;` path parameters cannot move a request off an auth-required prefix route: Tomcat/Spring-style
+/// backends serve `/api;x/y` as `/api/y`, so it takes the `/api` route (401 without credentials),
+/// and parameters that would choose another route with and without them are a 400.
+#[test]
+fn path_parameters_do_not_bypass_a_prefix_route() {
+    let api = Backend::start("api");
+    let public = Backend::start("pub");
+    let config = GatewayConfig::new()
+        .no_server()
+        .api_key_with(KEY, "ops", None)
+        .upstream("api", &api.addr())
+        .upstream("pub", &public.addr())
+        .route("{ path_prefix: \"/api\", upstream: api, auth: required }")
+        .route("{ path_prefix: \"/api/v1\", upstream: api, auth: required }")
+        .route("{ path_prefix: \"/\", upstream: pub, auth: optional }")
+        .yaml();
+    let gw = Gateway::start(&config);
+    for target in [
+        "/api;x/y",
+        "/api;x",
+        "/api;/y",
+        "/api/v1;x",
+        "/api/y;jsessionid=1",
+    ] {
+        let r = send(&gw, target, &[]);
+        assert_eq!(r.status, 401, "{target}: {r:?}");
+        assert_eq!(r.header("www-authenticate"), Some("Bearer"), "{target}");
+    }
+    assert_eq!((api.stats().requests, public.stats().requests), (0, 0));
+
+    // With credentials the parameters reach the backend as sent.
+    let r = send(&gw, "/api;x/y", &[("X-API-Key", KEY)]);
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(
+        (json(&r)["name"].clone(), json(&r)["path"].clone()),
+        ("api".into(), "/api;x/y".into())
+    );
+    // Only whole segments: `/apix;y` is not under `/api`.
+    let r = send(&gw, "/apix;y", &[]);
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(json(&r)["name"], "pub");
+
+    // Under /api/v1 without parameters, under /api as sent: refused, whatever the credentials.
+    let before = api.stats().requests;
+    for target in ["/api;x/v1/y", "/;x/api"] {
+        let r = send(&gw, target, &[("X-API-Key", KEY)]);
+        assert_eq!(r.status, 400, "{target}: {r:?}");
+        assert_eq!(
+            problem(&r.body)["reason"],
+            "ambiguous_parameters",
+            "{target}"
+        );
+    }
+    assert_eq!(api.stats().requests, before);
+}
+
 /// What a table case expects.
 enum Want {
     /// 200 from this backend, which received exactly this path and query.

@@ -193,6 +193,10 @@ fn route_prefix_must_be_a_normalised_path() {
     );
     assert!(parse(&prefix("/a/b/")).is_ok());
     assert!(parse(&prefix("/a%3Fb")).is_ok());
+    assert_eq!(
+        errors(&prefix("/api;v=1")),
+        ["routes[0].path_prefix: contains ';': routes match the path without its ; parameters, so this never matches"]
+    );
 }
 
 #[test]

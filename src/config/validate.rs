@@ -1073,6 +1073,10 @@ fn route_settings(
     } else {
         // Requests are routed on normalised paths: a prefix in any other spelling never matches.
         match crate::http::target::normalise_target(path_prefix.as_bytes()) {
+            Ok(_) if path_prefix.contains(';') => c.err(
+                format!("{path}.path_prefix"),
+                "contains ';': routes match the path without its ; parameters, so this never matches",
+            ),
             Ok(t) if t.path == path_prefix && t.query.is_none() => {}
             Ok(t) => c.err(
                 format!("{path}.path_prefix"),

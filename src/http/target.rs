@@ -44,6 +44,9 @@ pub enum TargetError {
     AboveRoot,
     /// A `.` or `..` segment with `;` parameters (`/..;/`).
     DotSegmentParameters,
+    /// `;` parameters that change the route (found by the router, not here:
+    /// [`crate::upstream::router::AmbiguousParameters`]).
+    AmbiguousParameters,
 }
 
 impl TargetError {
@@ -58,6 +61,7 @@ impl TargetError {
             TargetError::ControlCharacter => "control_character",
             TargetError::AboveRoot => "above_root",
             TargetError::DotSegmentParameters => "dot_segment_parameters",
+            TargetError::AmbiguousParameters => "ambiguous_parameters",
         }
     }
 
@@ -76,6 +80,9 @@ impl TargetError {
             }
             TargetError::AboveRoot => "the path climbs above / with ..",
             TargetError::DotSegmentParameters => "the path has a . or .. segment with ; parameters",
+            TargetError::AmbiguousParameters => {
+                "the path's ; parameters change which route it takes (with and without them it is under different routes)"
+            }
         }
     }
 }

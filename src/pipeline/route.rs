@@ -11,14 +11,16 @@ use serde_json::json;
 
 /// Normalises `req`'s target in place (what the backend receives) and finds its route: the
 /// index into `snap.config.routes`. Errors: 400 `bad_target` (a target that cannot be
-/// normalised safely, with `reason`), 404 `not_found`.
+/// normalised safely, or whose `;` parameters change its route, with `reason`), 404 `not_found`.
 pub fn resolve(snap: &Snapshot, req: &mut RequestHeader) -> Result<usize, Rejection> {
     let target = target::normalise_target(req.raw_path()).map_err(bad_target)?;
     let host = http::routing_host(req, &target);
     if http::apply_target(req, &target).is_err() {
         return Err(bad_target(target::TargetError::UnsupportedForm));
     }
-    snap.router.find(&host, &target.path).ok_or_else(|| {
+    let found = snap.router.find(&host, &target.path);
+    let found = found.map_err(|_| bad_target(target::TargetError::AmbiguousParameters))?;
+    found.ok_or_else(|| {
         let p = Problem::status(404, "no route matches this host and path");
         Rejection::new(Layer::Route, Outcome::NotFound, p)
     })
@@ -30,7 +32,7 @@ pub fn resolve(snap: &Snapshot, req: &mut RequestHeader) -> Result<usize, Reject
 pub fn peek<'a>(snap: &'a Snapshot, req: &RequestHeader) -> Option<&'a RouteSettings> {
     let target = target::normalise_target(req.raw_path()).ok()?;
     let host = http::routing_host(req, &target);
-    let index = snap.router.find(&host, &target.path)?;
+    let index = snap.router.find(&host, &target.path).ok()??;
     snap.config.routes.get(index)
 }
 
