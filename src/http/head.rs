@@ -153,6 +153,9 @@ fn semantic_problem(
     if host.is_some_and(|h| h.contains(&b'@')) {
         return Some("userinfo in the Host header");
     }
+    if host.is_some_and(|h| !is_host_field(h)) {
+        return Some("the Host header is not a host with an optional port");
+    }
     if let Some(problem) = super::connection::nomination_problem(values(headers, "connection")) {
         return Some(problem);
     }
@@ -216,6 +219,40 @@ pub fn request_end(buf: &[u8], head_len: usize) -> Option<usize> {
             std::str::from_utf8(v).ok()?.parse::<usize>().ok()
         })?;
     head_len.checked_add(length)
+}
+
+/// Whether a (trimmed) `Host` field value is RFC 9110 `uri-host [ ":" port ]` (RFC 3986
+/// `host`: an IP-literal in brackets, or a reg-name / IPv4 of unreserved, percent-encoded and
+/// sub-delim characters; `port` digits), or empty (allowed for a target without authority).
+/// Anything else (`a:80:80`, `a/x`, `a b`, `a?x`, `[name]`) is refused as nginx does, so a
+/// backend never sees a host spelling the router did not route.
+fn is_host_field(value: &[u8]) -> bool {
+    let (host, port) = if value.first() == Some(&b'[') {
+        let Some(end) = value.iter().position(|&b| b == b']') else {
+            return false;
+        };
+        let literal = &value[1..end];
+        let ok = !literal.is_empty()
+            && literal
+                .iter()
+                .all(|&b| b.is_ascii_hexdigit() || b == b':' || b == b'.');
+        if !ok {
+            return false;
+        }
+        (&value[..0], &value[end + 1..])
+    } else {
+        match value.iter().position(|&b| b == b':') {
+            Some(i) => (&value[..i], &value[i..]),
+            None => (value, &value[value.len()..]),
+        }
+    };
+    let reg_name = |b: u8| b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=".contains(&b);
+    let port_ok = match port.split_first() {
+        None => true,
+        Some((b':', digits)) => digits.len() <= 5 && digits.iter().all(u8::is_ascii_digit),
+        Some(_) => false,
+    };
+    host.iter().all(|&b| reg_name(b)) && port_ok
 }
 
 /// The authority of an `http(s)://authority/...` target.

@@ -95,3 +95,43 @@ fn request_id_is_kept_on_refusal() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn host_must_be_a_host_with_an_optional_port() {
+    for host in [
+        "a",
+        "api.example.com",
+        "API.Example.com.",
+        "127.0.0.1:8080",
+        "[::1]",
+        "[::1]:443",
+        "[2001:db8::7]:80",
+        "a-b_c~d:",
+        "",
+    ] {
+        let head = format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n");
+        assert!(
+            matches!(verdict(&head), HeadVerdict::Complete(_)),
+            "{host:?}"
+        );
+    }
+    for host in [
+        "admin.local:80:80",
+        "admin.local/x",
+        "admin.local ,x",
+        "admin.local?x",
+        "admin.local#x",
+        "[admin.local]",
+        "[::1",
+        "[::1]x",
+        "a:8o",
+        "a:123456",
+        "a\\b",
+        "a\"b",
+    ] {
+        let head = format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n");
+        let (status, outcome, detail) = refused(&head);
+        assert_eq!((status, outcome), (400, "malformed"), "{host:?}");
+        assert!(detail.contains("Host"), "{host:?}: {detail}");
+    }
+}
