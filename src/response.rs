@@ -167,27 +167,22 @@ impl QuotaHeaders {
                 policy.push_str(before);
                 policy.push_str(", ");
             }
+            let (burst, window) = (self.rate.burst, self.rate.window_s());
             push_item(
                 &mut policy,
                 &self.policy_name,
-                self.rate.burst,
-                self.rate.window_s(),
+                [("q", burst), ("w", window)],
             );
             if self.degraded {
                 policy.push_str(";degraded");
             }
             for q in &self.quotas {
                 policy.push_str(", ");
-                push_item(&mut policy, &q.name, q.limit, q.window_s);
+                push_item(&mut policy, &q.name, [("q", q.limit), ("w", q.window_s)]);
             }
             out.push(("RateLimit-Policy", policy));
             let mut now = String::with_capacity(name.len() + 32);
-            now.push('"');
-            now.push_str(name);
-            now.push_str("\";r=");
-            now.push_str(itoa::Buffer::new().format(d.remaining));
-            now.push_str(";t=");
-            now.push_str(itoa::Buffer::new().format(reset_s));
+            push_item(&mut now, name, [("r", d.remaining), ("t", reset_s)]);
             out.push(("RateLimit", now));
         }
         if matches!(mode, HeaderMode::Legacy | HeaderMode::Both) {
@@ -281,14 +276,18 @@ pub fn problem_response_bytes(problem: &Problem, request_id: &str) -> Vec<u8> {
     out
 }
 
-/// Appends the `RateLimit-Policy` item `"<name>";q=<q>;w=<w>` (draft-11 structured field).
-fn push_item(out: &mut String, name: &str, q: u64, w: u64) {
+/// Appends the structured-field item `"<name>";<k>=<v>;...` (draft-11: `"pro";q=200;w=12` in
+/// `RateLimit-Policy`, `"pro";r=5;t=3` in `RateLimit`).
+fn push_item<const N: usize>(out: &mut String, name: &str, params: [(&str, u64); N]) {
     out.push('"');
     out.push_str(name);
-    out.push_str("\";q=");
-    out.push_str(itoa::Buffer::new().format(q));
-    out.push_str(";w=");
-    out.push_str(itoa::Buffer::new().format(w));
+    out.push('"');
+    for (key, value) in params {
+        out.push(';');
+        out.push_str(key);
+        out.push('=');
+        out.push_str(itoa::Buffer::new().format(value));
+    }
 }
 
 /// `n` in decimal.

@@ -46,6 +46,23 @@ impl Check {
         }
     }
 
+    /// [`opt_positive`](Self::opt_positive) that is also at most `max` (else an error naming
+    /// `path`, and `default`).
+    fn opt_positive_at_most(
+        &mut self,
+        path: &str,
+        value: Option<i64>,
+        default: u64,
+        max: u64,
+    ) -> u64 {
+        let v = self.opt_positive(path, value, default);
+        if v > max {
+            self.err(path, format!("must be at most {max} (got {v})"));
+            return default;
+        }
+        v
+    }
+
     fn duration(&mut self, path: &str, text: &str) -> Option<Duration> {
         match parse_duration(text) {
             Ok(d) => Some(d),
@@ -466,12 +483,7 @@ fn server_settings(c: &mut Check, raw: Option<&RawServer>) -> ServerSettings {
 fn http_limits(c: &mut Check, raw: Option<&RawServer>) -> HttpLimits {
     let d = HttpLimits::default();
     let mut bounded = |path: &str, value: Option<i64>, default: usize, max: usize| -> usize {
-        let v = c.opt_positive(path, value, default as u64) as usize;
-        if v > max {
-            c.err(path, format!("must be at most {max} (got {v})"));
-            return default;
-        }
-        v
+        c.opt_positive_at_most(path, value, default as u64, max as u64) as usize
     };
     let max_header_bytes = bounded(
         "server.max_header_bytes",
@@ -674,7 +686,12 @@ fn redis_settings(c: &mut Check, r: &RawRedis) -> RedisSettings {
         password_env: env_name(c, "redis.password_env", &r.password_env),
         tls_ca_file,
         key_prefix,
-        timeout: Duration::from_millis(redis_timeout_ms(c, r.timeout_ms)),
+        timeout: Duration::from_millis(c.opt_positive_at_most(
+            "redis.timeout_ms",
+            r.timeout_ms,
+            50,
+            MAX_REDIS_TIMEOUT_MS,
+        )),
         breaker,
         on_failure: c.policy(
             "redis.on_failure",
@@ -686,22 +703,9 @@ fn redis_settings(c: &mut Check, r: &RawRedis) -> RedisSettings {
     }
 }
 
-/// Largest `redis.timeout_ms`: every Redis call on the request path is bounded by it, so it
-/// bounds how long a request can wait on a frozen Redis.
+/// Largest `redis.timeout_ms` (default 50): every Redis call on the request path is bounded by
+/// it, so it bounds how long a request can wait on a frozen Redis.
 pub const MAX_REDIS_TIMEOUT_MS: u64 = 60_000;
-
-/// `redis.timeout_ms`: 1..=[`MAX_REDIS_TIMEOUT_MS`], default 50.
-fn redis_timeout_ms(c: &mut Check, value: Option<i64>) -> u64 {
-    let v = c.opt_positive("redis.timeout_ms", value, 50);
-    if v > MAX_REDIS_TIMEOUT_MS {
-        c.err(
-            "redis.timeout_ms",
-            format!("must be at most {MAX_REDIS_TIMEOUT_MS} (got {v})"),
-        );
-        return 50;
-    }
-    v
-}
 
 fn edge_settings(c: &mut Check, e: &RawEdge) -> Option<EdgeSettings> {
     let rate = c.rate("edge", e.limit, &e.per, e.burst);

@@ -183,10 +183,7 @@ fn semantic_problem(
         return None; // Content-Length is ignored when Transfer-Encoding is present.
     }
     let mut length: Option<&[u8]> = None;
-    for value in values(headers, "content-length")
-        .flat_map(|v| v.split(|&b| b == b','))
-        .map(|v| v.trim_ascii())
-    {
+    for value in content_lengths(headers) {
         if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
             return Some("Content-Length is not a number");
         }
@@ -196,6 +193,13 @@ fn semantic_problem(
         length = Some(value);
     }
     None
+}
+
+/// Every `Content-Length` value, list members split and trimmed.
+fn content_lengths<'h>(headers: &'h [httparse::Header<'_>]) -> impl Iterator<Item = &'h [u8]> {
+    values(headers, "content-length")
+        .flat_map(|v| v.split(|&b| b == b','))
+        .map(|v| v.trim_ascii())
 }
 
 /// Where the first request in `buf` ends, given its accepted head of `head_len` bytes: after the
@@ -211,13 +215,9 @@ pub fn request_end(buf: &[u8], head_len: usize) -> Option<usize> {
         return None;
     }
     // check_head accepted the head: every Content-Length value is the same number.
-    let length = values(req.headers, "content-length")
-        .flat_map(|v| v.split(|&b| b == b','))
-        .map(|v| v.trim_ascii())
-        .next()
-        .map_or(Some(0), |v| {
-            std::str::from_utf8(v).ok()?.parse::<usize>().ok()
-        })?;
+    let length = content_lengths(req.headers).next().map_or(Some(0), |v| {
+        std::str::from_utf8(v).ok()?.parse::<usize>().ok()
+    })?;
     head_len.checked_add(length)
 }
 
