@@ -10,6 +10,7 @@ pub mod access_log;
 pub mod admin;
 pub mod config;
 pub mod edge;
+pub mod hashing;
 pub mod http;
 pub mod identity;
 pub mod limit;

@@ -6,6 +6,7 @@
 
 use crate::config::{Config, ConfigError, Tier};
 use crate::edge::BucketStore;
+use crate::hashing::HashMap;
 use crate::identity::Authenticator;
 use crate::limit::Rate;
 use crate::metrics::series::{DecisionSeries, RouteSeries};
@@ -18,7 +19,6 @@ use crate::tls::ListenerTls;
 use crate::upstream::router::Router;
 use crate::upstream::Upstream;
 use arc_swap::ArcSwap;
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -82,7 +82,7 @@ impl Snapshot {
             _ => None,
         };
         let listener_tls = crate::tls::load_listeners(&config).map_err(|e| errors.extend(e));
-        let mut peer_tls = HashMap::new();
+        let mut peer_tls = HashMap::default();
         for (name, settings) in &config.upstreams {
             if let Some(tls) = &settings.tls {
                 match PeerTls::load(&format!("upstreams.{name}"), tls) {

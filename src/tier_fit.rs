@@ -17,7 +17,6 @@ use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 use prometheus::{register_gauge_vec, GaugeVec};
 use serde::Serialize;
-use std::hash::BuildHasher;
 
 /// Tenants tracked at most per instance (least recently seen evicted beyond).
 pub const MAX_TENANTS: usize = 10_000;
@@ -181,7 +180,7 @@ static MINUTES_AT_LIMIT_SHARE: Lazy<GaugeVec> = Lazy::new(|| {
 /// The per-instance tier fit tracker.
 pub struct TierFit {
     shards: Vec<Mutex<SlabLru<String, TenantFit>>>,
-    hasher: std::collections::hash_map::RandomState,
+    hasher: crate::hashing::RandomState,
 }
 
 impl Default for TierFit {

@@ -5,9 +5,10 @@
 //! table) this costs one slot (key + value + 8 bytes of links) plus about 6–10 bytes of index
 //! per entry, never allocates after construction, and never grows past its capacity.
 
+use crate::hashing::RandomState;
 use hashbrown::HashTable;
 use std::borrow::Borrow;
-use std::hash::{BuildHasher, Hash, RandomState};
+use std::hash::Hash;
 
 const NIL: u32 = u32::MAX;
 

@@ -15,7 +15,7 @@ use super::slab_lru::SlabLru;
 use crate::limit::token_bucket::{decide, Decision, TokenBucketState};
 use crate::limit::Rate;
 use parking_lot::{Mutex, RwLock};
-use std::hash::{BuildHasher, Hash};
+use std::hash::Hash;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -28,7 +28,7 @@ type Shard<K> = Mutex<SlabLru<K, TokenBucketState>>;
 pub struct BucketStore<K = IpAddr> {
     /// Write-locked only by [`resize`](Self::resize).
     shards: RwLock<Vec<Shard<K>>>,
-    hasher: std::collections::hash_map::RandomState,
+    hasher: crate::hashing::RandomState,
     evictions: AtomicU64,
 }
 

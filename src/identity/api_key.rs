@@ -7,9 +7,9 @@
 
 use super::IdentityError;
 use crate::config::ApiKeySettings;
+use crate::hashing::HashMap;
 use http::header::{HeaderMap, HeaderName};
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
 use std::fmt;
 
 /// Lower-case hex SHA-256 of an API key (64 characters), as stored in

@@ -7,9 +7,9 @@
 //! in `/metrics` only after its first use, exactly as before.
 
 use super::{status_class_index, METRICS, STATUS_CLASSES};
+use crate::hashing::HashMap;
 use crate::pipeline::{Layer, Outcome};
 use prometheus::{Histogram, IntCounter};
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
 const CLASSES: usize = STATUS_CLASSES.len();

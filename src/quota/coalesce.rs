@@ -16,11 +16,10 @@
 //! when nobody waits. A follower waits at most `redis.timeout_ms`.
 
 use super::redis_store::RedisFault;
+use crate::hashing::HashMap;
 use crate::limit::{Decision, Rate};
 use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::future::Future;
-use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -51,7 +50,7 @@ type Waiters = Vec<oneshot::Sender<Turn>>;
 struct Shared {
     /// Keys with a call in flight, and the requests queued behind it.
     shards: Vec<Mutex<HashMap<BatchKey, Waiters>>>,
-    hasher: std::collections::hash_map::RandomState,
+    hasher: crate::hashing::RandomState,
 }
 
 impl Shared {
@@ -112,7 +111,9 @@ impl Coalescer {
     pub fn new(wait: Duration) -> Self {
         Coalescer {
             shared: Arc::new(Shared {
-                shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+                shards: (0..SHARDS)
+                    .map(|_| Mutex::new(HashMap::default()))
+                    .collect(),
                 hasher: Default::default(),
             }),
             wait,

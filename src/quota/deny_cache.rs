@@ -18,7 +18,6 @@
 use crate::edge::slab_lru::SlabLru;
 use crate::limit::{Decision, Rate};
 use parking_lot::Mutex;
-use std::hash::BuildHasher;
 
 const SHARDS: usize = 16;
 
@@ -42,7 +41,7 @@ struct Entry {
 /// Bounded per-tenant cache of known denials.
 pub struct DenyCache {
     shards: Vec<Mutex<SlabLru<String, Entry>>>,
-    hasher: std::collections::hash_map::RandomState,
+    hasher: crate::hashing::RandomState,
 }
 
 impl DenyCache {

@@ -17,14 +17,13 @@ use super::breaker::Permit;
 use super::redis_store::{LuaScript, RedisFault};
 use super::{PolicyExtras, QuotaOutcome, QuotaService, TenantQuota};
 use crate::config::LeaseSettings;
+use crate::hashing::HashMap;
 use crate::limit::{Decision, Rate};
 use crate::metrics::METRICS;
 use crate::snapshot::App;
 use async_trait::async_trait;
 use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
-use std::collections::HashMap;
-use std::hash::BuildHasher;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -192,7 +191,7 @@ type Book = Arc<TenantLease>;
 /// Every tenant's [`LeaseBook`] in this instance, at most `MAX_TENANTS`.
 pub struct LeaseStore {
     shards: Vec<parking_lot::Mutex<HashMap<String, Book>>>,
-    hasher: std::collections::hash_map::RandomState,
+    hasher: crate::hashing::RandomState,
 }
 
 impl Default for LeaseStore {

@@ -8,14 +8,14 @@ use crate::limit::algorithm::{self, AlgoState, Algorithm, Outcome};
 use crate::limit::gcra::TatState;
 use crate::limit::{leaky_bucket, Rate};
 use parking_lot::Mutex;
-use std::hash::{BuildHasher, Hash};
+use std::hash::Hash;
 
 const SHARDS: usize = 16;
 
 /// Per-key algorithm state, at most `capacity` keys (LRU beyond).
 pub struct AlgoStore<K> {
     shards: Vec<Mutex<SlabLru<K, AlgoState>>>,
-    hasher: std::collections::hash_map::RandomState,
+    hasher: crate::hashing::RandomState,
 }
 
 impl<K: Hash + Eq + Clone> AlgoStore<K> {

@@ -11,9 +11,9 @@
 
 use super::fair_queue::{FairQueue, Order, PushRefused, QueueBounds, Ticket};
 use crate::config::{QueueSettings, UpstreamSettings};
+use crate::hashing::HashMap;
 use crate::metrics::METRICS;
 use prometheus::IntGauge;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use tokio::sync::oneshot;
@@ -199,7 +199,7 @@ impl Slots {
                 max,
                 state: Mutex::new(State {
                     busy: 0,
-                    held: HashMap::new(),
+                    held: HashMap::default(),
                     per_tenant: None,
                     queue: FairQueue::new(order),
                 }),
