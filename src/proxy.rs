@@ -22,7 +22,7 @@ use crate::upstream::slots::{Claimant, SlotGuard, SlotLimits};
 use async_trait::async_trait;
 use failure::failure_status;
 use http::header::CONNECTION;
-use http::HeaderName;
+use http::{HeaderName, HeaderValue};
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
@@ -36,6 +36,10 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 pub struct Ctx {
     snapshot: Arc<Snapshot>,
     request_id: String,
+    /// `request_id` as a header value, for the backend request and the response.
+    request_id_value: HeaderValue,
+    /// The client sent exactly one `X-Request-Id`, and it is `request_id`.
+    request_id_sent: bool,
     started: Instant,
     client: IpAddr,
     route: Option<usize>,
@@ -101,14 +105,25 @@ const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 
-/// The client's `X-Request-Id` (1..=200 bytes of visible text), else a new UUID v4.
-fn request_id(req: &RequestHeader) -> String {
-    req.headers
-        .get(&X_REQUEST_ID)
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty() && v.len() <= 200)
-        .map(str::to_string)
-        .unwrap_or_else(new_request_id)
+/// The request id: the client's `X-Request-Id` (1..=200 bytes of visible text), else a new
+/// UUID v4. Returns the id, the same bytes as a header value (shared by the backend request and
+/// the response, one allocation), and whether the request already carries exactly this one
+/// value (then the backend request needs no rewrite).
+fn request_id(req: &RequestHeader) -> (String, HeaderValue, bool) {
+    let mut sent = req.headers.get_all(&X_REQUEST_ID).iter();
+    let first = sent.next();
+    let only = sent.next().is_none();
+    let client = first
+        .and_then(|v| Some((v.to_str().ok()?, v)))
+        .filter(|(id, _)| !id.is_empty() && id.len() <= 200);
+    match client {
+        Some((id, value)) => (id.to_string(), value.clone(), only),
+        None => {
+            let id = new_request_id();
+            let value = HeaderValue::from_str(&id).expect("a UUID is a valid header value");
+            (id, value, false)
+        }
+    }
 }
 
 /// A new random request id: UUID v4, hyphenated lower case (36 bytes, one allocation).
@@ -153,9 +168,13 @@ fn forward_headers(session: &mut Session, ctx: &Ctx) -> Result<()> {
     if let Some(peer) = peer {
         let _ = write!(xff, "{peer}");
     }
-    req.insert_header(X_FORWARDED_FOR, xff)?;
-    req.insert_header(X_FORWARDED_PROTO, proto)?;
-    req.insert_header(X_REQUEST_ID, ctx.request_id.as_str())?;
+    // Names as lower-case static strings: the same bytes on the wire as a `HeaderName`, without
+    // Pingora copying the name for its case-preserving map.
+    req.insert_header("x-forwarded-for", xff)?;
+    req.insert_header("x-forwarded-proto", HeaderValue::from_static(proto))?;
+    if !ctx.request_id_sent {
+        req.insert_header("x-request-id", ctx.request_id_value.clone())?;
+    }
     keep_owned_headers(req, ctx.snapshot.auth.strip_headers())
 }
 
@@ -468,6 +487,8 @@ impl ProxyHttp for Proxy {
         Ctx {
             snapshot: self.app.snapshot.load_full(),
             request_id: String::new(),
+            request_id_value: HeaderValue::from_static(""),
+            request_id_sent: false,
             started: Instant::now(),
             client: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             route: None,
@@ -486,7 +507,8 @@ impl ProxyHttp for Proxy {
     async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
         // One snapshot reference for all stages (each clone is a shared atomic count).
         let snap = ctx.snapshot.clone();
-        ctx.request_id = request_id(session.req_header());
+        (ctx.request_id, ctx.request_id_value, ctx.request_id_sent) =
+            request_id(session.req_header());
         ctx.client = self.client_of(session, &snap);
         let answered = self.edge_stage(session, ctx, &snap).await?
             || self.route_stage(session, ctx, &snap).await?
@@ -567,7 +589,7 @@ impl ProxyHttp for Proxy {
         upstream_response: &mut ResponseHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
-        upstream_response.insert_header("X-Request-Id", ctx.request_id.as_str())?;
+        upstream_response.insert_header("X-Request-Id", ctx.request_id_value.clone())?;
         for (name, value) in ctx.quota_pairs() {
             upstream_response.insert_header(name, value)?;
         }

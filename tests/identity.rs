@@ -742,3 +742,36 @@ async fn case_c08_expired_tokens_spend_nothing_from_the_subjects_bucket() {
     let r = rig.bearer(&valid("victim")).await;
     assert_eq!(r.status, 429, "{r:?}");
 }
+
+/// A client cannot pose as another tenant or tier to the backend: tenant and tier headers it
+/// sends (twice, in any case) are replaced by the identified ones, one value each, and its
+/// API key is not forwarded.
+#[test]
+fn client_tenant_and_tier_headers_are_replaced_not_forwarded() {
+    let rig = Rig::start(Opts::default());
+    let spoofed = [
+        ("X-Tollgate-Tenant", "evil"),
+        ("x-tollgate-tenant", "evil2"),
+        ("X-TOLLGATE-TIER", "enterprise"),
+        ("x-tollgate-tier", "enterprise"),
+    ];
+    let mut headers = spoofed.to_vec();
+    headers.push(("X-Api-Key", API_KEY));
+    let reply = http_request_with_headers(
+        rig.gw.listen_addr(),
+        "GET",
+        "/",
+        &headers,
+        Duration::from_secs(10),
+    )
+    .expect("request");
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let v: Value = serde_json::from_str(&reply.body).expect("echo JSON");
+    assert_eq!(v["headers"]["x-tollgate-tenant"], "keyed", "{v}");
+    assert_eq!(v["headers"]["x-tollgate-tier"], "T", "{v}");
+    assert!(
+        v["headers"].get("x-api-key").is_none(),
+        "credential forwarded: {v}"
+    );
+    assert_eq!(rig.backend.stats().requests, 1);
+}

@@ -318,27 +318,37 @@ impl Authenticator {
     /// request; for an identified request (not anonymous) the credential that identified it
     /// is removed too (unless `identity.forward_credentials`), and the tenant (percent-encoded
     /// UTF-8, [`tenant_id::encode`]) and tier headers are set.
+    ///
+    /// A header that is set is not also listed in `remove`: setting replaces every value the
+    /// client sent under that name, so removing it first would only cost a second lookup.
     pub fn forward(&self, identity: Option<&Identity>) -> Forward<'_> {
-        let mut out = Forward {
-            remove: self.strip.iter().collect(),
-            insert: Vec::new(),
-        };
         let Some(id) = identity.filter(|id| id.method != Method::Anonymous) else {
-            return out;
+            return Forward {
+                remove: self.strip.iter().collect(),
+                insert: Vec::new(),
+            };
         };
+        let mut insert = Vec::with_capacity(2);
+        insert.push((
+            &self.tenant_header,
+            tenant_id::encode(&id.tenant).into_owned(),
+        ));
+        if let Some(tier) = &id.tier {
+            insert.push((&self.tier_header, tier.clone()));
+        }
+        let mut remove: Vec<&HeaderName> = self
+            .strip
+            .iter()
+            .filter(|name| !insert.iter().any(|(set, _)| set == name))
+            .collect();
         if !self.forward_credentials {
             match (id.method, &self.api_keys) {
-                (Method::Jwt, _) => out.remove.push(&AUTHORIZATION),
-                (Method::ApiKey, Some(keys)) => out.remove.push(keys.header()),
+                (Method::Jwt, _) => remove.push(&AUTHORIZATION),
+                (Method::ApiKey, Some(keys)) => remove.push(keys.header()),
                 _ => {}
             }
         }
-        let tenant = tenant_id::encode(&id.tenant).into_owned();
-        out.insert.push((&self.tenant_header, tenant));
-        if let Some(tier) = &id.tier {
-            out.insert.push((&self.tier_header, tier.clone()));
-        }
-        out
+        Forward { remove, insert }
     }
 
     /// Header names (lower case) that must be stripped from client requests before proxying:
