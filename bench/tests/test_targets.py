@@ -265,6 +265,27 @@ class PeerAndFloorTargets(unittest.TestCase):
         self.assertEqual(v.value, [0.02, 0.0201])
 
 
+class FloorAgainstTraefik(unittest.TestCase):
+    """The run the README's issue-18 table comes from: the Pingora floor's own ratios against
+    Traefik bound D/T0 and F/T, and both are below the issue's targets there."""
+
+    RUN = RESULTS / "20261201-084256.json"
+
+    def test_floor_ratios_bound_the_peer_targets(self):
+        data = raw(load(self.RUN))
+        s = data["throughput"]["summary"]
+        r = targets.throughput_ratios(s)
+        self.assertAlmostEqual(r["P/T0 rps"], s["P"]["rps"] / s["T0"]["rps"])
+        self.assertAlmostEqual(r["P/T rps"], s["P"]["rps"] / s["T"]["rps"])
+        self.assertLess(r["P/T0 rps"], 2.0)
+        self.assertLess(r["P/T rps"], 2.5)
+        self.assertLessEqual(r["D/T0 rps"], r["P/T0 rps"])
+        self.assertLessEqual(r["F/T rps"], r["P/T rps"])
+        v = by_key(targets.evaluate(data)["throughput"])
+        self.assertIn(f"the Pingora floor itself: {r['P/T0 rps']:.3f}", v["d_over_t0"].shown)
+        self.assertIn(f"the Pingora floor itself: {r['P/T rps']:.3f}", v["f_over_t"].shown)
+
+
 class VariantNames(unittest.TestCase):
     def test_t0_is_one_name(self):
         from tollgate_bench.variants import parse_variants
