@@ -27,7 +27,6 @@ use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use pingora::ErrorType;
-use std::fmt::Write;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -166,7 +165,7 @@ fn forward_headers(session: &mut Session, ctx: &Ctx) -> Result<()> {
         xff.push_str(", ");
     }
     if let Some(peer) = peer {
-        let _ = write!(xff, "{peer}");
+        client_ip::push_ip(&mut xff, peer);
     }
     // Names as lower-case static strings: the same bytes on the wire as a `HeaderName`, without
     // Pingora copying the name for its case-preserving map.

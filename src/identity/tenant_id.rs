@@ -83,11 +83,10 @@ pub fn validate(id: &str) -> Result<(), TenantIdError> {
 /// aggregated to its prefix). Goes through the same text rules as every other id; an address
 /// always passes them.
 pub fn anonymous(client_key: std::net::IpAddr) -> String {
-    use std::fmt::Write;
     // One allocation of the final size (the longest IPv6 text is 39 bytes); runs per request.
     let mut id = String::with_capacity(ANONYMOUS_PREFIX.len() + 39);
     id.push_str(ANONYMOUS_PREFIX);
-    let _ = write!(id, "{client_key}");
+    crate::edge::client_ip::push_ip(&mut id, client_key);
     debug_assert_eq!(check_text(&id), Ok(()), "anonymous tenant id {id:?}");
     id
 }

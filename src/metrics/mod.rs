@@ -11,7 +11,7 @@ use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 use prometheus::{
     register_histogram_vec, register_int_counter, register_int_counter_vec, register_int_gauge,
-    register_int_gauge_vec, Encoder, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    register_int_gauge_vec, Encoder, Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, TextEncoder,
 };
 use std::collections::HashSet;
@@ -181,6 +181,17 @@ pub static METRICS: Lazy<Metrics> = Lazy::new(|| {
 });
 
 impl Metrics {
+    /// Records one Redis call (a script call with its NOSCRIPT reload and connection retry)
+    /// in `tollgate_redis_duration_seconds{result="ok"|"error"}`; `seconds` is its duration.
+    /// The two series are resolved once, not looked up by label per call.
+    pub fn redis_call(&self, ok: bool, seconds: f64) {
+        static SERIES: std::sync::OnceLock<[Histogram; 2]> = std::sync::OnceLock::new();
+        let [ok_series, error_series] = SERIES.get_or_init(|| {
+            ["ok", "error"].map(|result| self.redis_duration.with_label_values(&[result]))
+        });
+        if ok { ok_series } else { error_series }.observe(seconds);
+    }
+
     /// Counts one decision of `layer` with `outcome`, for `tier` (`-` when none).
     pub fn decision(&self, layer: Layer, outcome: Outcome, tier: &str) {
         self.decisions

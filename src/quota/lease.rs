@@ -284,10 +284,7 @@ impl QuotaService {
                 let want = lease.tokens.max(q.cost);
                 let result = self.lease_call(q, want, refund, started).await;
                 let ok = result.is_ok();
-                METRICS
-                    .redis_duration
-                    .with_label_values(&[if ok { "ok" } else { "error" }])
-                    .observe(started.elapsed().as_secs_f64());
+                METRICS.redis_call(ok, started.elapsed().as_secs_f64());
                 let t = self.breaker.record(self.now_ms(), ok, probe);
                 self.transition(t);
                 match result {

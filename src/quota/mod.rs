@@ -263,21 +263,14 @@ impl QuotaService {
                 let result = self.call_redis(q, started).await;
                 let elapsed = started.elapsed().as_secs_f64();
                 let ok = result.is_ok();
-                METRICS
-                    .redis_duration
-                    .with_label_values(&[if ok { "ok" } else { "error" }])
-                    .observe(elapsed);
-                let t = self.breaker.record(self.now_ms(), ok, probe);
+                METRICS.redis_call(ok, elapsed);
+                let done_ms = self.now_ms();
+                let t = self.breaker.record(done_ms, ok, probe);
                 self.transition(t);
                 match result {
                     Ok(decision) => {
-                        self.deny.remember(
-                            q.tenant,
-                            q.rate,
-                            q.cost,
-                            (sent_ms, self.now_ms()),
-                            &decision,
-                        );
+                        self.deny
+                            .remember(q.tenant, q.rate, q.cost, (sent_ms, done_ms), &decision);
                         return QuotaOutcome::Decided {
                             decision,
                             rate: q.rate,

@@ -88,10 +88,7 @@ impl QuotaService {
                 let started = Instant::now();
                 let result = self.call_policy_retrying(q, started).await;
                 let ok = result.is_ok();
-                METRICS
-                    .redis_duration
-                    .with_label_values(&[if ok { "ok" } else { "error" }])
-                    .observe(started.elapsed().as_secs_f64());
+                METRICS.redis_call(ok, started.elapsed().as_secs_f64());
                 let t = self.breaker.record(self.now_ms(), ok, probe);
                 self.transition(t);
                 match result {

@@ -79,3 +79,30 @@ fn mapped_peer_is_checked_as_ipv4_against_trust() {
     let got = client_ip(ip("::ffff:127.0.0.2"), ["198.51.100.7"].into_iter(), &t);
     assert_eq!(got, ip("198.51.100.7"));
 }
+
+#[test]
+fn push_ip_writes_what_display_writes() {
+    let mut addrs: Vec<IpAddr> = [
+        "0.0.0.0",
+        "255.255.255.255",
+        "10.0.0.1",
+        "192.0.2.7",
+        "1.20.100.9",
+        "::",
+        "::1",
+        "2001:db8::1",
+        "2001:db8:0:0:1:0:0:1",
+        "::ffff:192.0.2.7",
+        "fe80::1:2:3:4",
+    ]
+    .iter()
+    .map(|a| ip(a))
+    .collect();
+    // Every octet value in every position.
+    addrs.extend((0..=255u8).map(|b| IpAddr::from([b, 255 - b, b / 3, b.wrapping_mul(7)])));
+    for addr in addrs {
+        let mut out = String::from("x");
+        push_ip(&mut out, addr);
+        assert_eq!(out, format!("x{addr}"));
+    }
+}
