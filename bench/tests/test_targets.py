@@ -266,19 +266,22 @@ class PeerAndFloorTargets(unittest.TestCase):
 
 
 class FloorAgainstTraefik(unittest.TestCase):
-    """The run the README's issue-18 table comes from: the Pingora floor's own ratios against
-    Traefik bound D/T0 and F/T, and both are below the issue's targets there."""
+    """The runs the README's issue-18 tables come from: the Pingora floor's own ratios against
+    Traefik bound D/T0 and F/T, and P/T0 is below the D/T0 target in each of them."""
 
-    RUN = RESULTS / "20261201-084256.json"
+    RUNS = ["20261201-084256.json", "20261202-061504.json", "20261202-062458.json"]
 
     def test_floor_ratios_bound_the_peer_targets(self):
-        data = raw(load(self.RUN))
+        for run in self.RUNS:
+            with self.subTest(run=run):
+                self._check(raw(load(RESULTS / run)))
+
+    def _check(self, data):
         s = data["throughput"]["summary"]
         r = targets.throughput_ratios(s)
         self.assertAlmostEqual(r["P/T0 rps"], s["P"]["rps"] / s["T0"]["rps"])
         self.assertAlmostEqual(r["P/T rps"], s["P"]["rps"] / s["T"]["rps"])
         self.assertLess(r["P/T0 rps"], 2.0)
-        self.assertLess(r["P/T rps"], 2.5)
         self.assertLessEqual(r["D/T0 rps"], r["P/T0 rps"])
         self.assertLessEqual(r["F/T rps"], r["P/T rps"])
         v = by_key(targets.evaluate(data)["throughput"])
