@@ -8,7 +8,7 @@ mod failure;
 
 use crate::config::RouteSettings;
 use crate::edge::client_ip;
-use crate::http::{body, connection};
+use crate::http::{body, connection, request_id};
 use crate::identity::{Identity, Method};
 use crate::metrics::METRICS;
 use crate::pipeline::identity::Credentials;
@@ -104,34 +104,20 @@ const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 
-/// The request id: the client's `X-Request-Id` (1..=200 bytes of visible text), else a new
-/// UUID v4. Returns the id, the same bytes as a header value (shared by the backend request and
-/// the response, one allocation), and whether the request already carries exactly this one
-/// value (then the backend request needs no rewrite).
+/// The request id ([`crate::http::request_id`]): the client's one valid `X-Request-Id`, else a
+/// new UUID v4. Returns the id, the same bytes as a header value (shared by the backend request
+/// and the response, one allocation), and whether it is the client's (then the backend request
+/// already carries exactly it and needs no rewrite).
 fn request_id(req: &RequestHeader) -> (String, HeaderValue, bool) {
-    let mut sent = req.headers.get_all(&X_REQUEST_ID).iter();
-    let first = sent.next();
-    let only = sent.next().is_none();
-    let client = first
-        .and_then(|v| Some((v.to_str().ok()?, v)))
-        .filter(|(id, _)| !id.is_empty() && id.len() <= 200);
-    match client {
-        Some((id, value)) => (id.to_string(), value.clone(), only),
-        None => {
-            let id = new_request_id();
-            let value = HeaderValue::from_str(&id).expect("a UUID is a valid header value");
-            (id, value, false)
+    let sent = req.headers.get_all(&X_REQUEST_ID);
+    if let Some(id) = request_id::accepted(sent.iter().map(HeaderValue::as_bytes)) {
+        if let Some(value) = sent.iter().next() {
+            return (id.to_string(), value.clone(), true);
         }
     }
-}
-
-/// A new random request id: UUID v4, hyphenated lower case (36 bytes, one allocation).
-fn new_request_id() -> String {
-    let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
-    uuid::Uuid::new_v4()
-        .hyphenated()
-        .encode_lower(&mut buf)
-        .to_string()
+    let id = request_id::generate();
+    let value = HeaderValue::from_str(&id).expect("a UUID is a valid header value");
+    (id, value, false)
 }
 
 /// Rewrites the admitted request's headers for the backend: identity headers
@@ -158,18 +144,22 @@ fn forward_headers(session: &mut Session, ctx: &Ctx) -> Result<()> {
     for (name, value) in forward.insert {
         req.insert_header(name.clone(), value)?;
     }
-    // X-Forwarded-For built in one allocation.
-    let mut xff = String::with_capacity(64);
-    if let Some(v) = req.headers.get(&X_FORWARDED_FOR) {
-        xff.push_str(&String::from_utf8_lossy(v.as_bytes()));
-        xff.push_str(", ");
+    // X-Forwarded-For in one allocation: every field the client sent, byte for byte and in
+    // order (as one list, RFC 9110 5.3, the same list the edge stage read), then the peer.
+    let mut xff = Vec::with_capacity(64);
+    for v in req.headers.get_all(&X_FORWARDED_FOR) {
+        xff.extend_from_slice(v.as_bytes());
+        xff.extend_from_slice(b", ");
     }
-    if let Some(peer) = peer {
-        client_ip::push_ip(&mut xff, peer);
+    match peer {
+        Some(peer) => client_ip::push_ip(&mut xff, peer),
+        None => xff.truncate(xff.len().saturating_sub(2)),
     }
     // Names as lower-case static strings: the same bytes on the wire as a `HeaderName`, without
     // Pingora copying the name for its case-preserving map.
-    req.insert_header("x-forwarded-for", xff)?;
+    if !xff.is_empty() {
+        req.insert_header("x-forwarded-for", xff)?;
+    }
     req.insert_header("x-forwarded-proto", HeaderValue::from_static(proto))?;
     if !ctx.request_id_sent {
         req.insert_header("x-request-id", ctx.request_id_value.clone())?;

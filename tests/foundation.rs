@@ -479,3 +479,65 @@ async fn sigterm_drains_in_flight_requests_and_readyz_turns_503() {
         .expect("exits after the grace period");
     assert!(status.success(), "{status:?}");
 }
+
+/// A client's request id is kept only when it is one field of visible ASCII; a spaced, tabbed or
+/// duplicated id is replaced by a new UUID, the same in the response, at the backend and in the
+/// access log (so an id cannot add fields to a text log line).
+#[test]
+fn only_one_visible_request_id_is_kept() {
+    let a = Backend::start("a");
+    let gw = Gateway::start(&single(&a.addr()).yaml());
+    let send = |headers: &[(&str, &str)]| {
+        let r = http_request_with_headers(
+            gw.listen_addr(),
+            "GET",
+            "/id",
+            headers,
+            Duration::from_secs(10),
+        )
+        .expect("request");
+        assert_eq!(r.status, 200, "{r:?}");
+        let v: serde_json::Value = serde_json::from_str(&r.body).expect("echo JSON");
+        let id = r.header("x-request-id").expect("X-Request-Id").to_string();
+        assert_eq!(v["headers"]["x-request-id"], id.as_str(), "{v}");
+        id
+    };
+    assert_eq!(send(&[("X-Request-Id", "kept-1")]), "kept-1");
+    for refused in [
+        vec![("X-Request-Id", "a b")],
+        vec![("X-Request-Id", "a\tb")],
+        vec![("X-Request-Id", r#"x tenant="acme" status=200"#)],
+        vec![("X-Request-Id", "one"), ("X-Request-Id", "two")],
+        vec![("X-Request-Id", "same"), ("x-request-id", "same")],
+    ] {
+        let id = send(&refused);
+        assert!(is_uuid_like(&id), "{refused:?} kept as {id:?}");
+    }
+    assert_eq!(a.stats().requests, 6);
+}
+
+/// Every `X-Forwarded-For` field the client sent reaches the backend, in order and as one list,
+/// followed by the peer: the list the edge stage reads is the list the backend gets.
+#[test]
+fn every_forwarded_for_field_is_forwarded() {
+    let a = Backend::start("a");
+    let gw = Gateway::start(&single(&a.addr()).yaml());
+    let r = http_request_with_headers(
+        gw.listen_addr(),
+        "GET",
+        "/fwd",
+        &[
+            ("X-Forwarded-For", "203.0.113.6"),
+            ("X-Forwarded-For", "203.0.113.9, 198.51.100.2"),
+        ],
+        Duration::from_secs(10),
+    )
+    .expect("request");
+    assert_eq!(r.status, 200, "{r:?}");
+    let v: serde_json::Value = serde_json::from_str(&r.body).expect("echo JSON");
+    assert_eq!(
+        v["headers"]["x-forwarded-for"],
+        "203.0.113.6, 203.0.113.9, 198.51.100.2, 127.0.0.1",
+        "{v}"
+    );
+}

@@ -35,7 +35,7 @@ pub fn json_reply(status: u16, body: &Value) -> Response<Full<Bytes>> {
 
 /// An RFC 9457 problem+json reply with `headers`.
 pub fn problem_reply(p: &Problem, headers: &[(&str, &str)]) -> Response<Full<Bytes>> {
-    let id = uuid::Uuid::new_v4().to_string();
+    let id = crate::http::request_id::generate();
     let mut b = Response::builder()
         .status(p.status)
         .header("Content-Type", "application/problem+json")

@@ -35,22 +35,22 @@ pub fn key_of(ip: IpAddr, ipv6_prefix: u8) -> IpAddr {
 }
 
 /// Appends `ip` in its standard text form, exactly as `Display` writes it (IPv4 dotted
-/// decimal; IPv6 in RFC 5952 form). IPv4, the common case, is written octet by octet without
-/// the formatting machinery, which runs twice per request (`X-Forwarded-For` and the anonymous
-/// tenant id).
-pub fn push_ip(out: &mut String, ip: IpAddr) {
+/// decimal; IPv6 in RFC 5952 form), to `out` (ASCII bytes). IPv4, the common case, is written
+/// octet by octet without the formatting machinery, which would run twice per request
+/// (`X-Forwarded-For` and the anonymous tenant id).
+pub fn push_ip(out: &mut Vec<u8>, ip: IpAddr) {
     match ip {
         IpAddr::V4(v4) => {
             let mut digits = itoa::Buffer::new();
             for (i, octet) in v4.octets().into_iter().enumerate() {
                 if i > 0 {
-                    out.push('.');
+                    out.push(b'.');
                 }
-                out.push_str(digits.format(octet));
+                out.extend_from_slice(digits.format(octet).as_bytes());
             }
         }
         IpAddr::V6(v6) => {
-            use std::fmt::Write;
+            use std::io::Write;
             let _ = write!(out, "{v6}");
         }
     }

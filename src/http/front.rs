@@ -219,7 +219,7 @@ async fn answer(stream: &mut Stream, refusal: HeadRefusal) {
     let request_id = refusal
         .request_id
         .clone()
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        .unwrap_or_else(super::request_id::generate);
     let client = stream
         .get_socket_digest()
         .and_then(|d| d.peer_addr().map(|a| a.to_string()))

@@ -117,12 +117,7 @@ pub fn check_head(buf: &[u8], limits: &HttpLimits) -> HeadVerdict {
             outcome: Outcome::Malformed,
             detail: detail.to_string(),
             // Read only for a refusal (the proxy reads it itself for served requests).
-            request_id: values(req.headers, "x-request-id")
-                .next()
-                .and_then(|v| std::str::from_utf8(v).ok())
-                .filter(|v| {
-                    !v.is_empty() && v.len() <= 200 && v.bytes().all(|b| b.is_ascii_graphic())
-                })
+            request_id: super::request_id::accepted(values(req.headers, "x-request-id"))
                 .map(str::to_string),
         }),
     }

@@ -1,11 +1,13 @@
 //! HTTP hardening in front of the stages: request-target normalisation ([`target`]), request-head
 //! limits and parser errors ([`head`], pure), the connection front end that applies them
-//! ([`front`], I/O), and request-body limits ([`body`], pure).
+//! ([`front`], I/O), request-body limits ([`body`], pure) and the client request-id rule
+//! ([`request_id`], pure).
 
 pub mod body;
 pub mod connection;
 pub mod front;
 pub mod head;
+pub mod request_id;
 pub mod target;
 
 use ::http::header::HOST;
