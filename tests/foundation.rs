@@ -536,8 +536,7 @@ fn every_forwarded_for_field_is_forwarded() {
     assert_eq!(r.status, 200, "{r:?}");
     let v: serde_json::Value = serde_json::from_str(&r.body).expect("echo JSON");
     assert_eq!(
-        v["headers"]["x-forwarded-for"],
-        "203.0.113.6, 203.0.113.9, 198.51.100.2, 127.0.0.1",
+        v["headers"]["x-forwarded-for"], "203.0.113.6, 203.0.113.9, 198.51.100.2, 127.0.0.1",
         "{v}"
     );
 }
