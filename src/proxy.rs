@@ -34,9 +34,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 /// Per-request state. Dropped after `logging` on every path, which releases the upstream slot.
 pub struct Ctx {
     snapshot: Arc<Snapshot>,
-    request_id: String,
-    /// `request_id` as a header value, for the backend request and the response.
-    request_id_value: HeaderValue,
+    /// The request id as a header value (visible ASCII), shared by the backend request, the
+    /// response, problem bodies and logs ([`Ctx::request_id`]).
+    request_id: HeaderValue,
     /// The client sent exactly one `X-Request-Id`, and it is `request_id`.
     request_id_sent: bool,
     started: Instant,
@@ -58,6 +58,11 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// The request id as text (always visible ASCII: a checked client id or a UUID).
+    fn request_id(&self) -> &str {
+        self.request_id.to_str().unwrap_or_default()
+    }
+
     fn route<'a>(&self, snap: &'a Snapshot) -> Option<&'a RouteSettings> {
         self.route.map(|i| &snap.config.routes[i])
     }
@@ -105,19 +110,18 @@ const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 
 /// The request id ([`crate::http::request_id`]): the client's one valid `X-Request-Id`, else a
-/// new UUID v4. Returns the id, the same bytes as a header value (shared by the backend request
-/// and the response, one allocation), and whether it is the client's (then the backend request
-/// already carries exactly it and needs no rewrite).
-fn request_id(req: &RequestHeader) -> (String, HeaderValue, bool) {
+/// new UUID v4, as a header value (the client's is shared, not copied); and whether it is the
+/// client's (then the backend request already carries exactly it and needs no rewrite).
+fn request_id(req: &RequestHeader) -> (HeaderValue, bool) {
     let sent = req.headers.get_all(&X_REQUEST_ID);
-    if let Some(id) = request_id::accepted(sent.iter().map(HeaderValue::as_bytes)) {
+    if request_id::accepted(sent.iter().map(HeaderValue::as_bytes)).is_some() {
         if let Some(value) = sent.iter().next() {
-            return (id.to_string(), value.clone(), true);
+            return (value.clone(), true);
         }
     }
     let id = request_id::generate();
     let value = HeaderValue::from_str(&id).expect("a UUID is a valid header value");
-    (id, value, false)
+    (value, false)
 }
 
 /// Rewrites the admitted request's headers for the backend: identity headers
@@ -162,7 +166,7 @@ fn forward_headers(session: &mut Session, ctx: &Ctx) -> Result<()> {
     }
     req.insert_header("x-forwarded-proto", HeaderValue::from_static(proto))?;
     if !ctx.request_id_sent {
-        req.insert_header("x-request-id", ctx.request_id_value.clone())?;
+        req.insert_header("x-request-id", ctx.request_id.clone())?;
     }
     keep_owned_headers(req, ctx.snapshot.auth.strip_headers())
 }
@@ -217,7 +221,7 @@ impl Proxy {
         self.count(ctx, r.layer, r.reason);
         if r.reason == Outcome::BadTarget {
             tracing::warn!(
-                request_id = %ctx.request_id,
+                request_id = %ctx.request_id(),
                 client = %ctx.client,
                 reason = %r.problem.extensions.get("reason").and_then(|v| v.as_str()).unwrap_or(""),
                 target = %crate::http::log_escape(session.req_header().raw_path(), 200),
@@ -227,7 +231,7 @@ impl Proxy {
         let mut headers = r.response_headers();
         headers.extend(ctx.quota_pairs());
         // A client that went away cannot be answered; that is not our error.
-        let _ = send_problem(session, &r.problem, &ctx.request_id, &headers).await;
+        let _ = send_problem(session, &r.problem, ctx.request_id(), &headers).await;
         Ok(true)
     }
 
@@ -270,7 +274,7 @@ impl Proxy {
         ctx.decided = (r.layer, Outcome::ShadowLimited);
         self.count(ctx, r.layer, Outcome::ShadowLimited);
         tracing::info!(
-            request_id = %ctx.request_id,
+            request_id = %ctx.request_id(),
             layer = r.layer.as_str(),
             would_be = r.reason.as_str(),
             status = r.problem.status,
@@ -475,8 +479,7 @@ impl ProxyHttp for Proxy {
     fn new_ctx(&self) -> Ctx {
         Ctx {
             snapshot: self.app.snapshot.load_full(),
-            request_id: String::new(),
-            request_id_value: HeaderValue::from_static(""),
+            request_id: HeaderValue::from_static(""),
             request_id_sent: false,
             started: Instant::now(),
             client: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
@@ -496,8 +499,7 @@ impl ProxyHttp for Proxy {
     async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
         // One snapshot reference for all stages (each clone is a shared atomic count).
         let snap = ctx.snapshot.clone();
-        (ctx.request_id, ctx.request_id_value, ctx.request_id_sent) =
-            request_id(session.req_header());
+        (ctx.request_id, ctx.request_id_sent) = request_id(session.req_header());
         ctx.client = self.client_of(session, &snap);
         let answered = self.edge_stage(session, ctx, &snap).await?
             || self.route_stage(session, ctx, &snap).await?
@@ -566,7 +568,7 @@ impl ProxyHttp for Proxy {
             let r = pipeline::route::body_too_large(max);
             ctx.decided = (r.layer, r.reason);
             self.count(ctx, r.layer, r.reason);
-            tracing::warn!(request_id = %ctx.request_id, client = %ctx.client, received = ctx.body_bytes, "request body over the route's limit; stopped reading");
+            tracing::warn!(request_id = %ctx.request_id(), client = %ctx.client, received = ctx.body_bytes, "request body over the route's limit; stopped reading");
             return Error::e_explain(ErrorType::HTTPStatus(r.problem.status), r.problem.detail);
         }
         Ok(())
@@ -578,7 +580,7 @@ impl ProxyHttp for Proxy {
         upstream_response: &mut ResponseHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
-        upstream_response.insert_header("X-Request-Id", ctx.request_id_value.clone())?;
+        upstream_response.insert_header("X-Request-Id", ctx.request_id.clone())?;
         for (name, value) in ctx.quota_pairs() {
             upstream_response.insert_header(name, value)?;
         }
@@ -595,7 +597,7 @@ impl ProxyHttp for Proxy {
             session.set_keepalive(None);
             let p = Problem::status(status, detail);
             let headers = ctx.quota_pairs();
-            let _ = send_problem(session, &p, &ctx.request_id, &headers).await;
+            let _ = send_problem(session, &p, ctx.request_id(), &headers).await;
         }
         FailToProxy {
             error_code: status,
@@ -623,7 +625,7 @@ impl ProxyHttp for Proxy {
             let req = session.req_header();
             tracing::info!(
                 target: crate::access_log::TARGET,
-                request_id = %ctx.request_id,
+                request_id = %ctx.request_id(),
                 method = %req.method,
                 path = %req.uri.path(),
                 route,
