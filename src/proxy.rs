@@ -8,8 +8,8 @@ mod failure;
 
 use crate::config::RouteSettings;
 use crate::edge::client_ip;
-use crate::http::{body, connection, request_id};
-use crate::identity::{Identity, Method};
+use crate::http::{body, connection, lookalike, request_id};
+use crate::identity::{Authenticator, Identity, Method};
 use crate::metrics::METRICS;
 use crate::pipeline::identity::Credentials;
 use crate::pipeline::{self, Decision, Layer, Outcome, Rejection};
@@ -168,7 +168,38 @@ fn forward_headers(session: &mut Session, ctx: &Ctx) -> Result<()> {
     if !ctx.request_id_sent {
         req.insert_header("x-request-id", ctx.request_id.clone())?;
     }
+    drop_lookalikes(req, &ctx.snapshot.auth);
     keep_owned_headers(req, ctx.snapshot.auth.strip_headers())
+}
+
+/// Removes the client's fields whose names only look like one tollgate sets or reads
+/// ([`crate::http::lookalike`]: `X_Tollgate_Tenant`, `X_Forwarded_For`, `X_Api_Key`). One scan
+/// of the names, and nothing allocated, for a request without `_` in any name.
+fn drop_lookalikes(req: &mut RequestHeader, auth: &Authenticator) {
+    let has_underscore = |name: &HeaderName| name.as_str().as_bytes().contains(&b'_');
+    if !req.headers.keys().any(has_underscore) {
+        return;
+    }
+    let fixed = [&X_FORWARDED_FOR, &X_FORWARDED_PROTO, &X_REQUEST_ID];
+    let owned: Vec<&str> = fixed
+        .into_iter()
+        .chain(auth.strip_headers())
+        .chain(auth.api_key_header())
+        .map(HeaderName::as_str)
+        .collect();
+    let lookalikes: Vec<HeaderName> = req
+        .headers
+        .keys()
+        .filter(|name| {
+            owned
+                .iter()
+                .any(|o| lookalike::reads_as(name.as_str().as_bytes(), o))
+        })
+        .cloned()
+        .collect();
+    for name in &lookalikes {
+        req.remove_header(name);
+    }
 }
 
 /// Removes from `Connection` the names of the fields tollgate sets for the backend (`identity`,

@@ -543,6 +543,25 @@ async fn two_bearer_tokens_are_401() {
     rig.assert_valid_token_admitted().await;
 }
 
+/// A valid `Authorization: Bearer` next to a `Basic` field, in either order → 401: two
+/// credentials (RFC 9110 11.6.2 allows one field), and a backend could authenticate the `Basic`
+/// one while the quota charged the token's tenant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bearer_next_to_another_authorization_field_is_401() {
+    let rig = Rig::start(Opts::default());
+    let token = valid("alice");
+    let bearer = format!("Bearer {token}");
+    let basic = "Basic YWxhZGRpbjpvcGVuc2VzYW1l";
+    for pair in [[basic, bearer.as_str()], [bearer.as_str(), basic]] {
+        let r = rig
+            .with_headers(&[("authorization", pair[0]), ("authorization", pair[1])])
+            .await;
+        r.assert_rejected(401, &[&token]);
+    }
+    rig.assert_nothing_spent();
+    rig.assert_valid_token_admitted().await;
+}
+
 /// `Authorization: Bearer` without a token → 401 invalid_token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn empty_bearer_token_is_401() {
@@ -773,5 +792,48 @@ fn client_tenant_and_tier_headers_are_replaced_not_forwarded() {
         v["headers"].get("x-api-key").is_none(),
         "credential forwarded: {v}"
     );
+    assert_eq!(rig.backend.stats().requests, 1);
+}
+
+/// Names that only look like tollgate's once `_` is read as `-` (what a CGI-style backend does)
+/// never reach the backend: tenant, tier, request id, forwarded address and API key lookalikes
+/// are dropped; the real fields carry tollgate's values; another name with `_` passes.
+#[test]
+fn underscore_lookalikes_of_owned_headers_are_dropped() {
+    let rig = Rig::start(Opts::default());
+    let lookalikes = [
+        ("X_Tollgate_Tenant", "evil"),
+        ("x-tollgate_tier", "enterprise"),
+        ("X_Request_Id", "spoofed-id"),
+        ("X_Forwarded_For", "198.51.100.66"),
+        ("X_Forwarded_Proto", "https"),
+        ("X_Api_Key", "tg_live_not_verified_by_tollgate"),
+    ];
+    let mut headers = lookalikes.to_vec();
+    headers.push(("X-Api-Key", API_KEY));
+    headers.push(("X_Custom_Trace", "kept"));
+    let reply = http_request_with_headers(
+        rig.gw.listen_addr(),
+        "GET",
+        "/",
+        &headers,
+        Duration::from_secs(10),
+    )
+    .expect("request");
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let v: Value = serde_json::from_str(&reply.body).expect("echo JSON");
+    let got = v["headers"].as_object().expect("echoed headers");
+    for (name, _) in lookalikes {
+        assert!(
+            !got.contains_key(&name.to_ascii_lowercase()),
+            "{name} reached the backend: {v}"
+        );
+    }
+    assert_eq!(got["x-tollgate-tenant"], "keyed", "{v}");
+    assert_eq!(got["x-tollgate-tier"], "T", "{v}");
+    assert_eq!(got["x-forwarded-for"], "127.0.0.1", "{v}");
+    assert_eq!(got["x-forwarded-proto"], "http", "{v}");
+    assert_ne!(got["x-request-id"], "spoofed-id", "{v}");
+    assert_eq!(got["x_custom_trace"], "kept", "{v}");
     assert_eq!(rig.backend.stats().requests, 1);
 }

@@ -1,12 +1,13 @@
 //! HTTP hardening in front of the stages: request-target normalisation ([`target`]), request-head
 //! limits and parser errors ([`head`], pure), the connection front end that applies them
-//! ([`front`], I/O), request-body limits ([`body`], pure) and the client request-id rule
-//! ([`request_id`], pure).
+//! ([`front`], I/O), request-body limits ([`body`], pure), the client request-id rule
+//! ([`request_id`], pure) and names that only look like tollgate's ([`lookalike`], pure).
 
 pub mod body;
 pub mod connection;
 pub mod front;
 pub mod head;
+pub mod lookalike;
 pub mod request_id;
 pub mod target;
 

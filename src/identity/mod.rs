@@ -225,7 +225,8 @@ impl Authenticator {
     /// valid API key is also present, and the API key header is then not looked at. An
     /// `Authorization` header with another scheme (e.g. `Basic`) counts as no credentials. When
     /// `identity.jwt` is not configured, bearer tokens are ignored (they may be meant for the
-    /// backend). Two `Authorization: Bearer` values are `InvalidToken`.
+    /// backend). Two `Authorization: Bearer` values, or one next to an `Authorization` field of
+    /// another scheme, are `InvalidToken`.
     ///
     /// Otherwise the API key header (`identity.api_keys.header`, case-insensitive name) is used
     /// when API keys are configured: more than one value is `DuplicateApiKey` (400), an unknown
@@ -359,6 +360,12 @@ impl Authenticator {
         &self.strip
     }
 
+    /// The API key header (`identity.api_keys.header`, lower case), when API keys are
+    /// configured.
+    pub fn api_key_header(&self) -> Option<&HeaderName> {
+        self.api_keys.as_ref().map(api_key::ApiKeyStore::header)
+    }
+
     fn resolve_tier(
         &self,
         tenant: &str,
@@ -377,10 +384,14 @@ impl Authenticator {
 }
 
 /// The token of the single `Authorization: Bearer <token>` header (RFC 6750 §2.1), if any.
-/// Values with another scheme are skipped. A `Bearer` value without a token, a token that is
-/// not UTF-8, or more than one `Bearer` value is `InvalidToken`.
+/// Values with another scheme are skipped when no `Bearer` value is present. A `Bearer` value
+/// without a token, a token that is not UTF-8, more than one `Bearer` value, or a `Bearer`
+/// value next to another `Authorization` field (RFC 9110 §11.6.2 allows one: a backend could
+/// authenticate the other credential while the quota charged the token's tenant) is
+/// `InvalidToken`.
 fn bearer_token(headers: &HeaderMap) -> Result<Option<&str>, IdentityError> {
     let mut found = None;
+    let mut other_schemes = false;
     for value in headers.get_all(AUTHORIZATION) {
         let bytes = value.as_bytes();
         let (scheme, rest) = match bytes.iter().position(|&b| b == b' ') {
@@ -388,6 +399,7 @@ fn bearer_token(headers: &HeaderMap) -> Result<Option<&str>, IdentityError> {
             None => (bytes, &[][..]),
         };
         if !scheme.eq_ignore_ascii_case(b"bearer") {
+            other_schemes = true;
             continue;
         }
         if found.is_some() {
@@ -402,6 +414,11 @@ fn bearer_token(headers: &HeaderMap) -> Result<Option<&str>, IdentityError> {
         let token = std::str::from_utf8(token)
             .map_err(|_| IdentityError::InvalidToken("malformed token".to_string()))?;
         found = Some(token);
+    }
+    if found.is_some() && other_schemes {
+        return Err(IdentityError::InvalidToken(
+            "a bearer token next to another Authorization field".to_string(),
+        ));
     }
     Ok(found)
 }

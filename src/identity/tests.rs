@@ -343,17 +343,22 @@ fn non_bearer_authorization_is_ignored() {
     let mut h = HeaderMap::new();
     h.insert(AUTHORIZATION, HeaderValue::from_static("Bearerx abc"));
     assert_eq!(a.authenticate(&h, NOW), Ok(None));
-    // Basic next to a Bearer value: the bearer is used.
-    let mut h = HeaderMap::new();
-    h.append(
-        AUTHORIZATION,
-        HeaderValue::from_static("Basic YWxhZGRpbjpvcGVuc2VzYW1l"),
-    );
-    h.append(
-        AUTHORIZATION,
-        HeaderValue::from_str(&format!("Bearer {}", token(good_claims()))).unwrap(),
-    );
-    assert_eq!(a.authenticate(&h, NOW).unwrap().unwrap().tenant, "acme");
+    // Basic next to a valid Bearer value, in either order: two credentials, refused (a
+    // backend could authenticate the Basic one while the quota charged the token's tenant).
+    let basic = HeaderValue::from_static("Basic YWxhZGRpbjpvcGVuc2VzYW1l");
+    let bearer_value = HeaderValue::from_str(&format!("Bearer {}", token(good_claims()))).unwrap();
+    for pair in [[basic.clone(), bearer_value.clone()], [bearer_value, basic]] {
+        let mut h = HeaderMap::new();
+        for v in pair {
+            h.append(AUTHORIZATION, v);
+        }
+        assert_eq!(
+            a.authenticate(&h, NOW),
+            Err(IdentityError::InvalidToken(
+                "a bearer token next to another Authorization field".into()
+            ))
+        );
+    }
 }
 
 #[test]
