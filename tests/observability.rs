@@ -306,8 +306,10 @@ fn gateway_config(redis_url: &str, backend: &str) -> GatewayConfig {
 }
 
 /// Until `stop`: every ~200 ms a `pro` request from one of 127.0.0.2..6 (edge evictions) and a
-/// `free` one (limited); every ~1 s three concurrent slow `pro` requests (queued for the one
-/// upstream slot). Bounded by `stop` and by 10 minutes.
+/// `free` one (limited); every ~1 s four concurrent slow `pro` requests: one takes the upstream
+/// slot, two wait in its queue (`queue.max: 2`), the fourth is refused (`queue_full`), so the
+/// queue-wait and rejection panels get data from the traffic itself, not from a chance overlap
+/// with the Redis blip's requests. Bounded by `stop` and by 10 minutes.
 async fn background_traffic(gw_url: String, stop: Arc<AtomicBool>) {
     let clients: Vec<reqwest::Client> = (2..=6)
         .map(|i| http_from(&format!("127.0.0.{i}")))
@@ -320,12 +322,12 @@ async fn background_traffic(gw_url: String, stop: Arc<AtomicBool>) {
         let _ = try_get_with_key(c, &format!("{gw_url}/bg"), Some(FREE_KEY)).await;
         if round.is_multiple_of(5) {
             let slow = format!("{gw_url}/slow?delay_ms=150");
-            let (a, b, c3) = tokio::join!(
+            let _ = tokio::join!(
                 try_get_with_key(&clients[0], &slow, Some(PRO_KEY)),
                 try_get_with_key(&clients[1], &slow, Some(PRO_KEY)),
                 try_get_with_key(&clients[2], &slow, Some(PRO_KEY)),
+                try_get_with_key(&clients[3], &slow, Some(PRO_KEY)),
             );
-            let _ = (a, b, c3);
         }
         round += 1;
         tokio::time::sleep(Duration::from_millis(200)).await;
