@@ -172,6 +172,13 @@ fn forward_headers(session: &mut Session, ctx: &Ctx) -> Result<()> {
     keep_owned_headers(req, ctx.snapshot.auth.strip_headers())
 }
 
+/// The fields tollgate sets for the backend: `X-Forwarded-For`/`-Proto`, `X-Request-Id` and the
+/// `identity` headers (tenant and tier).
+fn set_for_backend(identity: &[HeaderName]) -> impl Iterator<Item = &HeaderName> {
+    static FIXED: [HeaderName; 3] = [X_FORWARDED_FOR, X_FORWARDED_PROTO, X_REQUEST_ID];
+    FIXED.iter().chain(identity)
+}
+
 /// Removes the client's fields whose names only look like one tollgate sets or reads
 /// ([`crate::http::lookalike`]: `X_Tollgate_Tenant`, `X_Forwarded_For`, `X_Api_Key`). One scan
 /// of the names, and nothing allocated, for a request without `_` in any name.
@@ -180,10 +187,7 @@ fn drop_lookalikes(req: &mut RequestHeader, auth: &Authenticator) {
     if !req.headers.keys().any(has_underscore) {
         return;
     }
-    let fixed = [&X_FORWARDED_FOR, &X_FORWARDED_PROTO, &X_REQUEST_ID];
-    let owned: Vec<&str> = fixed
-        .into_iter()
-        .chain(auth.strip_headers())
+    let owned: Vec<&str> = set_for_backend(auth.strip_headers())
         .chain(auth.api_key_header())
         .map(HeaderName::as_str)
         .collect();
@@ -209,12 +213,7 @@ fn keep_owned_headers(req: &mut RequestHeader, identity: &[HeaderName]) -> Resul
     if !req.headers.contains_key(CONNECTION) {
         return Ok(());
     }
-    let fixed = [&X_FORWARDED_FOR, &X_FORWARDED_PROTO, &X_REQUEST_ID];
-    let owned: Vec<&str> = fixed
-        .into_iter()
-        .chain(identity)
-        .map(HeaderName::as_str)
-        .collect();
+    let owned: Vec<&str> = set_for_backend(identity).map(HeaderName::as_str).collect();
     let values: Vec<&[u8]> = req
         .headers
         .get_all(CONNECTION)

@@ -762,6 +762,21 @@ async fn case_c08_expired_tokens_spend_nothing_from_the_subjects_bucket() {
     assert_eq!(r.status, 429, "{r:?}");
 }
 
+/// Sends `GET /` with `headers` (raw, so duplicates and odd names go as written), asserts 200,
+/// and returns the echo backend's JSON of what it received.
+fn admitted_echo(rig: &Rig, headers: &[(&str, &str)]) -> Value {
+    let reply = http_request_with_headers(
+        rig.gw.listen_addr(),
+        "GET",
+        "/",
+        headers,
+        Duration::from_secs(10),
+    )
+    .expect("request");
+    assert_eq!(reply.status, 200, "{reply:?}");
+    serde_json::from_str(&reply.body).expect("echo JSON")
+}
+
 /// A client cannot pose as another tenant or tier to the backend: tenant and tier headers it
 /// sends (twice, in any case) are replaced by the identified ones, one value each, and its
 /// API key is not forwarded.
@@ -776,16 +791,7 @@ fn client_tenant_and_tier_headers_are_replaced_not_forwarded() {
     ];
     let mut headers = spoofed.to_vec();
     headers.push(("X-Api-Key", API_KEY));
-    let reply = http_request_with_headers(
-        rig.gw.listen_addr(),
-        "GET",
-        "/",
-        &headers,
-        Duration::from_secs(10),
-    )
-    .expect("request");
-    assert_eq!(reply.status, 200, "{reply:?}");
-    let v: Value = serde_json::from_str(&reply.body).expect("echo JSON");
+    let v = admitted_echo(&rig, &headers);
     assert_eq!(v["headers"]["x-tollgate-tenant"], "keyed", "{v}");
     assert_eq!(v["headers"]["x-tollgate-tier"], "T", "{v}");
     assert!(
@@ -812,16 +818,7 @@ fn underscore_lookalikes_of_owned_headers_are_dropped() {
     let mut headers = lookalikes.to_vec();
     headers.push(("X-Api-Key", API_KEY));
     headers.push(("X_Custom_Trace", "kept"));
-    let reply = http_request_with_headers(
-        rig.gw.listen_addr(),
-        "GET",
-        "/",
-        &headers,
-        Duration::from_secs(10),
-    )
-    .expect("request");
-    assert_eq!(reply.status, 200, "{reply:?}");
-    let v: Value = serde_json::from_str(&reply.body).expect("echo JSON");
+    let v = admitted_echo(&rig, &headers);
     let got = v["headers"].as_object().expect("echoed headers");
     for (name, _) in lookalikes {
         assert!(
