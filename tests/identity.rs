@@ -562,6 +562,23 @@ async fn bearer_next_to_another_authorization_field_is_401() {
     rig.assert_valid_token_admitted().await;
 }
 
+/// `Authorization: Bearer<TAB><token>` is a bearer token too: an expired one is a 401 (it was
+/// taken for another scheme and forwarded unverified), a valid one is admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bearer_token_after_a_tab_is_verified() {
+    let rig = Rig::start(Opts::default());
+    let expired = valid_with(json!({ "exp": now_s() - 3_600 }));
+    let r = rig
+        .with_headers(&[("authorization", &format!("Bearer\t{expired}"))])
+        .await;
+    r.assert_rejected(401, &[&expired]);
+    rig.assert_nothing_spent();
+    let r = rig
+        .with_headers(&[("authorization", &format!("Bearer\t{}", valid("alice")))])
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+}
+
 /// `Authorization: Bearer` without a token → 401 invalid_token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn empty_bearer_token_is_401() {

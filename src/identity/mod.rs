@@ -394,7 +394,10 @@ fn bearer_token(headers: &HeaderMap) -> Result<Option<&str>, IdentityError> {
     let mut other_schemes = false;
     for value in headers.get_all(AUTHORIZATION) {
         let bytes = value.as_bytes();
-        let (scheme, rest) = match bytes.iter().position(|&b| b == b' ') {
+        // The scheme ends at the first SP or HTAB: RFC 9110 11.4 allows only SP, but a backend
+        // that splits on any whitespace would take `Bearer<TAB><token>` as a bearer token, so
+        // tollgate does too (and verifies it) rather than forward it unverified.
+        let (scheme, rest) = match bytes.iter().position(|&b| b == b' ' || b == b'\t') {
             Some(i) => (&bytes[..i], &bytes[i + 1..]),
             None => (bytes, &[][..]),
         };

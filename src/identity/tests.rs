@@ -369,6 +369,8 @@ fn bearer_scheme_parsing() {
         format!("bearer {t}"),
         format!("BEARER {t}"),
         format!("Bearer   {t}  "),
+        format!("Bearer\t{t}"),
+        format!("bearer \t {t}"),
     ] {
         let mut h = HeaderMap::new();
         h.insert(AUTHORIZATION, HeaderValue::from_str(&v).unwrap());
