@@ -176,3 +176,61 @@ async fn an_unused_lease_goes_back_after_max_hold() {
     let now = bucket_tokens(&redis);
     assert!(now == BURST - 1 - TOKENS || now == BURST - 2, "{now}");
 }
+
+/// Redis frozen (SIGSTOP) under concurrent requests of one leased tenant: every request gets
+/// the failure policy's answer, and the requests queued behind the one lease call in flight
+/// share its fault instead of each making its own call in turn (which held the last of them
+/// for one `timeout_ms` per request ahead of it). The breaker never opens here
+/// (`min_calls: 1000`), so only the sharing keeps the calls few.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frozen_redis_queued_requests_share_the_lease_calls_fault() {
+    const REQUESTS: usize = 24;
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let yaml = GatewayConfig::echo(&backend.addr(), "required")
+        .redis(
+            &redis.url(),
+            "timeout_ms: 300, circuit_breaker: { min_calls: 1000 }, on_failure: closed",
+        )
+        .tier(
+            "t",
+            &format!("{{ limit: 1, per: 1h, burst: {BURST}, lease: {{ tokens: {TOKENS}, max_hold: 1m }} }}"),
+        )
+        .api_key(KEY, "acme", "t")
+        .api_key(WARM_KEY, "warm", "t")
+        .yaml();
+    let gw = Gateway::start(&yaml);
+    let http = http();
+    let warm = try_get_with_key(&http, &gw.url("/x"), Some(WARM_KEY)).await;
+    assert_eq!(warm.expect("warm-up").status, 200);
+    let calls_before = gw.metric_or_zero(FAILED_CALLS);
+
+    redis.pause();
+    let mut set = JoinSet::new();
+    for _ in 0..REQUESTS {
+        let (http, url) = (http.clone(), gw.url("/x"));
+        set.spawn(async move { try_get_with_key(&http, &url, Some(KEY)).await });
+    }
+    while let Some(res) = set.join_next().await {
+        let r = res.expect("task").expect("request");
+        assert_eq!(r.status, 503, "the closed policy's answer: {r:?}");
+    }
+    redis.resume();
+
+    let m = gw.metrics();
+    let calls = gw.metric_or_zero(FAILED_CALLS) - calls_before;
+    let timeouts = metric_or_zero(&m, "tollgate_redis_errors_total", &[("kind", "timeout")]);
+    assert_eq!(
+        timeouts as usize, REQUESTS,
+        "every request counts its fault: {m}"
+    );
+    // One call per wave of arrivals more than timeout_ms apart; 24 concurrent requests come in
+    // one or two such waves (8 leaves a wide margin). Without the sharing: one call each.
+    assert!(
+        (1.0..=8.0).contains(&calls),
+        "{calls} lease calls for {REQUESTS} requests: {m}"
+    );
+}
+
+/// Failed Redis calls the gateway made (`tollgate_redis_call_duration_seconds`, result error).
+const FAILED_CALLS: &str = "tollgate_redis_call_duration_seconds_count{result=\"error\"}";

@@ -178,12 +178,29 @@ impl LeaseBook {
     }
 }
 
-/// One tenant's lease: the book (short sync lock, never held across an await) and the refill
-/// lock (async, held by the one request or sweep that talks to Redis for this tenant).
+/// One tenant's lease: the book (short sync lock, never held across an await), the refill
+/// lock (async, held by the one request or sweep that talks to Redis for this tenant) and the
+/// outcome of the last lease call, which the requests that waited for it share when it failed.
 #[derive(Default)]
 struct TenantLease {
     book: parking_lot::Mutex<LeaseBook>,
     refill: tokio::sync::Mutex<()>,
+    last_call: parking_lot::Mutex<LastCall>,
+}
+
+/// Lease calls finished for one tenant, and the fault of the last one (`None`: it answered).
+#[derive(Default, Clone, Copy)]
+struct LastCall {
+    finished: u64,
+    fault: Option<RedisFault>,
+}
+
+impl TenantLease {
+    fn finished(&self, fault: Option<RedisFault>) {
+        let mut last = self.last_call.lock();
+        last.finished += 1;
+        last.fault = fault;
+    }
 }
 
 type Book = Arc<TenantLease>;
@@ -260,11 +277,28 @@ impl QuotaService {
         if let Some(d) = book.book.lock().local(self.now_ms(), &q.rate, q.cost) {
             return Some(decided(d));
         }
-        let refill = book.refill.lock().await;
+        // The whole decision, waiting included, takes at most `redis.timeout_ms`. A request that
+        // waited for another one's lease call shares that call's fault instead of making its
+        // own behind it: with Redis frozen, a queue would otherwise wait one timeout each in turn.
+        let arrived = Instant::now();
+        let seen = book.last_call.lock().finished;
+        let wait = tokio::time::timeout(self.settings.timeout, book.refill.lock()).await;
+        let Ok(refill) = wait else {
+            return Some(self.failed_without_call(q, RedisFault::Timeout));
+        };
         let sent_ms = self.now_ms();
         // Another request may have refilled the lease while this one waited.
-        let step = book.book.lock().take(sent_ms, &q.rate, q.cost);
-        let refund = match step {
+        if let Some(d) = book.book.lock().local(sent_ms, &q.rate, q.cost) {
+            return Some(decided(d));
+        }
+        let last = *book.last_call.lock();
+        let shared = last.fault.filter(|_| last.finished != seen);
+        let left = self.settings.timeout.saturating_sub(arrived.elapsed());
+        if let Some(fault) = shared.or(left.is_zero().then_some(RedisFault::Timeout)) {
+            drop(refill);
+            return Some(self.failed_without_call(q, fault));
+        }
+        let refund = match book.book.lock().take(sent_ms, &q.rate, q.cost) {
             Step::Local(d) => return Some(decided(d)),
             Step::Call { refund } => refund,
         };
@@ -282,7 +316,12 @@ impl QuotaService {
             Permit::Call { probe } => {
                 let started = Instant::now();
                 let want = lease.tokens.max(q.cost);
-                let result = self.lease_call(q, want, refund, started).await;
+                let call = self.lease_call(q, want, refund, arrived);
+                let result = match tokio::time::timeout(left, call).await {
+                    Ok(result) => result,
+                    Err(_) => Err(RedisFault::Timeout),
+                };
+                book.finished(result.err());
                 let ok = result.is_ok();
                 METRICS.redis_call(ok, started.elapsed().as_secs_f64());
                 let t = self.breaker.record(self.now_ms(), ok, probe);
@@ -312,6 +351,19 @@ impl QuotaService {
         };
         drop(refill);
         Some(self.fallback(q, retry_in_ms))
+    }
+
+    /// The failure policy's outcome for a request that made no lease call of its own: it
+    /// shares the `fault` of the call it waited for, or its time ran out waiting. Counted as a
+    /// failed call, as a coalesced exact decision's is.
+    fn failed_without_call(&self, q: &TenantQuota<'_>, fault: RedisFault) -> QuotaOutcome {
+        METRICS
+            .redis_errors
+            .with_label_values(&[fault.as_str()])
+            .inc();
+        let t = self.breaker.record(self.now_ms(), false, false);
+        self.transition(t);
+        self.fallback(q, 1000)
     }
 
     /// One lease call, bounded by `redis.timeout_ms` from `started`; a connection error is

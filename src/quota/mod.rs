@@ -291,7 +291,8 @@ impl QuotaService {
         self.fallback(q, retry_in_ms)
     }
 
-    /// One decision in Redis, bounded by `redis.timeout_ms` in total from `started`.
+    /// One decision in Redis, bounded by `redis.timeout_ms` in total from `started`: the wait
+    /// behind a coalesced call in flight, this request's own call and its retry together.
     ///
     /// A connection error is retried once within what is left of that budget. After a Redis
     /// restart or an outage, the first call fails at once without reaching Redis: the
@@ -310,7 +311,12 @@ impl QuotaService {
     ) -> Result<Decision, RedisFault> {
         let call = |n| self.redis.token_bucket_batch(q.tenant, &q.rate, q.cost, n);
         let decide = || self.coalesce.decide(q.tenant, q.rate, q.cost, call);
-        match decide().await {
+        // The wait for a coalesced call in flight counts against the same budget as the call.
+        let first = match tokio::time::timeout(self.settings.timeout, decide()).await {
+            Ok(result) => result,
+            Err(_) => Err(RedisFault::Timeout),
+        };
+        match first {
             Err(fault @ (RedisFault::Connection | RedisFault::NotMaster)) => {
                 let left = self.settings.timeout.saturating_sub(started.elapsed());
                 if left.is_zero() {
