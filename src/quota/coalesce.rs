@@ -13,7 +13,8 @@
 //! requests queued when it started ("its batch"). Whatever way the leader leaves (done, failed,
 //! or its future dropped by a timeout), its [`Handoff`] passes the lead to the first request
 //! still waiting, with everything queued since as that one's batch; the key is forgotten only
-//! when nobody waits. A follower waits at most `redis.timeout_ms`.
+//! when nobody waits. A follower waits at most `redis.timeout_ms` in all: for its turn and, when
+//! it is handed the lead, for its own call.
 
 use super::redis_store::RedisFault;
 use crate::hashing::HashMap;
@@ -148,22 +149,37 @@ impl Coalescer {
                 }
             }
         };
-        let mut lead = match queued {
-            Some(rx) => match tokio::time::timeout(self.wait, rx).await {
-                Ok(Ok(Turn::Done(reply))) => return reply,
-                Ok(Ok(Turn::Lead(lead))) => lead,
-                // The leader left with this request in its batch, unanswered.
-                Ok(Err(_)) => return Err(RedisFault::Other),
-                Err(_) => return Err(RedisFault::Timeout),
-            },
-            None => Handoff {
-                shared: self.shared.clone(),
-                key: Some(key),
-                batch: Vec::new(),
-            },
+        // A request that waited and then leads calls within what is left of its wait; the one
+        // that leads at once is bounded by its call alone (no second timer on the hot path).
+        let (mut lead, deadline) = match queued {
+            Some(rx) => {
+                let deadline = tokio::time::Instant::now() + self.wait;
+                match tokio::time::timeout_at(deadline, rx).await {
+                    Ok(Ok(Turn::Done(reply))) => return reply,
+                    Ok(Ok(Turn::Lead(lead))) => (lead, Some(deadline)),
+                    // The leader left with this request in its batch, unanswered.
+                    Ok(Err(_)) => return Err(RedisFault::Other),
+                    Err(_) => return Err(RedisFault::Timeout),
+                }
+            }
+            None => {
+                let lead = Handoff {
+                    shared: self.shared.clone(),
+                    key: Some(key),
+                    batch: Vec::new(),
+                };
+                (lead, None)
+            }
         };
         let batch = std::mem::take(&mut lead.batch);
-        let mine = match call(1 + batch.len()).await {
+        let n = 1 + batch.len();
+        let reply = match deadline {
+            None => call(n).await,
+            Some(deadline) => tokio::time::timeout_at(deadline, call(n))
+                .await
+                .unwrap_or(Err(RedisFault::Timeout)),
+        };
+        let mine = match reply {
             Ok(decisions) if decisions.len() == 1 + batch.len() => {
                 let mut decisions = decisions.into_iter();
                 let mine = decisions.next().ok_or(RedisFault::Other);

@@ -311,12 +311,7 @@ impl QuotaService {
     ) -> Result<Decision, RedisFault> {
         let call = |n| self.redis.token_bucket_batch(q.tenant, &q.rate, q.cost, n);
         let decide = || self.coalesce.decide(q.tenant, q.rate, q.cost, call);
-        // The wait for a coalesced call in flight counts against the same budget as the call.
-        let first = match tokio::time::timeout(self.settings.timeout, decide()).await {
-            Ok(result) => result,
-            Err(_) => Err(RedisFault::Timeout),
-        };
-        match first {
+        match decide().await {
             Err(fault @ (RedisFault::Connection | RedisFault::NotMaster)) => {
                 let left = self.settings.timeout.saturating_sub(started.elapsed());
                 if left.is_zero() {

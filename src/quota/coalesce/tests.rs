@@ -164,3 +164,30 @@ async fn a_waiting_request_gives_up_after_the_wait() {
     // Nobody waits any more: the key is forgotten, and the next request calls at once.
     assert!(c.shared.shards.iter().all(|s| s.lock().is_empty()));
 }
+
+/// A request handed the lead after waiting makes its call only within what is left of its
+/// wait: its turn and its call together take at most the wait (clock paused, so exact).
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_request_handed_the_lead_calls_within_what_is_left_of_its_wait() {
+    let c = Arc::new(Coalescer::new(Duration::from_millis(100)));
+    let calls = Calls::new();
+    let (c1, calls1) = (c.clone(), calls.clone());
+    // The first request's call never answers; it gives up after 60 ms.
+    let first = tokio::spawn(async move {
+        let decide = c1.decide("t", RATE, 1, |n| calls1.call(n, Ok(admitted(n))));
+        tokio::time::timeout(Duration::from_millis(60), decide).await
+    });
+    until(|| calls.started.load(Ordering::SeqCst) == 1).await;
+    let started = tokio::time::Instant::now();
+    let second = spawn_decide(&c, &calls);
+    assert!(first.await.unwrap().is_err(), "the first request gave up");
+    // The second leads from 60 ms on; its call (never answered either) is cut at 100 ms.
+    let waited = tokio::time::timeout(Duration::from_secs(10), second).await;
+    assert_eq!(
+        waited.expect("cut at the wait").unwrap(),
+        Err(RedisFault::Timeout)
+    );
+    assert_eq!(calls.started.load(Ordering::SeqCst), 2);
+    assert_eq!(started.elapsed(), Duration::from_millis(100));
+    assert!(c.shared.shards.iter().all(|s| s.lock().is_empty()));
+}
