@@ -8,7 +8,7 @@ mod failure;
 
 use crate::config::RouteSettings;
 use crate::edge::client_ip;
-use crate::http::{body, connection, lookalike, request_id};
+use crate::http::{body, connection, lookalike, proxy_fields, request_id};
 use crate::identity::{Authenticator, Identity, Method};
 use crate::metrics::METRICS;
 use crate::pipeline::identity::Credentials;
@@ -169,7 +169,34 @@ fn forward_headers(session: &mut Session, ctx: &Ctx) -> Result<()> {
         req.insert_header("x-request-id", ctx.request_id.clone())?;
     }
     drop_lookalikes(req, &ctx.snapshot.auth);
+    let trusted = match (&ctx.snapshot.config.edge, peer) {
+        (Some(edge), Some(peer)) => client_ip::is_trusted(peer, &edge.trusted_proxies),
+        _ => false,
+    };
+    if !trusted {
+        drop_proxy_fields(req);
+    }
     keep_owned_headers(req, ctx.snapshot.auth.strip_headers())
+}
+
+/// Removes the proxy-set fields a client outside `edge.trusted_proxies` sent (`Forwarded`,
+/// `X-Real-IP`, `X-Forwarded-Host`, ...: [`crate::http::proxy_fields`]). One scan of the names,
+/// and nothing allocated, for a request without any.
+fn drop_proxy_fields(req: &mut RequestHeader) {
+    let set_by_proxy =
+        |name: &HeaderName| proxy_fields::only_from_trusted_peers(name.as_str().as_bytes());
+    if !req.headers.keys().any(set_by_proxy) {
+        return;
+    }
+    let names: Vec<HeaderName> = req
+        .headers
+        .keys()
+        .filter(|n| set_by_proxy(n))
+        .cloned()
+        .collect();
+    for name in &names {
+        req.remove_header(name);
+    }
 }
 
 /// The fields tollgate sets for the backend: `X-Forwarded-For`/`-Proto`, `X-Request-Id` and the

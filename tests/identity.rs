@@ -794,6 +794,52 @@ fn admitted_echo(rig: &Rig, headers: &[(&str, &str)]) -> Value {
     serde_json::from_str(&reply.body).expect("echo JSON")
 }
 
+/// Proxy-set fields (`Forwarded`, `X-Real-IP`, `X-Forwarded-Host`/`-Port`/`-Prefix`, and their
+/// `_` spellings) reach the backend only from a peer in `edge.trusted_proxies`; from any other
+/// client they are dropped. `X-Forwarded-For`/`-Proto` are tollgate's own either way.
+#[test]
+fn proxy_set_fields_pass_only_from_trusted_peers() {
+    let sent = [
+        (
+            "Forwarded",
+            "for=198.51.100.66;host=evil.example;proto=https",
+        ),
+        ("X-Real-IP", "198.51.100.66"),
+        ("X-Forwarded-Host", "evil.example"),
+        ("X-Forwarded-Port", "8443"),
+        ("X-Forwarded-Prefix", "/admin"),
+        ("X_Real_IP", "198.51.100.67"),
+    ];
+    let mut headers = sent.to_vec();
+    headers.push(("X-Api-Key", API_KEY));
+    headers.push(("X-Forwarded-For", "198.51.100.66"));
+
+    // No proxy is trusted: the client's proxy-set fields are dropped.
+    let rig = Rig::start(Opts::default());
+    let v = admitted_echo(&rig, &headers);
+    let got = v["headers"].as_object().expect("echoed headers");
+    for (name, _) in sent {
+        assert!(
+            !got.contains_key(&name.to_ascii_lowercase()),
+            "{name} reached the backend from an untrusted client: {v}"
+        );
+    }
+    assert_eq!(got["x-forwarded-for"], "198.51.100.66, 127.0.0.1", "{v}");
+    assert_eq!(got["x-forwarded-proto"], "http", "{v}");
+
+    // The peer (127.0.0.1) is a trusted proxy: its fields pass unchanged.
+    let trusted = Rig::start(Opts {
+        edge: Some("{ limit: 1000, per: 1s, trusted_proxies: [\"127.0.0.1\"] }"),
+        ..Opts::default()
+    });
+    let v = admitted_echo(&trusted, &headers);
+    let got = v["headers"].as_object().expect("echoed headers");
+    for (name, value) in &sent[..5] {
+        assert_eq!(got[&name.to_ascii_lowercase()], *value, "{name}: {v}");
+    }
+    assert_eq!(got["x-forwarded-for"], "198.51.100.66, 127.0.0.1", "{v}");
+}
+
 /// A client cannot pose as another tenant or tier to the backend: tenant and tier headers it
 /// sends (twice, in any case) are replaced by the identified ones, one value each, and its
 /// API key is not forwarded.

@@ -56,7 +56,8 @@ pub fn push_ip(out: &mut Vec<u8>, ip: IpAddr) {
     }
 }
 
-fn is_trusted(ip: IpAddr, trusted: &[IpNet]) -> bool {
+/// True when `ip` is inside one of the `trusted` networks (`edge.trusted_proxies`).
+pub fn is_trusted(ip: IpAddr, trusted: &[IpNet]) -> bool {
     trusted.iter().any(|n| n.contains(&ip))
 }
 

@@ -1,13 +1,15 @@
 //! HTTP hardening in front of the stages: request-target normalisation ([`target`]), request-head
 //! limits and parser errors ([`head`], pure), the connection front end that applies them
 //! ([`front`], I/O), request-body limits ([`body`], pure), the client request-id rule
-//! ([`request_id`], pure) and names that only look like tollgate's ([`lookalike`], pure).
+//! ([`request_id`], pure), names that only look like tollgate's ([`lookalike`], pure) and the
+//! proxy-set fields only a trusted peer may send ([`proxy_fields`], pure).
 
 pub mod body;
 pub mod connection;
 pub mod front;
 pub mod head;
 pub mod lookalike;
+pub mod proxy_fields;
 pub mod request_id;
 pub mod target;
 
