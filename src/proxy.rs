@@ -8,7 +8,8 @@ mod failure;
 
 use crate::config::RouteSettings;
 use crate::edge::client_ip;
-use crate::http::{body, connection, lookalike, proxy_fields, request_id};
+use crate::http::proxy_fields::{self, ProxyField};
+use crate::http::{body, connection, lookalike, request_id};
 use crate::identity::{Authenticator, Identity, Method};
 use crate::metrics::METRICS;
 use crate::pipeline::identity::Credentials;
@@ -173,27 +174,23 @@ fn forward_headers(session: &mut Session, ctx: &Ctx) -> Result<()> {
         (Some(edge), Some(peer)) => client_ip::is_trusted(peer, &edge.trusted_proxies),
         _ => false,
     };
-    if !trusted {
-        drop_proxy_fields(req);
-    }
+    drop_proxy_fields(req, trusted);
     keep_owned_headers(req, ctx.snapshot.auth.strip_headers())
 }
 
-/// Removes the proxy-set fields a client outside `edge.trusted_proxies` sent (`Forwarded`,
-/// `X-Real-IP`, `X-Forwarded-Host`, ...: [`crate::http::proxy_fields`]). One scan of the names,
-/// and nothing allocated, for a request without any.
-fn drop_proxy_fields(req: &mut RequestHeader) {
-    let set_by_proxy =
-        |name: &HeaderName| proxy_fields::only_from_trusted_peers(name.as_str().as_bytes());
-    if !req.headers.keys().any(set_by_proxy) {
+/// Removes the proxy-set fields a client sent ([`crate::http::proxy_fields`]): `Forwarded`,
+/// `X-Real-IP`, `X-Forwarded-Host`, `X-Original-URL`, ... unless the peer is `trusted`, and their
+/// `_` spellings always. One scan of the names, and nothing allocated, for a request without any.
+fn drop_proxy_fields(req: &mut RequestHeader, trusted: bool) {
+    let dropped = |name: &HeaderName| match proxy_fields::classify(name.as_str().as_bytes()) {
+        ProxyField::Other => false,
+        ProxyField::Field => !trusted,
+        ProxyField::Lookalike => true,
+    };
+    if !req.headers.keys().any(dropped) {
         return;
     }
-    let names: Vec<HeaderName> = req
-        .headers
-        .keys()
-        .filter(|n| set_by_proxy(n))
-        .cloned()
-        .collect();
+    let names: Vec<HeaderName> = req.headers.keys().filter(|n| dropped(n)).cloned().collect();
     for name in &names {
         req.remove_header(name);
     }

@@ -794,12 +794,13 @@ fn admitted_echo(rig: &Rig, headers: &[(&str, &str)]) -> Value {
     serde_json::from_str(&reply.body).expect("echo JSON")
 }
 
-/// Proxy-set fields (`Forwarded`, `X-Real-IP`, `X-Forwarded-Host`/`-Port`/`-Prefix`, and their
-/// `_` spellings) reach the backend only from a peer in `edge.trusted_proxies`; from any other
-/// client they are dropped. `X-Forwarded-For`/`-Proto` are tollgate's own either way.
+/// Proxy-set fields (`Forwarded`, `X-Real-IP`, `X-Forwarded-Host`/`-Port`/`-Prefix`, CDN
+/// client-address and URL-override fields) reach the backend only from a peer in
+/// `edge.trusted_proxies`; from any other client they are dropped. Their `_` spellings are
+/// dropped from every peer. `X-Forwarded-For`/`-Proto` are tollgate's own either way.
 #[test]
 fn proxy_set_fields_pass_only_from_trusted_peers() {
-    let sent = [
+    let fields = [
         (
             "Forwarded",
             "for=198.51.100.66;host=evil.example;proto=https",
@@ -808,37 +809,43 @@ fn proxy_set_fields_pass_only_from_trusted_peers() {
         ("X-Forwarded-Host", "evil.example"),
         ("X-Forwarded-Port", "8443"),
         ("X-Forwarded-Prefix", "/admin"),
-        ("X_Real_IP", "198.51.100.67"),
+        ("True-Client-IP", "198.51.100.68"),
+        ("X-Original-URL", "/admin/users"),
     ];
-    let mut headers = sent.to_vec();
+    let lookalikes = [("X_Real_IP", "198.51.100.67"), ("X_Original_URL", "/admin")];
+    let mut headers = fields.to_vec();
+    headers.extend(lookalikes);
     headers.push(("X-Api-Key", API_KEY));
     headers.push(("X-Forwarded-For", "198.51.100.66"));
+    fn names<'a>(list: &'a [(&'static str, &str)]) -> impl Iterator<Item = &'static str> + 'a {
+        list.iter().map(|(n, _)| *n)
+    }
 
     // No proxy is trusted: the client's proxy-set fields are dropped.
     let rig = Rig::start(Opts::default());
     let v = admitted_echo(&rig, &headers);
-    let got = assert_dropped(&v, sent.iter().map(|(name, _)| *name));
+    let got = assert_dropped(&v, names(&fields).chain(names(&lookalikes)));
     assert_eq!(got["x-forwarded-for"], "198.51.100.66, 127.0.0.1", "{v}");
     assert_eq!(got["x-forwarded-proto"], "http", "{v}");
 
-    // The peer (127.0.0.1) is a trusted proxy: its fields pass unchanged.
+    // The peer (127.0.0.1) is a trusted proxy: its fields pass unchanged, the lookalikes do not.
     let trusted = Rig::start(Opts {
-        edge: Some("{ limit: 1000, per: 1s, trusted_proxies: [\"127.0.0.1\"] }"),
+        edge: Some("{ limit: 1000, per: 1s, trusted_proxies: [\"::ffff:127.0.0.1\"] }"),
         ..Opts::default()
     });
     let v = admitted_echo(&trusted, &headers);
-    let got = v["headers"].as_object().expect("echoed headers");
-    for (name, value) in &sent[..5] {
-        assert_eq!(got[&name.to_ascii_lowercase()], *value, "{name}: {v}");
+    let got = assert_dropped(&v, names(&lookalikes));
+    for (name, value) in fields {
+        assert_eq!(got[&name.to_ascii_lowercase()], value, "{name}: {v}");
     }
     assert_eq!(got["x-forwarded-for"], "198.51.100.66, 127.0.0.1", "{v}");
 }
 
 /// The headers the echo backend received, after asserting none of `names` is among them.
-fn assert_dropped<'a>(
-    v: &'a Value,
-    names: impl IntoIterator<Item = &'a str>,
-) -> &'a serde_json::Map<String, Value> {
+fn assert_dropped<'v, 'n>(
+    v: &'v Value,
+    names: impl IntoIterator<Item = &'n str>,
+) -> &'v serde_json::Map<String, Value> {
     let got = v["headers"].as_object().expect("echoed headers");
     for name in names {
         assert!(

@@ -360,3 +360,18 @@ fn route_host_must_be_matchable() {
     let c = parse(&host("*.Example.com")).unwrap();
     assert_eq!(c.routes[0].host, HostMatch::Suffix(".example.com".into()));
 }
+
+/// IPv4-mapped IPv6 networks in `trusted_proxies` and `exempt` are held as the IPv4 networks they
+/// map: peers are normalised to IPv4 before matching, so the mapped form never matched.
+#[test]
+fn ipv4_mapped_cidrs_are_held_as_ipv4() {
+    let c = parse(&format!(
+        "{BASE}edge: {{ limit: 1, per: 1s, trusted_proxies: [\"::ffff:127.0.0.1\", \
+         \"::ffff:10.0.0.0/104\", \"2001:db8::/32\"], exempt: [\"::ffff:192.0.2.0/120\"] }}\n"
+    ))
+    .unwrap();
+    let edge = c.edge.unwrap();
+    let trusted: Vec<String> = edge.trusted_proxies.iter().map(|n| n.to_string()).collect();
+    assert_eq!(trusted, ["127.0.0.1/32", "10.0.0.0/8", "2001:db8::/32"]);
+    assert_eq!(edge.exempt[0].to_string(), "192.0.2.0/24");
+}

@@ -90,7 +90,7 @@ impl Check {
                 .parse::<IpNet>()
                 .or_else(|_| text.parse::<std::net::IpAddr>().map(IpNet::from));
             match parsed {
-                Ok(net) => out.push(net.trunc()),
+                Ok(net) => out.push(mapped_to_ipv4(net.trunc())),
                 Err(_) => self.err(format!("{path}[{i}]"), format!("\"{text}\" is not a CIDR")),
             }
         }
@@ -706,6 +706,22 @@ fn redis_settings(c: &mut Check, r: &RawRedis) -> RedisSettings {
 /// Largest `redis.timeout_ms` (default 50): every Redis call on the request path is bounded by
 /// it, so it bounds how long a request can wait on a frozen Redis.
 pub const MAX_REDIS_TIMEOUT_MS: u64 = 60_000;
+
+/// An IPv4-mapped IPv6 network (`::ffff:10.0.0.0/104`) as the IPv4 network it maps
+/// (`10.0.0.0/8`): addresses are normalised to IPv4 before they are matched
+/// ([`crate::edge::client_ip::normalize`]), so the mapped form would never match. Other
+/// networks are returned as they are.
+fn mapped_to_ipv4(net: IpNet) -> IpNet {
+    match net {
+        IpNet::V6(v6) if v6.prefix_len() >= 96 => match v6.network().to_ipv4_mapped() {
+            Some(v4) => ipnet::Ipv4Net::new(v4, v6.prefix_len() - 96)
+                .map(IpNet::V4)
+                .unwrap_or(net),
+            None => net,
+        },
+        other => other,
+    }
+}
 
 fn edge_settings(c: &mut Check, e: &RawEdge) -> Option<EdgeSettings> {
     let rate = c.rate("edge", e.limit, &e.per, e.burst);
