@@ -609,6 +609,51 @@ async fn restarted_redis_takes_decisions_back_without_noscript_errors() {
     assert!(!gw.log().contains("NOSCRIPT"), "{}", gw.log_tail(30));
 }
 
+/// Redis frozen under 20 concurrent requests of one tenant: every request fails closed, and
+/// the breaker counts the Redis calls made (one per batch of coalesced requests), not the
+/// requests that shared them: one busy tenant's failed batch must not weigh like 20 failed
+/// calls and open the breaker for every tenant. (`min_calls: 8`; the requests come in one or
+/// two batches, so at most a few calls fail.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_coalesced_batch_counts_once_per_call_in_the_breaker() {
+    const REQUESTS: usize = 20;
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let keys = vec![
+        ("warm".to_string(), "closed_t"),
+        ("busy".to_string(), "closed_t"),
+    ];
+    let yaml = gateway_yaml(
+        &redis.url(),
+        "timeout_ms: 300, fleet_size: 1, circuit_breaker: { min_calls: 8, failure_ratio: 0.5, \
+         window_s: 60, break_s: 30 }",
+        "",
+        POLICY_TIERS,
+        &keys,
+        &backend.addr(),
+    );
+    let gw = Gateway::start(&yaml);
+    let url = gw.url("/batch");
+    let http = http();
+    warm_up(&http, &url, "warm", "closed_t", 1000, 1).await;
+
+    redis.pause();
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..REQUESTS {
+        let (http, url) = (http.clone(), url.clone());
+        set.spawn(async move { get(&http, &url, "busy").await });
+    }
+    while let Some(r) = set.join_next().await {
+        assert_failed_closed(&r.expect("task"));
+    }
+    redis.resume();
+
+    let m = gw.metrics();
+    assert_eq!(redis_errors(&m, "timeout") as usize, REQUESTS, "{m}");
+    assert_eq!(transitions(&m, "open") as u64, 0, "{m}");
+    assert_eq!(metric_or_zero(&m, BREAKER_STATE, &[]) as u64, 0, "{m}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Redis never reachable at startup
 // ---------------------------------------------------------------------------------------------

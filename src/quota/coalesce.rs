@@ -30,6 +30,23 @@ const SHARDS: usize = 16;
 /// One request's answer from Redis.
 pub type Reply = Result<Decision, RedisFault>;
 
+/// What [`Coalescer::decide`] returns: the request's reply, and whether this request made the
+/// Redis call behind it (the circuit breaker counts calls, not the requests that shared one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    pub reply: Reply,
+    pub own_call: bool,
+}
+
+impl Answer {
+    fn shared(reply: Reply) -> Self {
+        Answer {
+            reply,
+            own_call: false,
+        }
+    }
+}
+
 /// Requests decided together: same tenant, bucket size and cost.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct BatchKey {
@@ -124,7 +141,7 @@ impl Coalescer {
     /// Decides one request of `cost` tokens for `tenant`'s bucket `rate`: `call(n)` decides `n`
     /// such requests in one Redis call and returns their decisions in order. It runs at once
     /// when no call for the key is in flight; otherwise this request joins the next batch.
-    pub async fn decide<F, Fut>(&self, tenant: &str, rate: Rate, cost: u64, call: F) -> Reply
+    pub async fn decide<F, Fut>(&self, tenant: &str, rate: Rate, cost: u64, call: F) -> Answer
     where
         F: Fn(usize) -> Fut,
         Fut: Future<Output = Result<Vec<Decision>, RedisFault>>,
@@ -155,11 +172,11 @@ impl Coalescer {
             Some(rx) => {
                 let deadline = tokio::time::Instant::now() + self.wait;
                 match tokio::time::timeout_at(deadline, rx).await {
-                    Ok(Ok(Turn::Done(reply))) => return reply,
+                    Ok(Ok(Turn::Done(reply))) => return Answer::shared(reply),
                     Ok(Ok(Turn::Lead(lead))) => (lead, Some(deadline)),
                     // The leader left with this request in its batch, unanswered.
-                    Ok(Err(_)) => return Err(RedisFault::Other),
-                    Err(_) => return Err(RedisFault::Timeout),
+                    Ok(Err(_)) => return Answer::shared(Err(RedisFault::Other)),
+                    Err(_) => return Answer::shared(Err(RedisFault::Timeout)),
                 }
             }
             None => {
@@ -197,7 +214,10 @@ impl Coalescer {
             }
         };
         drop(lead);
-        mine
+        Answer {
+            reply: mine,
+            own_call: true,
+        }
     }
 }
 

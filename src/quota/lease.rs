@@ -354,15 +354,13 @@ impl QuotaService {
     }
 
     /// The failure policy's outcome for a request that made no lease call of its own: it
-    /// shares the `fault` of the call it waited for, or its time ran out waiting. Counted as a
-    /// failed call, as a coalesced exact decision's is.
+    /// shares the `fault` of the call it waited for, or its time ran out waiting. Counted in
+    /// `tollgate_redis_errors_total`, but not in the circuit breaker, which counts calls.
     fn failed_without_call(&self, q: &TenantQuota<'_>, fault: RedisFault) -> QuotaOutcome {
         METRICS
             .redis_errors
             .with_label_values(&[fault.as_str()])
             .inc();
-        let t = self.breaker.record(self.now_ms(), false, false);
-        self.transition(t);
         self.fallback(q, 1000)
     }
 

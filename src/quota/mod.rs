@@ -260,14 +260,18 @@ impl QuotaService {
             Permit::Rejected { retry_in_ms } => retry_in_ms,
             Permit::Call { probe } => {
                 let started = Instant::now();
-                let result = self.call_redis(q, started).await;
+                let answer = self.call_redis(q, started).await;
                 let elapsed = started.elapsed().as_secs_f64();
-                let ok = result.is_ok();
+                let ok = answer.reply.is_ok();
                 METRICS.redis_call(ok, elapsed);
                 let done_ms = self.now_ms();
-                let t = self.breaker.record(done_ms, ok, probe);
-                self.transition(t);
-                match result {
+                // The breaker counts Redis calls: a request that only shared another request's
+                // call is not one more outcome (a probe always reports, to free its permit).
+                if answer.own_call || probe {
+                    let t = self.breaker.record(done_ms, ok, probe);
+                    self.transition(t);
+                }
+                match answer.reply {
                     Ok(decision) => {
                         self.deny
                             .remember(q.tenant, q.rate, q.cost, (sent_ms, done_ms), &decision);
@@ -304,26 +308,31 @@ impl QuotaService {
     /// request twice: an over-count of one token, never an under-count.) A `NotMaster` reply
     /// (READONLY / MASTERDOWN / LOADING) is retried the same way: the store has dropped that
     /// connection, so the retry reconnects and reaches whatever now serves the address.
-    async fn call_redis(
-        &self,
-        q: &TenantQuota<'_>,
-        started: Instant,
-    ) -> Result<Decision, RedisFault> {
+    ///
+    /// `own_call` of the answer: this request made (one of) the Redis calls, rather than only
+    /// sharing calls made by other requests of its tenant.
+    async fn call_redis(&self, q: &TenantQuota<'_>, started: Instant) -> coalesce::Answer {
         let call = |n| self.redis.token_bucket_batch(q.tenant, &q.rate, q.cost, n);
         let decide = || self.coalesce.decide(q.tenant, q.rate, q.cost, call);
-        match decide().await {
-            Err(fault @ (RedisFault::Connection | RedisFault::NotMaster)) => {
-                let left = self.settings.timeout.saturating_sub(started.elapsed());
-                if left.is_zero() {
-                    return Err(fault);
-                }
-                let retry = decide();
-                match tokio::time::timeout(left, retry).await {
-                    Ok(result) => result,
-                    Err(_) => Err(RedisFault::Timeout),
-                }
-            }
-            other => other,
+        let first = decide().await;
+        let retried = matches!(
+            first.reply,
+            Err(RedisFault::Connection | RedisFault::NotMaster)
+        );
+        let left = self.settings.timeout.saturating_sub(started.elapsed());
+        if !retried || left.is_zero() {
+            return first;
+        }
+        match tokio::time::timeout(left, decide()).await {
+            Ok(retry) => coalesce::Answer {
+                reply: retry.reply,
+                own_call: first.own_call || retry.own_call,
+            },
+            // Cut while in its own call or waiting for one: counted as a call that timed out.
+            Err(_) => coalesce::Answer {
+                reply: Err(RedisFault::Timeout),
+                own_call: true,
+            },
         }
     }
 

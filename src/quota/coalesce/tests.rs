@@ -42,6 +42,7 @@ fn spawn_decide(c: &Arc<Coalescer>, calls: &Arc<Calls>) -> tokio::task::JoinHand
     tokio::spawn(async move {
         c.decide("t", RATE, 1, |n| calls.call(n, Ok(admitted(n))))
             .await
+            .reply
     })
 }
 
@@ -94,7 +95,9 @@ async fn other_tenants_and_costs_are_not_batched_together() {
     until(|| calls.started.load(Ordering::SeqCst) == 3).await;
     calls.gate.add_permits(3);
     for t in tasks {
-        assert!(t.await.unwrap().unwrap().admitted);
+        let answer = t.await.unwrap();
+        assert!(answer.own_call, "each key made its own call");
+        assert!(answer.reply.unwrap().admitted);
     }
     assert_eq!(*calls.sizes.lock(), vec![1, 1, 1]);
 }
@@ -118,10 +121,16 @@ async fn a_failed_call_fails_its_whole_batch_and_the_key_is_freed() {
         tokio::task::yield_now().await;
     }
     calls.gate.add_permits(2);
-    assert!(first.await.unwrap().is_ok());
+    let first = first.await.unwrap();
+    assert!(first.own_call && first.reply.is_ok());
+    // The first queued request leads the second call; the other two share its fault.
+    let mut own_calls = 0;
     for q in queued {
-        assert_eq!(q.await.unwrap(), Err(RedisFault::Connection));
+        let answer = q.await.unwrap();
+        assert_eq!(answer.reply, Err(RedisFault::Connection));
+        own_calls += answer.own_call as usize;
     }
+    assert_eq!(own_calls, 1);
     assert!(c.shared.shards.iter().all(|s| s.lock().is_empty()));
 }
 
@@ -158,7 +167,8 @@ async fn a_waiting_request_gives_up_after_the_wait() {
     let waited = c
         .decide("t", RATE, 1, |n| calls.call(n, Ok(admitted(n))))
         .await;
-    assert_eq!(waited, Err(RedisFault::Timeout));
+    assert_eq!(waited.reply, Err(RedisFault::Timeout));
+    assert!(!waited.own_call);
     calls.gate.add_permits(1);
     assert!(first.await.unwrap().unwrap().admitted);
     // Nobody waits any more: the key is forgotten, and the next request calls at once.
