@@ -180,14 +180,21 @@ fn forward_headers(session: &mut Session, ctx: &Ctx) -> Result<()> {
 
 /// Removes the proxy-set fields a client sent ([`crate::http::proxy_fields`]): `Forwarded`,
 /// `X-Real-IP`, `X-Forwarded-Host`, `X-Original-URL`, ... unless the peer is `trusted`, and their
-/// `_` spellings always. One scan of the names, and nothing allocated, for a request without any.
+/// `_` spellings always.
 fn drop_proxy_fields(req: &mut RequestHeader, trusted: bool) {
-    let dropped = |name: &HeaderName| match proxy_fields::classify(name.as_str().as_bytes()) {
-        ProxyField::Other => false,
-        ProxyField::Field => !trusted,
-        ProxyField::Lookalike => true,
-    };
-    if !req.headers.keys().any(dropped) {
+    remove_fields(req, |name| {
+        match proxy_fields::classify(name.as_str().as_bytes()) {
+            ProxyField::Other => false,
+            ProxyField::Field => !trusted,
+            ProxyField::Lookalike => true,
+        }
+    });
+}
+
+/// Removes every field whose name `dropped` says so. One scan of the names, and nothing
+/// allocated, when none is.
+fn remove_fields(req: &mut RequestHeader, dropped: impl Fn(&HeaderName) -> bool) {
+    if !req.headers.keys().any(&dropped) {
         return;
     }
     let names: Vec<HeaderName> = req.headers.keys().filter(|n| dropped(n)).cloned().collect();
@@ -215,19 +222,11 @@ fn drop_lookalikes(req: &mut RequestHeader, auth: &Authenticator) {
         .chain(auth.api_key_header())
         .map(HeaderName::as_str)
         .collect();
-    let lookalikes: Vec<HeaderName> = req
-        .headers
-        .keys()
-        .filter(|name| {
-            owned
-                .iter()
-                .any(|o| lookalike::reads_as(name.as_str().as_bytes(), o))
-        })
-        .cloned()
-        .collect();
-    for name in &lookalikes {
-        req.remove_header(name);
-    }
+    remove_fields(req, |name| {
+        owned
+            .iter()
+            .any(|o| lookalike::reads_as(name.as_str().as_bytes(), o))
+    });
 }
 
 /// Removes from `Connection` the names of the fields tollgate sets for the backend (`identity`,

@@ -488,16 +488,7 @@ fn only_one_visible_request_id_is_kept() {
     let a = Backend::start("a");
     let gw = Gateway::start(&single(&a.addr()).yaml());
     let send = |headers: &[(&str, &str)]| {
-        let r = http_request_with_headers(
-            gw.listen_addr(),
-            "GET",
-            "/id",
-            headers,
-            Duration::from_secs(10),
-        )
-        .expect("request");
-        assert_eq!(r.status, 200, "{r:?}");
-        let v: serde_json::Value = serde_json::from_str(&r.body).expect("echo JSON");
+        let (r, v) = echo_get(gw.listen_addr(), "/id", headers);
         let id = r.header("x-request-id").expect("X-Request-Id").to_string();
         assert_eq!(v["headers"]["x-request-id"], id.as_str(), "{v}");
         id
@@ -522,19 +513,14 @@ fn only_one_visible_request_id_is_kept() {
 fn every_forwarded_for_field_is_forwarded() {
     let a = Backend::start("a");
     let gw = Gateway::start(&single(&a.addr()).yaml());
-    let r = http_request_with_headers(
+    let (_, v) = echo_get(
         gw.listen_addr(),
-        "GET",
         "/fwd",
         &[
             ("X-Forwarded-For", "203.0.113.6"),
             ("X-Forwarded-For", "203.0.113.9, 198.51.100.2"),
         ],
-        Duration::from_secs(10),
-    )
-    .expect("request");
-    assert_eq!(r.status, 200, "{r:?}");
-    let v: serde_json::Value = serde_json::from_str(&r.body).expect("echo JSON");
+    );
     assert_eq!(
         v["headers"]["x-forwarded-for"], "203.0.113.6, 203.0.113.9, 198.51.100.2, 127.0.0.1",
         "{v}"

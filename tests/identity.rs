@@ -782,16 +782,7 @@ async fn case_c08_expired_tokens_spend_nothing_from_the_subjects_bucket() {
 /// Sends `GET /` with `headers` (raw, so duplicates and odd names go as written), asserts 200,
 /// and returns the echo backend's JSON of what it received.
 fn admitted_echo(rig: &Rig, headers: &[(&str, &str)]) -> Value {
-    let reply = http_request_with_headers(
-        rig.gw.listen_addr(),
-        "GET",
-        "/",
-        headers,
-        Duration::from_secs(10),
-    )
-    .expect("request");
-    assert_eq!(reply.status, 200, "{reply:?}");
-    serde_json::from_str(&reply.body).expect("echo JSON")
+    echo_get(rig.gw.listen_addr(), "/", headers).1
 }
 
 /// Proxy-set fields (`Forwarded`, `X-Real-IP`, `X-Forwarded-Host`/`-Port`/`-Prefix`, CDN

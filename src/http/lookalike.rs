@@ -10,13 +10,17 @@
 /// True when `name` (a lower-case field name, as [`http::HeaderName`] holds it) contains `_` and
 /// equals `owned` (lower case) once every `_` is read as `-`.
 pub fn reads_as(name: &[u8], owned: &str) -> bool {
-    let owned = owned.as_bytes();
-    name.len() == owned.len()
-        && name.contains(&b'_')
+    name.contains(&b'_') && same_once_underscores_read(name, owned.as_bytes())
+}
+
+/// True when `name` equals `canonical` (lower case, with `-`) once every `_` in `name` is read
+/// as `-`; the name itself matches too.
+pub fn same_once_underscores_read(name: &[u8], canonical: &[u8]) -> bool {
+    name.len() == canonical.len()
         && name
             .iter()
-            .zip(owned)
-            .all(|(&n, &o)| n == o || (n == b'_' && o == b'-'))
+            .zip(canonical)
+            .all(|(&n, &c)| n == c || (n == b'_' && c == b'-'))
 }
 
 #[cfg(test)]

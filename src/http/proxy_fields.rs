@@ -43,13 +43,8 @@ const NAMES: [&[u8]; 13] = [
 /// `-`. `x-forwarded-<anything>` counts except `x-forwarded-for` and `x-forwarded-proto` spelled
 /// with hyphens.
 pub fn classify(name: &[u8]) -> ProxyField {
+    use super::lookalike::same_once_underscores_read as reads_as;
     const PREFIX: &[u8] = b"x-forwarded-";
-    let reads_as = |n: &[u8], t: &[u8]| {
-        n.len() == t.len()
-            && n.iter()
-                .zip(t)
-                .all(|(&a, &b)| a == b || (a == b'_' && b == b'-'))
-    };
     let family = name.len() > PREFIX.len()
         && reads_as(&name[..PREFIX.len()], PREFIX)
         && !matches!(name, b"x-forwarded-for" | b"x-forwarded-proto");

@@ -15,7 +15,7 @@
 
 use super::breaker::Permit;
 use super::redis_store::{LuaScript, RedisFault};
-use super::{PolicyExtras, QuotaOutcome, QuotaService, TenantQuota};
+use super::{count_fault, PolicyExtras, QuotaOutcome, QuotaService, TenantQuota};
 use crate::config::LeaseSettings;
 use crate::hashing::HashMap;
 use crate::limit::{Decision, Rate};
@@ -340,10 +340,7 @@ impl QuotaService {
                         return Some(decided(d));
                     }
                     Err(fault) => {
-                        METRICS
-                            .redis_errors
-                            .with_label_values(&[fault.as_str()])
-                            .inc();
+                        count_fault(fault);
                         1000
                     }
                 }
@@ -357,10 +354,7 @@ impl QuotaService {
     /// shares the `fault` of the call it waited for, or its time ran out waiting. Counted in
     /// `tollgate_redis_errors_total`, but not in the circuit breaker, which counts calls.
     fn failed_without_call(&self, q: &TenantQuota<'_>, fault: RedisFault) -> QuotaOutcome {
-        METRICS
-            .redis_errors
-            .with_label_values(&[fault.as_str()])
-            .inc();
+        count_fault(fault);
         self.fallback(q, 1000)
     }
 

@@ -88,6 +88,14 @@ pub struct QuotaService {
     epoch: Instant,
 }
 
+/// Counts one failed Redis decision in `tollgate_redis_errors_total{kind}`.
+fn count_fault(fault: RedisFault) {
+    METRICS
+        .redis_errors
+        .with_label_values(&[fault.as_str()])
+        .inc();
+}
+
 impl QuotaService {
     /// Prepares the service (no connection is made until the first decision).
     /// Errors: (field path, reason), e.g. an unset `redis.password_env` variable.
@@ -283,10 +291,7 @@ impl QuotaService {
                         };
                     }
                     Err(fault) => {
-                        METRICS
-                            .redis_errors
-                            .with_label_values(&[fault.as_str()])
-                            .inc();
+                        count_fault(fault);
                         1000
                     }
                 }

@@ -11,7 +11,7 @@
 use super::breaker::Permit;
 use super::policy_script::{self as policy, PolicyCall, PolicyDecision};
 use super::redis_store::RedisFault;
-use super::{QuotaOutcome, QuotaService, TenantQuota};
+use super::{count_fault, QuotaOutcome, QuotaService, TenantQuota};
 use crate::config::FailurePolicy;
 use crate::limit::gcra::TatState;
 use crate::limit::Decision;
@@ -109,10 +109,7 @@ impl QuotaService {
                         };
                     }
                     Err(fault) => {
-                        METRICS
-                            .redis_errors
-                            .with_label_values(&[fault.as_str()])
-                            .inc();
+                        count_fault(fault);
                         1000
                     }
                 }

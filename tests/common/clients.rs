@@ -232,6 +232,20 @@ pub fn http_request_with_headers(
     parse_http_reply(&raw)
 }
 
+/// `GET path` with raw `headers` ([`http_request_with_headers`], 10 s timeout); asserts 200 and
+/// returns the reply with the echo backend's JSON of what it received.
+pub fn echo_get(
+    addr: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (HttpReply, serde_json::Value) {
+    let reply = http_request_with_headers(addr, "GET", path, headers, Duration::from_secs(10))
+        .expect("request");
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let echoed = serde_json::from_str(&reply.body).expect("echo JSON");
+    (reply, echoed)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Arbitrary bytes on one connection (appended for tests/http_hardening.rs)
 // ---------------------------------------------------------------------------------------------
