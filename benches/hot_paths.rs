@@ -16,12 +16,12 @@ use ipnet::IpNet;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use std::net::IpAddr;
 use tollgate::config::Config;
-use tollgate::edge::client_ip::client_ip;
+use tollgate::http::client_ip::client_ip;
 use tollgate::identity::{hash_key, Authenticator};
 use tollgate::limit::algorithm::{self, Algorithm as LimitAlgorithm};
 use tollgate::limit::token_bucket::{decide, TokenBucketState};
 use tollgate::limit::Rate;
-use tollgate::upstream::router::Router;
+use tollgate::routing::Router;
 
 /// A fixed unix time for token validation (2023-11-14T22:13:20Z).
 const NOW: u64 = 1_700_000_000;
@@ -385,7 +385,7 @@ fn bench_http_hardening(c: &mut Criterion) {
         X-Request-Id: 3f1c7a52-0d4e-4f8e-9a63-1b2c3d4e5f60\r\n\r\n";
     let mut g = c.benchmark_group("http");
     g.bench_function("head::check_head/typical", |b| {
-        b.iter(|| tollgate::http::head::check_head(black_box(head), &limits))
+        b.iter(|| tollgate::proxy::head::check_head(black_box(head), &limits))
     });
     g.bench_function("target::normalise_target/plain", |b| {
         b.iter(|| {

@@ -6,24 +6,25 @@
 //! The stages' decisions are in [`pipeline`]; [`proxy`] is the thin Pingora glue that runs them
 //! in order.
 
-pub mod access_log;
 pub mod admin;
+pub mod concurrency;
 pub mod config;
 pub mod edge;
 pub mod hashing;
 pub mod http;
 pub mod identity;
 pub mod limit;
-pub mod metrics;
+pub mod observe;
 pub mod pipeline;
-pub mod policy_headers;
+pub mod policy;
 pub mod proxy;
 pub mod quota;
 pub mod region;
-pub mod reload;
 pub mod response;
-pub mod server;
+pub mod routing;
+pub mod runtime;
 pub mod snapshot;
-pub mod tier_fit;
+pub mod store;
+pub mod tenant_id;
 pub mod tls;
 pub mod upstream;

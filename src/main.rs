@@ -48,7 +48,7 @@ enum Command {
 }
 
 /// Logs go to stderr through a background writer thread, so request threads do not wait on the
-/// terminal or a pipe; access lines are batched first (`tollgate::access_log`), so that thread
+/// terminal or a pipe; access lines are batched first (`tollgate::observe::access_log`), so that thread
 /// is woken per batch, not per request. The returned guards flush on drop (at exit), access
 /// lines first.
 fn init_tracing(json: bool) -> LogGuards {
@@ -58,11 +58,15 @@ fn init_tracing(json: bool) -> LogGuards {
     let (writer, stderr) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .lossy(false)
         .finish(std::io::stderr());
-    let (access, access_guard) =
-        tollgate::access_log::batched(writer.clone(), tollgate::access_log::BatchConfig::default());
+    let (access, access_guard) = tollgate::observe::access_log::batched(
+        writer.clone(),
+        tollgate::observe::access_log::BatchConfig::default(),
+    );
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(tollgate::access_log::RoutedWriter::new(access, writer))
+        .with_writer(tollgate::observe::access_log::RoutedWriter::new(
+            access, writer,
+        ))
         .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none());
     if json {
         builder.json().init();
@@ -78,7 +82,7 @@ fn init_tracing(json: bool) -> LogGuards {
 /// Dropped in field order: the access log hands its last batch to the stderr writer, which
 /// then flushes.
 struct LogGuards {
-    _access: tollgate::access_log::AccessLogGuard,
+    _access: tollgate::observe::access_log::AccessLogGuard,
     _stderr: tracing_appender::non_blocking::WorkerGuard,
 }
 
@@ -112,7 +116,7 @@ fn main() -> ExitCode {
         }
         Command::Check { file } => {
             let path = file.unwrap_or(cli.config);
-            match tollgate::server::load_snapshot(&path) {
+            match tollgate::runtime::server::load_snapshot(&path) {
                 Ok(snapshot) => {
                     for w in tollgate::config::warnings::warnings(&snapshot.config) {
                         eprintln!("warning: {w}");
@@ -131,7 +135,7 @@ fn main() -> ExitCode {
                 .map(|c| c.observability.json_logs)
                 .unwrap_or(false);
             let _log_guard = init_tracing(json);
-            match tollgate::server::run(&cli.config, upgrade) {
+            match tollgate::runtime::server::run(&cli.config, upgrade) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(errors) => {
                     print_errors(&cli.config, &errors);

@@ -19,7 +19,7 @@ use common::RedisServer;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use tollgate::limit::token_bucket::{decide, decide_batch, Decision, TokenBucketState};
 use tollgate::limit::Rate;
-use tollgate::quota::redis_store::TOKEN_BUCKET_LUA;
+use tollgate::store::redis::client::TOKEN_BUCKET_LUA;
 
 fn redis_now_ms(con: &mut redis::Connection) -> u64 {
     let (s, us): (u64, u64) = redis::cmd("TIME").query(con).unwrap();

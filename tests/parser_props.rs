@@ -10,11 +10,11 @@ use serde_json::{Map, Value};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::OnceLock;
 use tollgate::config::{JwtKeySettings, JwtSettings, KeySource};
-use tollgate::edge::client_ip::{client_ip, normalize, parse_entry};
+use tollgate::http::client_ip::{client_ip, normalize, parse_entry};
 use tollgate::identity::jwt::JwtVerifier;
-use tollgate::identity::tenant_id;
 use tollgate::identity::IdentityError;
 use tollgate::limit::bounds;
+use tollgate::tenant_id;
 
 // ---------------------------------------------------------------------------------------------
 // X-Forwarded-For

@@ -14,14 +14,15 @@
 //! asked only when the tenant's bucket refuses, is not consulted.
 
 use super::tenants;
+use crate::concurrency::claimant::claimant_of;
 use crate::config::{AuthMode, Config};
-use crate::edge::{client_ip, EdgeOutcome};
+use crate::edge::EdgeOutcome;
+use crate::http::client_ip;
 use crate::identity::{Identity, Method};
 use crate::limit::Decision;
 use crate::pipeline;
 use crate::response::Problem;
 use crate::snapshot::{App, Snapshot};
-use crate::upstream::claimant::claimant_of;
 use pingora::http::RequestHeader;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -170,7 +171,7 @@ fn stop(layers: &mut Vec<Value>, layer: Value, outcome: Value) -> Value {
 }
 
 fn unix_now_s() -> u64 {
-    crate::tier_fit::unix_ms() / 1000
+    crate::observe::tier_fit::unix_ms() / 1000
 }
 
 /// `POST /v1/explain`. Errors: 400 for a malformed body; a Redis fault is reported inside the
@@ -355,10 +356,11 @@ async fn tenant_layer(
     tier: &str,
     cost: u64,
 ) -> Value {
-    let Some((t, rate)) = snap.tenant_rate(tenant, tier) else {
+    let Some(limits) = crate::policy::resolve(&snap.config, snap.region.as_deref(), tenant, tier)
+    else {
         return json!({"layer": "tenant", "decision": "rejected", "status": 403, "detail": format!("tier \"{tier}\" does not exist")});
     };
-    let (rate, policy) = tenants::effective(snap, tenant, t, rate);
+    let (t, rate, policy) = (limits.tier, limits.rate, limits.policy());
     match crate::quota::peek::read(&quota.redis, tenant, policy.algorithm, &policy.quotas).await {
         Ok(raw) => {
             let p = crate::quota::peek::evaluate(

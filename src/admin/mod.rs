@@ -6,15 +6,14 @@
 //! because Pingora stops accepting on its listeners when shutdown starts, and `/readyz` must
 //! keep answering 503 through the grace period.
 
-pub mod auth;
 pub mod config_view;
 pub mod explain;
 pub mod tenants;
 pub mod v1;
 
-use crate::metrics::METRICS;
-use crate::quota::breaker::BreakerState;
+use crate::observe::metrics::METRICS;
 use crate::snapshot::App;
+use crate::store::redis::breaker::BreakerState;
 use async_trait::async_trait;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -53,7 +52,8 @@ pub fn handle(app: &App, path: &str) -> Response<Full<Bytes>> {
             }
             // Tenant ids become labels only when opted in (observability.tenant_metrics).
             let top = app.snapshot.load().config.observability.tenant_metrics;
-            app.tier_fit.export_metrics(top, crate::tier_fit::unix_ms());
+            app.tier_fit
+                .export_metrics(top, crate::observe::tier_fit::unix_ms());
             reply(200, "text/plain; version=0.0.4", METRICS.render())
         }
         "/healthz" => {

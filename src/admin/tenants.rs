@@ -8,12 +8,13 @@
 //! tenant has state in Redis or was seen by this instance. Everything else is 404.
 
 use super::v1::store_problem;
-use crate::config::{Config, Tier, TierPolicy};
-use crate::identity::tenant_id::ANONYMOUS_PREFIX;
+use crate::config::{Config, TierPolicy};
 use crate::limit::Rate;
+use crate::policy;
 use crate::quota::peek::{self, Peeked};
 use crate::response::Problem;
 use crate::snapshot::{App, Snapshot};
+use crate::tenant_id::ANONYMOUS_PREFIX;
 use serde_json::{json, Value};
 
 /// How a tenant's tier was found.
@@ -49,21 +50,6 @@ pub fn tier_of(config: &Config, tenant: &str) -> Option<Known> {
         .map(Known::Configured)
 }
 
-/// The rate and policy `tenant` is held to in this region (as the tenant stage computes them,
-/// without recording demand).
-pub fn effective(snap: &Snapshot, tenant: &str, tier: &Tier, rate: Rate) -> (Rate, TierPolicy) {
-    match &snap.region {
-        Some(region) => {
-            let share = region.share(tenant);
-            let policy = share
-                .apply_quotas(&tier.policy)
-                .unwrap_or_else(|| tier.policy.clone());
-            (share.apply(rate), policy)
-        }
-        None => (rate, tier.policy.clone()),
-    }
-}
-
 fn not_found(tenant_known: bool) -> Problem {
     let why = if tenant_known {
         "this tenant's tier is not configured"
@@ -85,14 +71,13 @@ pub async fn inspect(
     let tier_name = match &known {
         Known::Configured(t) | Known::IfSeen(t) => t.clone(),
     };
-    let (tier, rate) = snap
-        .tenant_rate(tenant, &tier_name)
+    let limits = policy::resolve(&snap.config, snap.region.as_deref(), tenant, &tier_name)
         .ok_or_else(|| not_found(true))?;
     let quota = snap
         .quota
         .as_ref()
         .ok_or_else(|| Problem::status(503, "no quota store is configured (redis:)"))?;
-    let (rate, policy) = effective(snap, tenant, tier, rate);
+    let (rate, policy) = (limits.rate, limits.policy().clone());
     let raw = peek::read(&quota.redis, tenant, policy.algorithm, &policy.quotas)
         .await
         .map_err(store_problem)?;
@@ -110,7 +95,7 @@ pub async fn inspect(
         &policy.quotas,
         cost,
     );
-    Ok((tier.name.clone(), rate, policy, peeked))
+    Ok((limits.tier.name.clone(), rate, policy, peeked))
 }
 
 /// The per-policy JSON of `peeked`: the main limit first (named after the tier), then each
@@ -186,7 +171,7 @@ pub async fn get(app: &App, snap: &Snapshot, tenant: &str) -> Result<Value, Prob
     let (tier, rate, policy, peeked) = inspect(app, snap, tenant, 1).await?;
     let fit = app
         .tier_fit
-        .report(tenant, crate::tier_fit::unix_ms())
+        .report(tenant, crate::observe::tier_fit::unix_ms())
         .unwrap_or_default();
     Ok(json!({
         "tenant": tenant,
@@ -212,7 +197,7 @@ pub async fn reset(app: &App, snap: &Snapshot, tenant: &str) -> Result<Value, Pr
         .await
         .map_err(store_problem)?;
     quota.forget(tenant);
-    tracing::info!(tenant = %crate::identity::tenant_id::encode(tenant), deleted, "admin: tenant limits reset");
+    tracing::info!(tenant = %crate::tenant_id::encode(tenant), deleted, "admin: tenant limits reset");
     Ok(json!({ "tenant": tenant, "reset": true, "deleted_keys": deleted }))
 }
 

@@ -10,9 +10,9 @@
 //! | GET    | `/v1/config`              | [`super::config_view::view`]  |
 
 use super::{config_view, explain, tenants};
-use crate::identity::tenant_id;
 use crate::response::Problem;
 use crate::snapshot::App;
+use crate::tenant_id;
 use bytes::Bytes;
 use http::{HeaderMap, Method};
 use http_body_util::Full;
@@ -126,7 +126,7 @@ pub async fn handle(
 }
 
 /// A 503 problem for a Redis fault met by an admin call.
-pub fn store_problem(fault: crate::quota::redis_store::RedisFault) -> Problem {
+pub fn store_problem(fault: crate::store::redis::client::RedisFault) -> Problem {
     Problem::status(
         503,
         format!(

@@ -18,7 +18,7 @@ pub struct Config {
     /// Admin listener (`/metrics`, `/healthz`, `/readyz`); `None` disables it.
     pub admin_listen: Option<SocketAddr>,
     /// `admin.token_env`: the environment variable holding the admin API's Bearer token
-    /// (`/v1/*`; read at every load, see `crate::admin::auth`). `None`: the API is off.
+    /// (`/v1/*`; read at every load, see `crate::identity::admin_token`). `None`: the API is off.
     pub admin_token_env: Option<String>,
     /// The file this config was loaded from (hash, time), for `GET /v1/config`.
     pub source: ConfigSource,

@@ -120,7 +120,7 @@ pub fn check_costs(
     tiers: &BTreeMap<String, Tier>,
     routes: &[RouteSettings],
 ) -> Vec<ConfigError> {
-    let Some(share) = crate::region::split::static_share(&m.shares, &m.region) else {
+    let Some(share) = crate::limit::share::static_share(&m.shares, &m.region) else {
         return Vec::new();
     };
     let Some(largest) = tiers.values().map(|t| share.of(t.rate.burst)).max() else {

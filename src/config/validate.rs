@@ -4,10 +4,10 @@ use super::duration::parse_duration;
 use super::model::*;
 use super::raw::*;
 use super::ConfigError;
-use crate::identity::tenant_id;
 use crate::limit::algorithm::Algorithm;
 use crate::limit::bounds::{self, RateBoundError};
 use crate::limit::Rate;
+use crate::tenant_id;
 use ipnet::IpNet;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -709,7 +709,7 @@ pub const MAX_REDIS_TIMEOUT_MS: u64 = 60_000;
 
 /// An IPv4-mapped IPv6 network (`::ffff:10.0.0.0/104`) as the IPv4 network it maps
 /// (`10.0.0.0/8`): addresses are normalised to IPv4 before they are matched
-/// ([`crate::edge::client_ip::normalize`]), so the mapped form would never match. Other
+/// ([`crate::http::client_ip::normalize`]), so the mapped form would never match. Other
 /// networks are returned as they are.
 fn mapped_to_ipv4(net: IpNet) -> IpNet {
     match net {

@@ -4,16 +4,13 @@
 //! backend. The bucket store outlives config reloads, so a reload (even one that changes the edge
 //! numbers) never hands a client a fresh burst: the new `limit`/`burst` apply to the live bucket.
 
-pub mod client_ip;
-pub mod slab_lru;
-pub mod store;
-
 use crate::config::EdgeSettings;
+use crate::http::client_ip;
 use crate::limit::algorithm::Algorithm;
 use crate::limit::Decision;
-use crate::quota::local_store::AlgoStore;
+use crate::store::memory::algo_store::AlgoStore;
+pub use crate::store::memory::bucket_store::BucketStore;
 use std::net::IpAddr;
-pub use store::BucketStore;
 
 /// Result of the edge stage for one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

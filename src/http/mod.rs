@@ -5,9 +5,8 @@
 //! proxy-set fields only a trusted peer may send ([`proxy_fields`], pure).
 
 pub mod body;
+pub mod client_ip;
 pub mod connection;
-pub mod front;
-pub mod head;
 pub mod lookalike;
 pub mod proxy_fields;
 pub mod request_id;
@@ -19,15 +18,14 @@ use target::Target;
 
 /// Host used for routing: the absolute-form authority when there is one (RFC 9112 3.2.2: it wins
 /// over `Host`; Pingora already refuses a `Host` that differs from it), else the h2 `:authority`,
-/// else `Host`; lower-cased and without port (see [`crate::upstream::router::normalize_host`]).
+/// else `Host`; lower-cased and without port (see [`crate::routing::normalize_host`]).
 pub fn routing_host(req: &RequestHeader, target: &Target) -> String {
     let raw = target
         .authority
         .as_deref()
         .or_else(|| req.uri.authority().map(|a| a.as_str()))
         .or_else(|| req.headers.get(HOST).and_then(|h| h.to_str().ok()));
-    raw.map(crate::upstream::router::normalize_host)
-        .unwrap_or_default()
+    raw.map(crate::routing::normalize_host).unwrap_or_default()
 }
 
 /// Makes `req` carry the normalised target in origin-form (what routing saw is what the backend

@@ -45,7 +45,7 @@ pub enum TargetError {
     /// A `.` or `..` segment with `;` parameters (`/..;/`).
     DotSegmentParameters,
     /// `;` parameters that change the route (found by the router, not here:
-    /// [`crate::upstream::router::AmbiguousParameters`]).
+    /// [`crate::routing::AmbiguousParameters`]).
     AmbiguousParameters,
 }
 

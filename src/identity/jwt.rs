@@ -16,9 +16,9 @@
 //! Failures are [`IdentityError::InvalidToken`] with a short reason that never contains the
 //! token or any part of it.
 
-use super::tenant_id::TenantIdError;
 use super::IdentityError;
 use crate::config::{ConfigError, JwtKeySettings, JwtSettings, KeySource};
+use crate::tenant_id::TenantIdError;
 use jsonwebtoken::crypto::CryptoProvider;
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, AlgorithmFamily, DecodingKey, Validation};
@@ -28,7 +28,7 @@ use std::fmt;
 /// Longest accepted bearer token, in bytes; longer ones are rejected before any parsing.
 pub const MAX_TOKEN_BYTES: usize = 8192;
 
-pub use super::tenant_id::MAX_TENANT_BYTES;
+pub use crate::tenant_id::MAX_TENANT_BYTES;
 
 /// Minimum RSA modulus size, bits (RFC 7518 §3.3 and §3.5).
 const MIN_RSA_BITS: usize = 2048;
@@ -209,7 +209,7 @@ impl JwtVerifier {
             .filter(|t| !t.is_empty())
             .ok_or_else(|| invalid(NO_TENANT))?;
         // The one validation of every tenant id (blank, padding, controls, length, reserved).
-        super::tenant_id::validate(tenant).map_err(|e| match e {
+        crate::tenant_id::validate(tenant).map_err(|e| match e {
             TenantIdError::Reserved => invalid("tenant ids starting with \"ip:\" are reserved"),
             _ => invalid("tenant claim invalid"),
         })?;

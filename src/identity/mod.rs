@@ -16,19 +16,20 @@
 //! Failures are [`IdentityError`]s that map to 400/401/403 via [`IdentityError::status`]; none of
 //! them is a 500 and none reaches Redis.
 
+pub mod admin_token;
 pub mod api_key;
 pub mod jwt;
-pub mod tenant_id;
 
 pub use api_key::hash_key;
 
 use crate::config::{ConfigError, IdentitySettings, TenantOverride, Tier};
-use crate::edge::client_ip;
+use crate::http::client_ip;
+use crate::tenant_id;
 use http::header::{HeaderMap, HeaderName, AUTHORIZATION};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 
-pub use tenant_id::ANONYMOUS_PREFIX;
+pub use crate::tenant_id::ANONYMOUS_PREFIX;
 /// The tier name carried by [`IdentityError::UnknownTier`] when tiers are configured but no tier
 /// could be resolved for an authenticated tenant (no tier claim/key tier, no `tenants:` entry
 /// with a tier, no `identity.default_tier`).

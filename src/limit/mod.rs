@@ -11,6 +11,7 @@ pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
 pub mod pool;
+pub mod share;
 pub mod sliding_window_counter;
 pub mod sliding_window_log;
 pub mod token_bucket;

@@ -2,7 +2,7 @@
 //! response and the metrics need ([`Rejection`]). Stages build these with pure functions; the
 //! proxy turns a rejection into a response in one place.
 
-use super::labels::{Layer, Outcome};
+use crate::observe::labels::{Layer, Outcome};
 use crate::response::Problem;
 
 /// A stage's verdict on one request.

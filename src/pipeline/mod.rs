@@ -11,12 +11,11 @@
 pub mod decision;
 pub mod edge;
 pub mod identity;
-pub mod labels;
 pub mod route;
 pub mod slot;
 pub mod tenant;
 #[cfg(test)]
 pub(crate) mod test_support;
 
+pub use crate::observe::labels::{Layer, Outcome};
 pub use decision::{Decision, Rejection};
-pub use labels::{Layer, Outcome};

@@ -2,9 +2,9 @@
 //! response is finished.
 
 use super::{Layer, Outcome, Rejection};
+use crate::concurrency::slots::{self, Claimant, SlotGuard, SlotLimits, SlotRejection, Slots};
 use crate::config::UpstreamSettings;
 use crate::response::{self, Problem};
-use crate::upstream::slots::{self, Claimant, SlotGuard, SlotLimits, SlotRejection, Slots};
 use pingora::prelude::*;
 use pingora::proxy::Session;
 use pingora::ErrorType;

@@ -8,13 +8,11 @@ use super::{Decision, Layer, Outcome, Rejection};
 use crate::config::{PoolSettings, Tier, TierPolicy};
 use crate::identity::Identity;
 use crate::limit::{self, Rate};
-use crate::policy_headers;
-use crate::quota::pool_store::pool_headers;
+use crate::observe::tier_fit::TierFit;
+use crate::policy::{self, Applied};
 use crate::quota::{QuotaOutcome, QuotaService, Reservation, TenantQuota};
-use crate::region::RegionBudget;
 use crate::response::{self, Problem, QuotaHeaders};
 use crate::snapshot::Snapshot;
-use crate::tier_fit::TierFit;
 use serde_json::json;
 
 /// What the tenant stage asks the quota store for one request.
@@ -22,19 +20,17 @@ use serde_json::json;
 pub struct Plan<'a> {
     pub tenant: String,
     pub tier: &'a Tier,
-    /// The tenant's effective bucket (tier merged with its `tenants:` override, cut to this
-    /// region's share under `multi_region:`).
+    /// The tenant's effective bucket ([`policy::Applied::rate`]).
     pub rate: Rate,
     /// Tokens this request costs (`routes[].cost`).
     pub cost: u64,
-    /// The tier's policy cut to this region's share (`None`: the tier's own).
-    regional: Option<TierPolicy>,
+    limits: Applied<'a>,
 }
 
 impl Plan<'_> {
     /// The policy that decides: the tier's, or its regional cut.
     pub fn policy(&self) -> &TierPolicy {
-        self.regional.as_ref().unwrap_or(&self.tier.policy)
+        self.limits.policy()
     }
 
     /// The quota store request.
@@ -48,20 +44,12 @@ impl Plan<'_> {
             tier_policy: self.policy(),
         }
     }
-
-    /// This region's part of the budget, main limit and calendar quotas alike (docs/DESIGN.md
-    /// 4c), recording the request's demand.
-    pub fn in_region(mut self, region: &RegionBudget) -> Self {
-        region.record(&self.tenant, self.cost);
-        let share = region.share(&self.tenant);
-        self.rate = share.apply(self.rate);
-        self.regional = share.apply_quotas(&self.tier.policy);
-        self
-    }
 }
 
-/// The plan for `identity` on a route costing `cost`: `Ok(None)` when the stage does not apply
-/// (no tiers, or an identity without a tier); a 403 `rejected` when its tier does not exist.
+/// The plan for `identity` on a route costing `cost`, with the limits [`policy::resolve`] says
+/// apply (this region's part of the budget under `multi_region:`, whose demand it records):
+/// `Ok(None)` when the stage does not apply (no tiers, or an identity without a tier); a 403
+/// `rejected` when its tier does not exist.
 pub fn plan<'a>(
     snap: &'a Snapshot,
     identity: &Identity,
@@ -70,16 +58,20 @@ pub fn plan<'a>(
     let (Some(_), Some(tier_name)) = (&snap.quota, &identity.tier) else {
         return Ok(None);
     };
-    let Some((tier, rate)) = snap.tenant_rate(&identity.tenant, tier_name) else {
+    let region = snap.region.as_deref();
+    let Some(limits) = policy::resolve(&snap.config, region, &identity.tenant, tier_name) else {
         let p = Problem::status(403, format!("tier \"{tier_name}\" does not exist"));
         return Err(Rejection::new(Layer::Identity, Outcome::Rejected, p));
     };
+    if let Some(region) = region {
+        region.record(&identity.tenant, cost);
+    }
     Ok(Some(Plan {
         tenant: identity.tenant.clone(),
-        tier,
-        rate,
+        tier: limits.tier,
+        rate: limits.rate,
         cost,
-        regional: None,
+        limits,
     }))
 }
 
@@ -124,7 +116,7 @@ pub async fn run(
     // would need a higher recursion limit for its layout (one allocation next to a Redis call).
     let outcome = Box::pin(quota.decide(&plan.request())).await;
     // Tier fit counts the tenant's own policies (before any burst pool, shadow or not).
-    fit.record_outcome(&plan.tenant, &outcome, crate::tier_fit::unix_ms());
+    fit.record_outcome(&plan.tenant, &outcome, crate::observe::tier_fit::unix_ms());
     let mut pool = None;
     if let (Some(p), Some(h)) = (&plan.tier.pool, headers_of(plan, &outcome)) {
         // Not when degraded: the pool lives in Redis too.
@@ -152,7 +144,7 @@ fn headers_of(plan: &Plan<'_>, outcome: &QuotaOutcome) -> Option<QuotaHeaders> {
         rate: *rate,
         decision: *decision,
         degraded: *degraded,
-        quotas: policy_headers::quota_reports(&plan.tier.name, plan.policy(), extras),
+        quotas: extras.reports(&plan.tier.name, plan.policy()),
         listed_before: None,
     })
 }
@@ -193,13 +185,13 @@ pub fn judge(
         return v;
     }
     if let Some((p, d)) = pool.filter(|(_, d)| d.admitted) {
-        let h = pool_headers(&headers, p, d);
+        let h = QuotaHeaders::pool_admitted(&headers, p.rate, d);
         return Verdict::new(Decision::Admit, Outcome::PoolAdmitted, Some(h));
     }
     let cost = plan.cost;
     let name = &plan.tier.name;
     let detail = if decision.admitted {
-        policy_headers::quota_detail(&headers, cost)
+        headers.quota_detail(cost)
     } else if decision.never_admissible() {
         format!(
             "this request costs {cost} tokens, more than the {} tokens tier \"{name}\" can ever hold",

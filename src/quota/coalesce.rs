@@ -16,9 +16,9 @@
 //! when nobody waits. A follower waits at most `redis.timeout_ms` in all: for its turn and, when
 //! it is handed the lead, for its own call.
 
-use super::redis_store::RedisFault;
 use crate::hashing::HashMap;
 use crate::limit::{Decision, Rate};
+use crate::store::redis::client::RedisFault;
 use parking_lot::Mutex;
 use std::future::Future;
 use std::sync::Arc;

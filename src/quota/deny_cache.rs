@@ -15,8 +15,8 @@
 //! Every time here is on the quota service's one monotonic clock (kept across reloads), never a
 //! stamp read from Redis, so no entry is ever read under another clock than it was written with.
 
-use crate::edge::slab_lru::SlabLru;
 use crate::limit::{Decision, Rate};
+use crate::store::memory::slab_lru::SlabLru;
 use parking_lot::Mutex;
 
 const SHARDS: usize = 16;

@@ -13,17 +13,13 @@
 //! one call serves the whole queue instead of every waiting request taking its own batch.
 //! [`LeaseBook`] is the pure bookkeeping (clock injected); [`LeaseStore`] holds one per tenant.
 
-use super::breaker::Permit;
-use super::redis_store::{LuaScript, RedisFault};
 use super::{count_fault, PolicyExtras, QuotaOutcome, QuotaService, TenantQuota};
 use crate::config::LeaseSettings;
 use crate::hashing::HashMap;
 use crate::limit::{Decision, Rate};
-use crate::metrics::METRICS;
-use crate::snapshot::App;
-use async_trait::async_trait;
-use pingora::server::ShutdownWatch;
-use pingora::services::background::BackgroundService;
+use crate::observe::metrics::METRICS;
+use crate::store::redis::breaker::Permit;
+use crate::store::redis::client::{LuaScript, RedisFault};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -437,37 +433,6 @@ impl QuotaService {
             }
         }
         self.leases.forget_idle(self.now_ms());
-    }
-}
-
-/// Background loop: every [`SWEEP_EVERY`], the current snapshot's tenant stage gives back the
-/// tokens of expired leases; at shutdown, of every lease.
-pub struct LeaseReturn {
-    pub app: Arc<App>,
-}
-
-#[async_trait]
-impl BackgroundService for LeaseReturn {
-    async fn start(&self, shutdown: ShutdownWatch) {
-        let sweep = |q: Arc<QuotaService>, all: bool| async move { q.return_leases(all).await };
-        super::ticker::run_every(&self.app, SWEEP_EVERY, shutdown, sweep).await;
-    }
-}
-
-/// Marks the headers of a leased decision: `;leased` on the tier's `RateLimit-Policy` and
-/// `RateLimit` items (docs/DESIGN.md 4c), e.g. `"pro";q=200;w=12;leased`.
-pub fn annotate(pairs: &mut [(&'static str, String)], tier: &str) {
-    for (name, value) in pairs.iter_mut() {
-        let is_item =
-            name.eq_ignore_ascii_case("RateLimit-Policy") || name.eq_ignore_ascii_case("RateLimit");
-        // The value starts with the item `"<tier>";` (no allocation: this runs per response).
-        let of_tier = value
-            .strip_prefix('"')
-            .and_then(|v| v.strip_prefix(tier))
-            .is_some_and(|v| v.starts_with("\";"));
-        if is_item && of_tier && !value.contains(',') {
-            value.push_str(";leased");
-        }
     }
 }
 

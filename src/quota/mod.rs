@@ -5,31 +5,25 @@
 //! path ([`policies`], [`policy_script`]): the same breaker and failure policies, one script call
 //! deciding the main limit and every quota together (docs/DESIGN.md 4c).
 
-pub mod breaker;
 pub mod coalesce;
 pub mod deny_cache;
-pub mod fleet;
 pub mod lease;
-pub mod local_store;
 pub mod peek;
 pub mod policies;
 pub mod policy_script;
 pub mod pool_store;
-pub mod redis_conn;
-pub mod redis_store;
-pub mod ticker;
 
 use crate::config::{FailurePolicy, RedisSettings, TierPolicy};
 use crate::edge::BucketStore;
 use crate::limit::algorithm::Algorithm;
 use crate::limit::{Decision, Rate};
-use crate::metrics::METRICS;
-use breaker::{Breaker, BreakerState, Permit};
+use crate::observe::metrics::METRICS;
+use crate::store::memory::algo_store::AlgoStore;
+use crate::store::redis::breaker::{Breaker, BreakerState, Permit};
+use crate::store::redis::client::{RedisFault, RedisStore};
+use crate::store::redis::membership::Fleet;
 use deny_cache::DenyCache;
-use fleet::Fleet;
-use local_store::AlgoStore;
 pub use policies::{PolicyExtras, Reservation};
-use redis_store::{RedisFault, RedisStore};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -12,13 +12,13 @@
 //! current and previous window of every period (counters expire at their window's end, so no
 //! older one exists).
 
-use super::redis_store::{LuaScript, RedisFault, RedisStore};
 use crate::limit::algorithm::{self, AlgoState, Algorithm};
 use crate::limit::calendar::{self, CalendarQuota, Period};
 use crate::limit::fixed_window::WindowState;
 use crate::limit::gcra::TatState;
 use crate::limit::sliding_window_counter::CounterState;
 use crate::limit::{Decision, Rate, TokenBucketState};
+use crate::store::redis::client::{LuaScript, RedisFault, RedisStore};
 use once_cell::sync::Lazy;
 use redis::Value;
 use std::collections::VecDeque;

@@ -1,21 +1,22 @@
 //! The tenant stage for tiers with another algorithm than the token bucket, or with calendar
 //! quotas: one call of `lua/policy.lua` (see [`super::policy_script`]) behind the same breaker, timeout
 //! and failure policies as the token bucket path; the `local` fallback runs the tier's
-//! algorithm in memory ([`super::local_store`]).
+//! algorithm in memory ([`crate::store::memory::algo_store`]).
 //!
 //! While degraded, calendar quotas are not enforced (the local fallback has no calendar
 //! counters shared with the fleet; a day's quota is a fleet-wide budget and guessing a local
 //! share of it would refuse or admit arbitrarily). The main limit is enforced at its local
 //! share, as for the token bucket.
 
-use super::breaker::Permit;
 use super::policy_script::{self as policy, PolicyCall, PolicyDecision};
-use super::redis_store::RedisFault;
 use super::{count_fault, QuotaOutcome, QuotaService, TenantQuota};
-use crate::config::FailurePolicy;
+use crate::config::{FailurePolicy, TierPolicy};
 use crate::limit::gcra::TatState;
 use crate::limit::Decision;
-use crate::metrics::METRICS;
+use crate::observe::metrics::METRICS;
+use crate::response::QuotaReport;
+use crate::store::redis::breaker::Permit;
+use crate::store::redis::client::RedisFault;
 use std::time::Instant;
 
 /// What a policy decision adds to the main limit's decision.
@@ -27,6 +28,25 @@ pub struct PolicyExtras {
     pub delay_ms: u64,
     /// `leaky_bucket`, admitted: what identifies its reservation, to give the slot back.
     pub reservation: Option<Reservation>,
+}
+
+impl PolicyExtras {
+    /// One header report per calendar quota of `policy` (tier `tier`) that was decided (none
+    /// when degraded); `policy` is the one that decided, so a regional cut reports its own `q`.
+    /// Policy names are `<tier>.<period>`; `w` is the period's nominal length in seconds.
+    pub fn reports(&self, tier: &str, policy: &TierPolicy) -> Vec<QuotaReport> {
+        policy
+            .quotas
+            .iter()
+            .zip(&self.quotas)
+            .map(|(q, d)| QuotaReport {
+                name: format!("{tier}.{}", q.period.as_str()),
+                limit: q.limit,
+                window_s: q.period.nominal_s(),
+                decision: *d,
+            })
+            .collect()
+    }
 }
 
 /// A leaky bucket reservation: the state it wrote, and where (Redis or the local fallback).

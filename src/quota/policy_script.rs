@@ -7,14 +7,14 @@
 //! `<prefix>:{<tenant>}:<tb|gcra|fw|swl|swc|lb>` and `<prefix>:{<tenant>}:q:<period>:<window
 //! start ms>`, all under the tenant's hash tag. Replies are integers (ms, tokens).
 
-use super::redis_store::LuaScript;
 use crate::limit::algorithm::{Algorithm, Outcome};
 pub use crate::limit::calendar::CalendarQuota;
 use crate::limit::gcra::TatState;
 use crate::limit::{Decision, Rate};
+use crate::store::redis::client::LuaScript;
 use std::sync::OnceLock;
 
-pub use super::redis_store::TOKEN_BUCKET_LUA;
+pub use crate::store::redis::client::TOKEN_BUCKET_LUA;
 /// `lua/gcra.lua`, a template: [`algorithm_lua`] is the script.
 pub const GCRA_LUA: &str = include_str!("../../lua/gcra.lua");
 /// `lua/fixed_window.lua`, a template: [`algorithm_lua`] is the script.

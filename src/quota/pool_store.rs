@@ -1,11 +1,10 @@
 //! Redis side of a tier's burst pool: the script and its keys (see `lua/pool_bucket.lua`).
 
-use super::redis_store::{LuaScript, RedisFault};
 use crate::config::PoolSettings;
-use crate::identity::tenant_id;
 use crate::limit::pool::share_rate;
 use crate::limit::Decision;
-use crate::response::QuotaHeaders;
+use crate::store::redis::client::{LuaScript, RedisFault};
+use crate::tenant_id;
 use std::sync::OnceLock;
 
 /// The pool script (two token buckets debited together; mirrors `crate::limit::pool::decide`),
@@ -31,7 +30,7 @@ pub fn share_key(prefix: &str, tier: &str, tenant: &str) -> String {
 
 /// The pool's answer for one request that the tenant's own bucket refused, or why there is none.
 impl super::QuotaService {
-    /// Runs the pool script for `tenant` of `tier` through [`RedisStore::eval`](super::redis_store::RedisStore::eval)
+    /// Runs the pool script for `tenant` of `tier` through [`RedisStore::eval`](crate::store::redis::client::RedisStore::eval)
     /// (one EVALSHA on the pool's slot, bounded by `redis.timeout_ms`).
     ///
     /// Errors: a [`RedisFault`]; the caller then keeps the tenant bucket's refusal (a pool that
@@ -73,23 +72,5 @@ impl super::QuotaService {
             },
             full_ms: full_ms.max(0) as u64,
         })
-    }
-}
-
-/// Headers of a request the pool admitted: `RateLimit-Policy` lists the tier's own policy and
-/// then `"<tier>.pool"`; `RateLimit` (and the legacy fields) report the pool, which admitted.
-pub fn pool_headers(tier: &QuotaHeaders, pool: &PoolSettings, decision: Decision) -> QuotaHeaders {
-    QuotaHeaders {
-        policy_name: format!("{}.pool", tier.policy_name),
-        rate: pool.rate,
-        decision,
-        degraded: false,
-        quotas: Vec::new(),
-        listed_before: Some(format!(
-            "\"{}\";q={};w={}",
-            tier.policy_name,
-            tier.rate.burst,
-            tier.rate.window_s()
-        )),
     }
 }

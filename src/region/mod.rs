@@ -3,7 +3,7 @@
 //!
 //! - `static`: the part is `shares[region] / Σ shares` ([`split::static_share`]).
 //! - `sync`: the request path records each tenant's demand (tokens asked for) in memory; a
-//!   background task ([`RegionSync`]) every `sync_interval` publishes the demands of the last
+//!   background task (`runtime::loops::RegionSync`) every `sync_interval` publishes the demands of the last
 //!   interval to the `global` store, reads every region's, and sets this region's part of each
 //!   tenant's budget in proportion to recent demand, with a floor ([`split::demand_share`]).
 //!   A tenant nobody asked for recently uses the static split. The request path only reads the
@@ -14,22 +14,16 @@
 //! admitted usage equals the current parts, so dividing by it would freeze whatever split there
 //! is; demand lets a busier region win budget from a quieter one.
 
-pub mod split;
 pub mod sync;
 
 use crate::config::{MultiRegionSettings, RegionMode};
+use crate::limit::share::{self as split, Share};
 use crate::limit::Rate;
-use crate::snapshot::App;
-use async_trait::async_trait;
 use once_cell::sync::Lazy;
 use parking_lot::{Mutex, RwLock};
-use pingora::server::ShutdownWatch;
-use pingora::services::background::BackgroundService;
 use prometheus::{register_int_counter, register_int_gauge, IntCounter, IntGauge};
-use split::Share;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use sync::{GlobalStore, Published};
 
@@ -195,59 +189,6 @@ impl RegionBudget {
             }
         }
         SYNC_AGE.set(self.last_ok.lock().elapsed().as_secs() as i64);
-    }
-}
-
-/// Marks rate-limit header pairs as regional: the `RateLimit-Policy` item gets the extension
-/// parameter `region="<name>"` (draft-ietf-httpapi-ratelimit-headers-11 section 3 lets a policy
-/// item carry parameters beyond `q`, `qu`, `w`, `pk`; an sf-string value is valid for any region
-/// name), and `Tollgate-Region: <name>` is added for the legacy `X-RateLimit-*` family. The
-/// `q`, `r` and limit values are already this region's part of the budget.
-pub fn annotate(pairs: &mut Vec<(&'static str, String)>, region: &str) {
-    if pairs.is_empty() {
-        return;
-    }
-    for (name, value) in pairs.iter_mut() {
-        if name.eq_ignore_ascii_case("RateLimit-Policy") {
-            value.push_str(";region=\"");
-            value.push_str(region);
-            value.push('"');
-        }
-    }
-    if pairs
-        .iter()
-        .any(|(n, _)| n.starts_with("X-RateLimit") || n.starts_with("RateLimit"))
-    {
-        pairs.push(("Tollgate-Region", region.to_string()));
-    }
-}
-
-/// Background loop: one [`RegionBudget::sync_once`] every `sync_interval` of the current
-/// snapshot's budget (sync mode only). Never on the request path.
-pub struct RegionSync {
-    pub app: Arc<App>,
-}
-
-#[async_trait]
-impl BackgroundService for RegionSync {
-    async fn start(&self, mut shutdown: ShutdownWatch) {
-        loop {
-            let region = self.app.snapshot.load().region.clone();
-            let started = Instant::now();
-            let every = match &region {
-                Some(r) if r.settings.mode == RegionMode::Sync => {
-                    r.sync_once().await;
-                    r.settings.sync_interval
-                }
-                _ => Duration::from_secs(1),
-            };
-            // The period is `sync_interval` from start to start while an exchange is faster.
-            let wait = every.saturating_sub(started.elapsed());
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                _ = shutdown.changed() => if *shutdown.borrow() { return; },
-            }
-        }
     }
 }
 

@@ -7,7 +7,7 @@
 //! tag (one Cluster slot). One exchange is one pipelined round trip for all tenants: per tenant a
 //! `SET … PX` (or `DEL` when idle here) then an `MGET` of every region's key.
 
-use crate::identity::tenant_id;
+use crate::tenant_id;
 use std::time::Duration;
 use tokio::sync::Mutex;
 

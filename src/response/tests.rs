@@ -1,5 +1,8 @@
 use super::*;
+use crate::config::HeaderMode;
+use crate::limit::{Decision, Rate};
 use serde_json::json;
+use serde_json::{Map, Value};
 
 fn headers(decision: Decision, mode: HeaderMode) -> Vec<(&'static str, String)> {
     QuotaHeaders {
@@ -139,4 +142,38 @@ fn problem_body_is_the_sorted_merge_of_members_and_extensions() {
         let body = p.to_body("rid-\u{e9}");
         assert_eq!(body.as_ref(), body_via_tree(p, "rid-\u{e9}").as_slice());
     }
+}
+
+/// `;leased` goes on the tier's policy and RateLimit items only.
+#[test]
+fn headers_are_marked_leased() {
+    let mut pairs = vec![
+        ("RateLimit-Policy", "\"pro\";q=200;w=12".to_string()),
+        ("RateLimit", "\"pro\";r=150;t=3".to_string()),
+        ("Retry-After", "3".to_string()),
+        ("X-RateLimit-Limit", "200".to_string()),
+    ];
+    ratelimit::annotate_leased(&mut pairs, "pro");
+    assert_eq!(pairs[0].1, "\"pro\";q=200;w=12;leased");
+    assert_eq!(pairs[1].1, "\"pro\";r=150;t=3;leased");
+    assert_eq!(pairs[2].1, "3");
+    assert_eq!(pairs[3].1, "200");
+    let mut other = vec![("RateLimit", "\"pro.pool\";r=1;t=1".to_string())];
+    ratelimit::annotate_leased(&mut other, "pro");
+    assert_eq!(other[0].1, "\"pro.pool\";r=1;t=1");
+}
+
+#[test]
+fn annotate_marks_the_policy_item_and_adds_the_region_header() {
+    let mut pairs = vec![
+        ("RateLimit-Policy", "\"pro\";q=4;w=1".to_string()),
+        ("RateLimit", "\"pro\";r=3;t=1".to_string()),
+    ];
+    ratelimit::annotate_region(&mut pairs, "eu");
+    assert_eq!(pairs[0].1, "\"pro\";q=4;w=1;region=\"eu\"");
+    assert_eq!(pairs[1].1, "\"pro\";r=3;t=1");
+    assert_eq!(pairs[2], ("Tollgate-Region", "eu".to_string()));
+    let mut none: Vec<(&'static str, String)> = Vec::new();
+    ratelimit::annotate_region(&mut none, "eu");
+    assert!(none.is_empty());
 }

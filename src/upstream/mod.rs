@@ -2,16 +2,12 @@
 //! backends behind it.
 
 pub mod balancer;
-pub mod claimant;
-pub mod fair_queue;
-pub mod router;
-pub mod slots;
 
+use crate::concurrency::fair_queue::Order;
+use crate::concurrency::slots::Slots;
 use crate::config::UpstreamSettings;
 use crate::tls::upstream::PeerTls;
 use balancer::Pool;
-use fair_queue::Order;
-use slots::Slots;
 use std::sync::Arc;
 
 /// One upstream of a snapshot: its settings, backends and slots.

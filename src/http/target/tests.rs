@@ -139,7 +139,7 @@ fn absolute_form_gives_path_and_authority() {
 mod properties {
     use super::*;
     use crate::config::{AuthMode, HostMatch, RouteSettings};
-    use crate::upstream::router::Router;
+    use crate::routing::Router;
     use proptest::prelude::*;
 
     /// Pieces that make interesting paths far more often than random bytes do.

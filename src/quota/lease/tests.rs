@@ -116,25 +116,6 @@ fn release_returns_an_unexpired_lease() {
     assert_eq!(b.held(), 0);
 }
 
-/// `;leased` goes on the tier's policy and RateLimit items only.
-#[test]
-fn headers_are_marked_leased() {
-    let mut pairs = vec![
-        ("RateLimit-Policy", "\"pro\";q=200;w=12".to_string()),
-        ("RateLimit", "\"pro\";r=150;t=3".to_string()),
-        ("Retry-After", "3".to_string()),
-        ("X-RateLimit-Limit", "200".to_string()),
-    ];
-    annotate(&mut pairs, "pro");
-    assert_eq!(pairs[0].1, "\"pro\";q=200;w=12;leased");
-    assert_eq!(pairs[1].1, "\"pro\";r=150;t=3;leased");
-    assert_eq!(pairs[2].1, "3");
-    assert_eq!(pairs[3].1, "200");
-    let mut other = vec![("RateLimit", "\"pro.pool\";r=1;t=1".to_string())];
-    annotate(&mut other, "pro");
-    assert_eq!(other[0].1, "\"pro.pool\";r=1;t=1");
-}
-
 /// The fast path's miss leaves the book as it was (the refill hands the rest back).
 #[test]
 fn a_local_miss_keeps_the_book() {

@@ -2,7 +2,7 @@
 //! tick, act through the *current* snapshot's quota service (a reload may have replaced it), and
 //! once more when graceful shutdown starts.
 
-use super::QuotaService;
+use crate::quota::QuotaService;
 use crate::snapshot::App;
 use pingora::server::ShutdownWatch;
 use std::future::Future;

@@ -9,15 +9,10 @@
 //! that shares the limit during the outage. Until the first heartbeat answers, the size is 1
 //! (this instance alone: an instance started during an outage cannot know its peers).
 
-use super::redis_store::{LuaScript, RedisStore};
-use crate::snapshot::App;
-use async_trait::async_trait;
+use super::client::{LuaScript, RedisStore};
 use once_cell::sync::Lazy;
-use pingora::server::ShutdownWatch;
-use pingora::services::background::BackgroundService;
 use prometheus::{register_int_gauge, IntGauge};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Time between two heartbeats of one instance.
@@ -26,7 +21,7 @@ pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
 pub const MEMBER_TTL: Duration = Duration::from_secs(3);
 
 /// The membership script, embedded from `lua/fleet_heartbeat.lua`.
-pub const FLEET_HEARTBEAT_LUA: &str = include_str!("../../lua/fleet_heartbeat.lua");
+pub const FLEET_HEARTBEAT_LUA: &str = include_str!("../../../lua/fleet_heartbeat.lua");
 
 /// `tollgate_fleet_size`: the live fleet size last learned (auto), or the configured one.
 static FLEET_SIZE: Lazy<IntGauge> = Lazy::new(|| {
@@ -73,23 +68,5 @@ impl Fleet {
         }
         FLEET_SIZE.set(n as i64);
         Some(n)
-    }
-}
-
-/// Background loop: a heartbeat every [`HEARTBEAT_EVERY`] through the current snapshot's
-/// tenant stage, when its `redis.fleet_size` is `auto`.
-pub struct FleetHeartbeat {
-    pub app: Arc<App>,
-}
-
-#[async_trait]
-impl BackgroundService for FleetHeartbeat {
-    async fn start(&self, shutdown: ShutdownWatch) {
-        let heartbeat = |q: Arc<super::QuotaService>, stopping: bool| async move {
-            if !stopping {
-                q.heartbeat().await;
-            }
-        };
-        super::ticker::run_every(&self.app, HEARTBEAT_EVERY, shutdown, heartbeat).await;
     }
 }

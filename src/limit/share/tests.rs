@@ -5,31 +5,6 @@ fn shares(list: &[(&str, u64)]) -> BTreeMap<String, u64> {
 }
 
 #[test]
-fn calendar_quotas_are_cut_like_the_main_limit() {
-    use crate::limit::calendar::{CalendarQuota, Period};
-    let policy = TierPolicy {
-        quotas: vec![
-            CalendarQuota {
-                limit: 100_000,
-                period: Period::Day,
-            },
-            CalendarQuota {
-                limit: 2,
-                period: Period::Month,
-            },
-        ],
-        ..TierPolicy::default()
-    };
-    let eu = static_share(&shares(&[("eu", 2), ("us", 1), ("ap", 2)]), "eu").unwrap();
-    let cut = eu.apply_quotas(&policy).expect("quotas to cut");
-    let limits: Vec<u64> = cut.quotas.iter().map(|q| q.limit).collect();
-    // 100 000 × 2/5 = 40 000; 2 × 2/5 = 0.8, kept at the 1-token floor.
-    assert_eq!(limits, [40_000, 1]);
-    assert_eq!(Share::WHOLE.apply_quotas(&policy), None);
-    assert_eq!(eu.apply_quotas(&TierPolicy::default()), None);
-}
-
-#[test]
 fn static_split_rounds_down_exactly_and_keeps_one_token() {
     let s = shares(&[("eu", 2), ("us", 1), ("ap", 2)]);
     let eu = static_share(&s, "eu").unwrap();

@@ -6,7 +6,6 @@
 //! 1" is the only way the regions' parts can add up to more than the whole: by at most one token
 //! of limit and one of burst per region.
 
-use crate::config::TierPolicy;
 use crate::limit::{bounds, Rate};
 use std::collections::BTreeMap;
 
@@ -28,19 +27,6 @@ impl Share {
     pub fn of(&self, value: u64) -> u64 {
         let cut = value as u128 * self.num as u128 / self.den.max(1) as u128;
         u64::try_from(cut).unwrap_or(u64::MAX).max(1)
-    }
-
-    /// `policy` with every calendar quota's limit cut to this share (`floor`, at least 1);
-    /// `None` when there is nothing to cut (the whole budget, or no quotas).
-    pub fn apply_quotas(&self, policy: &TierPolicy) -> Option<TierPolicy> {
-        if *self == Share::WHOLE || policy.quotas.is_empty() {
-            return None;
-        }
-        let mut cut = policy.clone();
-        for q in &mut cut.quotas {
-            q.limit = self.of(q.limit);
-        }
-        Some(cut)
     }
 
     /// `rate` with its refill rate and burst cut to this share. The burst is

@@ -4,8 +4,6 @@
 //! Tenant ids are never labels by default (unbounded cardinality); `observability.tenant_metrics`
 //! opts in to a bounded per-tenant counter (first N tenants seen, the rest as `other`).
 
-pub mod series;
-
 use crate::pipeline::{Layer, Outcome};
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;

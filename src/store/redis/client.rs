@@ -1,6 +1,6 @@
 //! The Redis side of the tenant stage: one Lua script call per decision, through
 //! [`RedisStore::eval`], on whichever connection kind `redis.mode` asks for (see
-//! [`redis_conn`](super::redis_conn)).
+//! [`redis_conn`](super::conn)).
 //!
 //! Connections are created lazily on first use, inside the serving runtime, and shared by all
 //! worker threads; concurrent decisions pipeline on them. Every call is bounded by
@@ -9,11 +9,11 @@
 //! script is loaded on the node that answered and the call retried once, so no request fails
 //! because of it.
 
-use super::redis_conn::{is_wrong_role, key_slot, Credentials, RedisConn};
+use super::conn::{is_wrong_role, key_slot, Credentials, RedisConn};
 use crate::config::RedisSettings;
-use crate::identity::tenant_id;
 use crate::limit::token_bucket::decide_batch;
 use crate::limit::{Decision, Rate};
+use crate::tenant_id;
 use redis::{FromRedisValue, ToRedisArgs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -21,8 +21,8 @@ use std::time::Duration;
 /// The token bucket script, embedded at build time from `lua/token_bucket.lua` behind the shared
 /// refill `lua/lib/refill.lua`.
 pub const TOKEN_BUCKET_LUA: &str = concat!(
-    include_str!("../../lua/lib/refill.lua"),
-    include_str!("../../lua/token_bucket.lua")
+    include_str!("../../../lua/lib/refill.lua"),
+    include_str!("../../../lua/token_bucket.lua")
 );
 
 /// Why a Redis call failed; the label of `tollgate_redis_errors_total`.
@@ -88,7 +88,7 @@ pub struct LuaScript {
 }
 
 impl LuaScript {
-    /// Wraps a script source (usually `include_str!("../../lua/<name>.lua")`).
+    /// Wraps a script source (usually `include_str!("../../../lua/<name>.lua")`).
     pub fn new(source: &'static str) -> Self {
         LuaScript {
             source,
@@ -234,7 +234,7 @@ impl RedisStore {
     }
 
     /// Decides `n` requests of `cost` tokens each for `tenant` in one token bucket script call
-    /// (request coalescing, [`super::coalesce`]): their decisions in order, as `n` consecutive
+    /// (request coalescing, [`crate::quota::coalesce`]): their decisions in order, as `n` consecutive
     /// calls at Redis's instant would give them. `n` = 1 is a plain [`token_bucket`] call.
     ///
     /// [`token_bucket`]: Self::token_bucket

@@ -3,10 +3,10 @@
 //! millisecond clock. Each entry is tagged with its algorithm, so a reload that switches a
 //! tier's algorithm starts that tenant afresh instead of misreading the old state.
 
-use crate::edge::slab_lru::SlabLru;
 use crate::limit::algorithm::{self, AlgoState, Algorithm, Outcome};
 use crate::limit::gcra::TatState;
 use crate::limit::{leaky_bucket, Rate};
+use crate::store::memory::slab_lru::SlabLru;
 use parking_lot::Mutex;
 use std::hash::Hash;
 

@@ -12,7 +12,7 @@
 use super::fair_queue::{FairQueue, Order, PushRefused, QueueBounds, Ticket};
 use crate::config::{QueueSettings, UpstreamSettings};
 use crate::hashing::HashMap;
-use crate::metrics::METRICS;
+use crate::observe::metrics::METRICS;
 use prometheus::IntGauge;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;

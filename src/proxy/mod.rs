@@ -5,21 +5,23 @@
 //! backend. A request rejected at one stage never reaches a later one.
 
 mod failure;
+pub mod front;
+pub mod head;
+mod stages;
 
+use crate::concurrency::claimant::claimant_of;
+use crate::concurrency::slots::{Claimant, SlotGuard, SlotLimits};
 use crate::config::RouteSettings;
-use crate::edge::client_ip;
+use crate::http::client_ip;
 use crate::http::proxy_fields::{self, ProxyField};
 use crate::http::{body, connection, lookalike, request_id};
 use crate::identity::{Authenticator, Identity, Method};
-use crate::metrics::METRICS;
+use crate::observe::metrics::METRICS;
 use crate::pipeline::identity::Credentials;
 use crate::pipeline::{self, Decision, Layer, Outcome, Rejection};
-use crate::policy_headers;
 use crate::response::{send_problem, Problem, QuotaHeaders};
 use crate::snapshot::{App, Snapshot};
 use crate::tls::listener::ClientCert;
-use crate::upstream::claimant::claimant_of;
-use crate::upstream::slots::{Claimant, SlotGuard, SlotLimits};
 use async_trait::async_trait;
 use failure::failure_status;
 use http::header::CONNECTION;
@@ -447,10 +449,6 @@ impl Proxy {
             Ok(None) => return Ok(false),
             Err(r) => return self.refuse(session, ctx, r).await,
         };
-        let plan = match &snap.region {
-            Some(region) => plan.in_region(region),
-            None => plan,
-        };
         ctx.tenant = Some(plan.tenant.clone());
         ctx.tier = Some(plan.tier.name.clone());
         let status = snap.config.response.status;
@@ -459,7 +457,7 @@ impl Proxy {
         let verdict = pipeline::tenant::run(quota, fit, &plan, status, shadow).await;
         ctx.quota_headers = verdict.headers;
         if let Decision::Delay(ms) = verdict.decision {
-            if let Err(e) = policy_headers::wait_for_slot(session, ms).await {
+            if let Err(e) = stages::wait_for_slot(session, ms).await {
                 ctx.decided = (Layer::Tenant, Outcome::ClientLeft);
                 if let Some((rate, r)) = verdict.reservation {
                     quota.give_back(&plan.request(), &rate, r).await;
@@ -677,7 +675,7 @@ impl ProxyHttp for Proxy {
         if snap.config.observability.access_log {
             let req = session.req_header();
             tracing::info!(
-                target: crate::access_log::TARGET,
+                target: crate::observe::access_log::TARGET,
                 request_id = %ctx.request_id(),
                 method = %req.method,
                 path = %req.uri.path(),

@@ -10,9 +10,9 @@
 //! [`MAX_TENANTS`] tenants, least recently seen evicted first. Anonymous clients (`ip:` tenants)
 //! are not tracked. Pure code: the caller passes the clock (Unix ms).
 
-use crate::edge::slab_lru::SlabLru;
-use crate::identity::tenant_id::ANONYMOUS_PREFIX;
 use crate::quota::QuotaOutcome;
+use crate::store::memory::slab_lru::SlabLru;
+use crate::tenant_id::ANONYMOUS_PREFIX;
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 use prometheus::{register_gauge_vec, GaugeVec};

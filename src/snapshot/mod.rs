@@ -4,19 +4,18 @@
 //! One request loads one snapshot (an `Arc`) at its start and uses it to the end; a reload builds
 //! a complete new snapshot off the request threads and swaps it in atomically (arc-swap).
 
-use crate::config::{Config, ConfigError, Tier};
+use crate::config::{Config, ConfigError};
 use crate::edge::BucketStore;
 use crate::hashing::HashMap;
 use crate::identity::Authenticator;
-use crate::limit::Rate;
-use crate::metrics::series::{DecisionSeries, RouteSeries};
-use crate::quota::local_store::AlgoStore;
+use crate::observe::series::{DecisionSeries, RouteSeries};
 use crate::quota::QuotaService;
 use crate::region::RegionBudget;
 use crate::response::QuotaHeaders;
+use crate::routing::Router;
+use crate::store::memory::algo_store::AlgoStore;
 use crate::tls::upstream::PeerTls;
 use crate::tls::ListenerTls;
-use crate::upstream::router::Router;
 use crate::upstream::Upstream;
 use arc_swap::ArcSwap;
 use std::path::PathBuf;
@@ -38,7 +37,7 @@ pub struct Snapshot {
     /// This region's part of every budget (`multi_region:`); `None` enforces whole limits.
     pub region: Option<Arc<RegionBudget>>,
     /// The admin API's Bearer token, read from `admin.token_env` at this build.
-    pub admin_token: Option<crate::admin::auth::AdminToken>,
+    pub admin_token: Option<crate::identity::admin_token::AdminToken>,
     /// Request series by route index (`config.routes`), then one for `none` (no route).
     pub route_series: Vec<RouteSeries>,
     /// Decision series of this config's tiers.
@@ -121,7 +120,9 @@ impl Snapshot {
             quota,
             listener_tls,
             region,
-            admin_token: crate::admin::auth::AdminToken::load(config.admin_token_env.as_deref()),
+            admin_token: crate::identity::admin_token::AdminToken::load(
+                config.admin_token_env.as_deref(),
+            ),
             config,
         })
     }
@@ -155,28 +156,17 @@ impl Snapshot {
     }
 
     /// The rate-limit header pairs of `q` for `response.headers`, marked with this region when
-    /// `multi_region:` cut the budget ([`crate::region::annotate`]).
+    /// `multi_region:` cut the budget ([`crate::response::ratelimit::annotate_region`]).
     pub fn quota_pairs(&self, q: &QuotaHeaders) -> Vec<(&'static str, String)> {
         let mut pairs = q.pairs(self.config.response.headers);
         let leased = self.config.tiers.get(&q.policy_name);
         if !q.degraded && leased.is_some_and(|t| t.policy.lease.is_some()) {
-            crate::quota::lease::annotate(&mut pairs, &q.policy_name);
+            crate::response::ratelimit::annotate_leased(&mut pairs, &q.policy_name);
         }
         if let Some(region) = &self.region {
-            crate::region::annotate(&mut pairs, region.region());
+            crate::response::ratelimit::annotate_region(&mut pairs, region.region());
         }
         pairs
-    }
-
-    /// The tier and effective bucket of `tenant` in tier `tier`, with the tenant's overrides
-    /// (`tenants:`) applied field by field. `None` when the tier does not exist.
-    pub fn tenant_rate(&self, tenant: &str, tier: &str) -> Option<(&Tier, Rate)> {
-        let t = self.config.tiers.get(tier)?;
-        let rate = match self.config.tenants.get(tenant) {
-            Some(o) => o.merged(t.rate),
-            None => t.rate,
-        };
-        Some((t, rate))
     }
 }
 
@@ -198,7 +188,7 @@ pub struct App {
     /// Certificate resolvers of the TLS listeners (updated by every successful reload).
     pub listener_certs: crate::tls::ListenerCerts,
     /// Per-tenant tier fit of this instance (admin API, metrics).
-    pub tier_fit: crate::tier_fit::TierFit,
+    pub tier_fit: crate::observe::tier_fit::TierFit,
 }
 
 impl App {

@@ -7,7 +7,7 @@
 //! otherwise ignored.
 
 use crate::config::{self, Config, ConfigError};
-use crate::metrics::METRICS;
+use crate::observe::metrics::METRICS;
 use crate::snapshot::{App, Snapshot};
 use async_trait::async_trait;
 use pingora::server::ShutdownWatch;

@@ -12,7 +12,7 @@
 
 use super::head::{check_head, HeadRefusal, HeadVerdict};
 use crate::config::HttpLimits;
-use crate::metrics::{status_class, METRICS};
+use crate::observe::metrics::{status_class, METRICS};
 use crate::pipeline::{Layer, Outcome};
 use crate::proxy::Proxy;
 use crate::response::{problem_response_bytes, Problem};

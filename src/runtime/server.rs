@@ -2,21 +2,21 @@
 //! SIGHUP reload and the upstream health-check loop, with our own `server:` settings
 //! (threads, grace period) instead of Pingora's defaults.
 
+use super::loops;
+use super::reload::{mark_loaded, ReloadService};
 use crate::admin::AdminService;
 use crate::config::{self, ConfigError};
 use crate::proxy::Proxy;
-use crate::reload::{mark_loaded, ReloadService};
 use crate::snapshot::{App, Snapshot};
 use async_trait::async_trait;
 use pingora::apps::{HttpServerOptions, ServerApp};
 use pingora::protocols::Stream;
 use pingora::server::configuration::{Opt, ServerConf};
 use pingora::server::{RunArgs, Server, ShutdownWatch};
-use pingora::services::background::{background_service, BackgroundService};
-use std::collections::HashMap;
+use pingora::services::background::background_service;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Loads and builds a config file exactly as a reload does (used by `run` and `check`).
 pub fn load_snapshot(path: &Path) -> Result<Snapshot, Vec<ConfigError>> {
@@ -29,7 +29,7 @@ pub fn load_snapshot(path: &Path) -> Result<Snapshot, Vec<ConfigError>> {
 pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
     let snapshot = load_snapshot(path)?;
     mark_loaded();
-    crate::reload::log_warnings(&snapshot.config);
+    crate::runtime::reload::log_warnings(&snapshot.config);
     let cfg = snapshot.config.clone();
     let mut conf = ServerConf {
         threads: cfg.server.threads,
@@ -98,17 +98,20 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
     ));
     server.add_service(background_service(
         "fleet heartbeat",
-        crate::quota::fleet::FleetHeartbeat { app: app.clone() },
+        loops::FleetHeartbeat { app: app.clone() },
     ));
     server.add_service(background_service(
         "lease return",
-        crate::quota::lease::LeaseReturn { app: app.clone() },
+        loops::LeaseReturn { app: app.clone() },
     ));
     server.add_service(background_service(
         "region sync",
-        crate::region::RegionSync { app: app.clone() },
+        loops::RegionSync { app: app.clone() },
     ));
-    server.add_service(background_service("health checks", HealthChecks { app }));
+    server.add_service(background_service(
+        "health checks",
+        loops::HealthChecks { app },
+    ));
     let listen: Vec<String> = cfg
         .listen
         .iter()
@@ -173,7 +176,7 @@ fn add_listener<A>(
 /// a client may be writing a request on such a connection at that instant. The drain lets those
 /// requests be read and answered (with `Connection: close`) first.
 ///
-/// HTTP/1 connections are served by [`crate::http::front`], which reads each request head within
+/// HTTP/1 connections are served by [`crate::proxy::front`], which reads each request head within
 /// `server:`'s limits before Pingora parses it; `stop` tells its idle connections to close at
 /// cleanup, as Pingora does for its own parked reads.
 struct DrainingProxy {
@@ -193,7 +196,7 @@ impl ServerApp for DrainingProxy {
         shutdown: &ShutdownWatch,
     ) -> Option<Stream> {
         let stop = self.stop.subscribe();
-        crate::http::front::serve(&self.inner, &self.limits, self.h2c, session, shutdown, stop)
+        crate::proxy::front::serve(&self.inner, &self.limits, self.h2c, session, shutdown, stop)
             .await
     }
 
@@ -201,38 +204,5 @@ impl ServerApp for DrainingProxy {
         tokio::time::sleep(self.drain).await;
         self.stop.send_replace(true);
         self.inner.cleanup().await;
-    }
-}
-
-/// One loop over the current snapshot's upstreams, running each health check when due.
-struct HealthChecks {
-    app: Arc<App>,
-}
-
-#[async_trait]
-impl BackgroundService for HealthChecks {
-    async fn start(&self, mut shutdown: ShutdownWatch) {
-        let mut due: HashMap<usize, Instant> = HashMap::new();
-        loop {
-            let snap = self.app.snapshot.load_full();
-            let now = Instant::now();
-            let mut live = Vec::new();
-            for upstream in snap.upstreams.values() {
-                let Some(interval) = upstream.pool.check_interval else {
-                    continue;
-                };
-                let id = Arc::as_ptr(&upstream.pool) as usize;
-                live.push(id);
-                if due.get(&id).is_none_or(|t| *t <= now) {
-                    due.insert(id, now + interval);
-                    upstream.pool.run_health_check().await;
-                }
-            }
-            due.retain(|id, _| live.contains(id));
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
-                _ = shutdown.changed() => if *shutdown.borrow() { return; },
-            }
-        }
     }
 }

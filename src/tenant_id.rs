@@ -86,7 +86,7 @@ pub fn anonymous(client_key: std::net::IpAddr) -> String {
     // One allocation of the final size (the longest IPv6 text is 39 bytes); runs per request.
     let mut id = Vec::with_capacity(ANONYMOUS_PREFIX.len() + 39);
     id.extend_from_slice(ANONYMOUS_PREFIX.as_bytes());
-    crate::edge::client_ip::push_ip(&mut id, client_key);
+    crate::http::client_ip::push_ip(&mut id, client_key);
     let id = String::from_utf8(id).expect("an address's text is ASCII");
     debug_assert_eq!(check_text(&id), Ok(()), "anonymous tenant id {id:?}");
     id

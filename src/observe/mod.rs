@@ -1,0 +1,8 @@
+//! What tollgate tells operators: Prometheus [`metrics`] and their per-config [`series`], the
+//! decision [`labels`], per-tenant [`tier_fit`] and the [`access_log`].
+
+pub mod access_log;
+pub mod labels;
+pub mod metrics;
+pub mod series;
+pub mod tier_fit;

@@ -1,0 +1,74 @@
+//! Which limits apply to a request: the one place that says it, for the tenant stage and for the
+//! admin API's read-only views alike.
+//!
+//! A tenant in tier `t` is held to `t`'s policy (main limit and calendar quotas, docs/DESIGN.md
+//! 4c) with its `tenants:` override merged field by field, and under `multi_region:` to this
+//! region's share of both (docs/DESIGN.md 4c, multi-region).
+
+use crate::config::{Config, Tier, TierPolicy};
+use crate::limit::share::Share;
+use crate::limit::Rate;
+use crate::region::RegionBudget;
+
+/// The limits that apply to one tenant in one tier.
+#[derive(Debug, Clone)]
+pub struct Applied<'a> {
+    pub tier: &'a Tier,
+    /// The tenant's effective bucket: the tier merged with its `tenants:` override, cut to this
+    /// region's share under `multi_region:`.
+    pub rate: Rate,
+    /// The tier's policy cut to this region's share (`None`: the tier's own).
+    regional: Option<TierPolicy>,
+}
+
+impl Applied<'_> {
+    /// The policy that decides: the tier's, or its regional cut.
+    pub fn policy(&self) -> &TierPolicy {
+        self.regional.as_ref().unwrap_or(&self.tier.policy)
+    }
+}
+
+/// The limits `tenant` is held to in tier `tier`, in this region (`region`: the snapshot's
+/// budget under `multi_region:`). `None` when the tier does not exist. Pure: it reads the
+/// region's current shares and records nothing.
+pub fn resolve<'a>(
+    config: &'a Config,
+    region: Option<&RegionBudget>,
+    tenant: &str,
+    tier: &str,
+) -> Option<Applied<'a>> {
+    let t = config.tiers.get(tier)?;
+    let rate = match config.tenants.get(tenant) {
+        Some(o) => o.merged(t.rate),
+        None => t.rate,
+    };
+    let Some(region) = region else {
+        return Some(Applied {
+            tier: t,
+            rate,
+            regional: None,
+        });
+    };
+    let share = region.share(tenant);
+    Some(Applied {
+        tier: t,
+        rate: share.apply(rate),
+        regional: cut_quotas(share, &t.policy),
+    })
+}
+
+/// `policy` with every calendar quota's limit cut to `share` (`floor`, at least 1); `None` when
+/// there is nothing to cut (the whole budget, or no quotas).
+pub fn cut_quotas(share: Share, policy: &TierPolicy) -> Option<TierPolicy> {
+    if share == Share::WHOLE || policy.quotas.is_empty() {
+        return None;
+    }
+    let mut cut = policy.clone();
+    for q in &mut cut.quotas {
+        q.limit = share.of(q.limit);
+    }
+    Some(cut)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,226 @@
+//! Rate-limit header fields of a decision (draft-ietf-httpapi-ratelimit-headers-11:
+//! `RateLimit-Policy`, `RateLimit`; the legacy `X-RateLimit-*` family; `Retry-After` as RFC 9110
+//! delta-seconds). Every writer of these fields is here: the tier's policies and calendar quotas,
+//! a burst pool's admission, and the marks of a leased or regional decision.
+
+use crate::config::HeaderMode;
+use crate::limit::{Decision, Rate};
+
+/// The rate-limit headers of one decision, computed once from the decision that enforced it.
+#[derive(Debug, Clone)]
+pub struct QuotaHeaders {
+    pub policy_name: String,
+    pub rate: Rate,
+    pub decision: Decision,
+    /// Set when the decision came from the local fallback bucket (Redis unavailable).
+    pub degraded: bool,
+    /// The tier's calendar quotas decided with it (docs/DESIGN.md 4c), in config order.
+    pub quotas: Vec<QuotaReport>,
+    /// A `RateLimit-Policy` item listed before this policy's (the tier's own policy when a burst
+    /// pool admitted: `"pro";q=200;w=60, "pro.pool";q=1000;w=1`).
+    pub listed_before: Option<String>,
+}
+
+/// One calendar quota's part of a decision, for the headers.
+#[derive(Debug, Clone)]
+pub struct QuotaReport {
+    /// Policy name `<tier>.<period>`.
+    pub name: String,
+    /// Tokens per window (`q`).
+    pub limit: u64,
+    /// Nominal window in seconds (`w`).
+    pub window_s: u64,
+    pub decision: Decision,
+}
+
+impl QuotaHeaders {
+    /// Header (name, value) pairs for `mode`, including `Retry-After` on a rejection.
+    ///
+    /// `RateLimit-Policy: "<tier>";q=<burst>;w=<seconds to refill burst>` and
+    /// `RateLimit: "<tier>";r=<remaining>;t=<seconds until full>` (draft-11); legacy
+    /// `X-RateLimit-Limit` = burst, `-Remaining` = floor(tokens), `-Reset` = seconds until full.
+    /// A degraded decision carries `;degraded` on the policy and `Tollgate-Degraded: redis`.
+    ///
+    /// With calendar quotas (docs/DESIGN.md 4c) every policy is listed in `RateLimit-Policy`
+    /// (`"pro";q=200;w=12, "pro.day";q=100000;w=86400`), `RateLimit` and the legacy fields
+    /// report the policy with the least room (fewest tokens left; the main limit on a tie), and
+    /// `Retry-After` is the longest wait among the policies that refused.
+    pub fn pairs(&self, mode: HeaderMode) -> Vec<(&'static str, String)> {
+        let mut out = Vec::with_capacity(5);
+        let (name, limit, d) = self.tightest();
+        let reset_s = d.reset_s();
+        if matches!(mode, HeaderMode::Ietf | HeaderMode::Both) {
+            let mut policy = String::with_capacity(48);
+            if let Some(before) = &self.listed_before {
+                policy.push_str(before);
+                policy.push_str(", ");
+            }
+            let (burst, window) = (self.rate.burst, self.rate.window_s());
+            push_item(
+                &mut policy,
+                &self.policy_name,
+                [("q", burst), ("w", window)],
+            );
+            if self.degraded {
+                policy.push_str(";degraded");
+            }
+            for q in &self.quotas {
+                policy.push_str(", ");
+                push_item(&mut policy, &q.name, [("q", q.limit), ("w", q.window_s)]);
+            }
+            out.push(("RateLimit-Policy", policy));
+            let mut now = String::with_capacity(name.len() + 32);
+            push_item(&mut now, name, [("r", d.remaining), ("t", reset_s)]);
+            out.push(("RateLimit", now));
+        }
+        if matches!(mode, HeaderMode::Legacy | HeaderMode::Both) {
+            out.push(("X-RateLimit-Limit", decimal(limit)));
+            out.push(("X-RateLimit-Remaining", decimal(d.remaining)));
+            out.push(("X-RateLimit-Reset", decimal(reset_s)));
+        }
+        if self.degraded {
+            out.push(("Tollgate-Degraded", "redis".to_string()));
+        }
+        if let Some(s) = self.retry_after_s() {
+            out.push(("Retry-After", decimal(s)));
+        }
+        out
+    }
+
+    /// (name, q, decision) of the policy with the least room left.
+    fn tightest(&self) -> (&str, u64, &Decision) {
+        let mut best = (self.policy_name.as_str(), self.rate.burst, &self.decision);
+        for q in &self.quotas {
+            if q.decision.remaining < best.2.remaining {
+                best = (q.name.as_str(), q.limit, &q.decision);
+            }
+        }
+        best
+    }
+
+    /// True when every policy admitted.
+    pub fn admitted(&self) -> bool {
+        self.decision.admitted && self.quotas.iter().all(|q| q.decision.admitted)
+    }
+
+    /// Names of the policies that refused (`violated-policies`).
+    pub fn violated(&self) -> Vec<String> {
+        let main = (!self.decision.admitted).then(|| self.policy_name.clone());
+        main.into_iter()
+            .chain(
+                self.quotas
+                    .iter()
+                    .filter(|q| !q.decision.admitted)
+                    .map(|q| q.name.clone()),
+            )
+            .collect()
+    }
+
+    /// `Retry-After` in seconds: the longest wait among refusing policies that can ever admit.
+    pub fn retry_after_s(&self) -> Option<u64> {
+        std::iter::once(&self.decision)
+            .chain(self.quotas.iter().map(|q| &q.decision))
+            .filter_map(Decision::retry_after_s)
+            .max()
+    }
+}
+
+impl QuotaHeaders {
+    /// Headers of a request a tier's burst pool admitted after the tier's own bucket refused:
+    /// `RateLimit-Policy` lists the tier's own policy (`tier`) and then `"<tier>.pool"` (sized
+    /// `pool`); `RateLimit` (and the legacy fields) report the pool, which admitted.
+    pub fn pool_admitted(tier: &QuotaHeaders, pool: Rate, decision: Decision) -> QuotaHeaders {
+        QuotaHeaders {
+            policy_name: format!("{}.pool", tier.policy_name),
+            rate: pool,
+            decision,
+            degraded: false,
+            quotas: Vec::new(),
+            listed_before: Some(format!(
+                "\"{}\";q={};w={}",
+                tier.policy_name,
+                tier.rate.burst,
+                tier.rate.window_s()
+            )),
+        }
+    }
+
+    /// The problem detail when the main limit admitted but a calendar quota refused.
+    pub fn quota_detail(&self, cost: u64) -> String {
+        let refused: Vec<String> = self
+            .quotas
+            .iter()
+            .filter(|q| !q.decision.admitted)
+            .map(|q| {
+                format!(
+                    "\"{}\" ({} of {} left)",
+                    q.name, q.decision.remaining, q.limit
+                )
+            })
+            .collect();
+        format!(
+            "calendar quota {} exhausted, this request costs {cost}; it renews at the next UTC boundary",
+            refused.join(", ")
+        )
+    }
+}
+
+/// Marks the headers of a leased decision: `;leased` on the tier's `RateLimit-Policy` and
+/// `RateLimit` items (docs/DESIGN.md 4c), e.g. `"pro";q=200;w=12;leased`.
+pub fn annotate_leased(pairs: &mut [(&'static str, String)], tier: &str) {
+    for (name, value) in pairs.iter_mut() {
+        let is_item =
+            name.eq_ignore_ascii_case("RateLimit-Policy") || name.eq_ignore_ascii_case("RateLimit");
+        // The value starts with the item `"<tier>";` (no allocation: this runs per response).
+        let of_tier = value
+            .strip_prefix('"')
+            .and_then(|v| v.strip_prefix(tier))
+            .is_some_and(|v| v.starts_with("\";"));
+        if is_item && of_tier && !value.contains(',') {
+            value.push_str(";leased");
+        }
+    }
+}
+
+/// Marks rate-limit header pairs as regional: the `RateLimit-Policy` item gets the extension
+/// parameter `region="<name>"` (draft-ietf-httpapi-ratelimit-headers-11 section 3 lets a policy
+/// item carry parameters beyond `q`, `qu`, `w`, `pk`; an sf-string value is valid for any region
+/// name), and `Tollgate-Region: <name>` is added for the legacy `X-RateLimit-*` family. The
+/// `q`, `r` and limit values are already this region's part of the budget.
+pub fn annotate_region(pairs: &mut Vec<(&'static str, String)>, region: &str) {
+    if pairs.is_empty() {
+        return;
+    }
+    for (name, value) in pairs.iter_mut() {
+        if name.eq_ignore_ascii_case("RateLimit-Policy") {
+            value.push_str(";region=\"");
+            value.push_str(region);
+            value.push('"');
+        }
+    }
+    if pairs
+        .iter()
+        .any(|(n, _)| n.starts_with("X-RateLimit") || n.starts_with("RateLimit"))
+    {
+        pairs.push(("Tollgate-Region", region.to_string()));
+    }
+}
+
+/// Appends the structured-field item `"<name>";<k>=<v>;...` (draft-11: `"pro";q=200;w=12` in
+/// `RateLimit-Policy`, `"pro";r=5;t=3` in `RateLimit`).
+fn push_item<const N: usize>(out: &mut String, name: &str, params: [(&str, u64); N]) {
+    out.push('"');
+    out.push_str(name);
+    out.push('"');
+    for (key, value) in params {
+        out.push(';');
+        out.push_str(key);
+        out.push('=');
+        out.push_str(itoa::Buffer::new().format(value));
+    }
+}
+
+/// `n` in decimal.
+fn decimal(n: u64) -> String {
+    itoa::Buffer::new().format(n).to_string()
+}
