@@ -8,6 +8,7 @@
 
 pub mod config_view;
 pub mod explain;
+pub mod reply;
 pub mod tenants;
 pub mod v1;
 
@@ -104,7 +105,7 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Response<Full<Bytes>> {
                     v1::MAX_BODY_BYTES
                 ),
             );
-            return v1::problem_reply(&p, &[]);
+            return reply::problem_reply(&p, &[]);
         }
     };
     // Boxed: the handlers' Redis futures are deep (see `pipeline::tenant::run`).

@@ -7,7 +7,7 @@
 //! exists; any other id (e.g. a JWT subject) only when `identity.default_tier` is set and the
 //! tenant has state in Redis or was seen by this instance. Everything else is 404.
 
-use super::v1::store_problem;
+use super::reply::store_problem;
 use crate::config::{Config, TierPolicy};
 use crate::limit::Rate;
 use crate::policy;

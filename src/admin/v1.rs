@@ -9,6 +9,7 @@
 //! | POST   | `/v1/explain`             | [`super::explain::explain`]   |
 //! | GET    | `/v1/config`              | [`super::config_view::view`]  |
 
+use super::reply::{json_reply, problem_reply};
 use super::{config_view, explain, tenants};
 use crate::response::Problem;
 use crate::snapshot::App;
@@ -18,33 +19,9 @@ use http::{HeaderMap, Method};
 use http_body_util::Full;
 use hyper::Response;
 use percent_encoding::percent_decode_str;
-use serde_json::{json, Value};
 
 /// Largest request body the API reads (`POST /v1/explain`), bytes.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
-
-/// A JSON reply.
-pub fn json_reply(status: u16, body: &Value) -> Response<Full<Bytes>> {
-    Response::builder()
-        .status(status)
-        .header("Content-Type", "application/json")
-        .header("Cache-Control", "no-store")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap_or_default()
-}
-
-/// An RFC 9457 problem+json reply with `headers`.
-pub fn problem_reply(p: &Problem, headers: &[(&str, &str)]) -> Response<Full<Bytes>> {
-    let id = crate::http::request_id::generate();
-    let mut b = Response::builder()
-        .status(p.status)
-        .header("Content-Type", "application/problem+json")
-        .header("Cache-Control", "no-store");
-    for (k, v) in headers {
-        b = b.header(*k, *v);
-    }
-    b.body(Full::new(p.to_body(&id))).unwrap_or_default()
-}
 
 fn not_found() -> Problem {
     Problem::status(404, "no such admin resource")
@@ -123,18 +100,6 @@ pub async fn handle(
         Ok(v) => json_reply(200, &v),
         Err(p) => problem_reply(&p, &[]),
     }
-}
-
-/// A 503 problem for a Redis fault met by an admin call.
-pub fn store_problem(fault: crate::store::redis::client::RedisFault) -> Problem {
-    Problem::status(
-        503,
-        format!(
-            "the quota store did not answer ({}); nothing was changed",
-            fault.as_str()
-        ),
-    )
-    .with("reason", json!(fault.as_str()))
 }
 
 #[cfg(test)]

@@ -18,14 +18,14 @@ use target::Target;
 
 /// Host used for routing: the absolute-form authority when there is one (RFC 9112 3.2.2: it wins
 /// over `Host`; Pingora already refuses a `Host` that differs from it), else the h2 `:authority`,
-/// else `Host`; lower-cased and without port (see [`crate::routing::normalize_host`]).
+/// else `Host`; lower-cased and without port (see [`normalize_host`]).
 pub fn routing_host(req: &RequestHeader, target: &Target) -> String {
     let raw = target
         .authority
         .as_deref()
         .or_else(|| req.uri.authority().map(|a| a.as_str()))
         .or_else(|| req.headers.get(HOST).and_then(|h| h.to_str().ok()));
-    raw.map(crate::routing::normalize_host).unwrap_or_default()
+    raw.map(normalize_host).unwrap_or_default()
 }
 
 /// Makes `req` carry the normalised target in origin-form (what routing saw is what the backend
@@ -58,4 +58,15 @@ pub fn log_escape(raw: &[u8], max: usize) -> String {
         s.push('…');
     }
     s
+}
+
+/// `Host` value → lower-case host without port (IPv6 literals keep their brackets).
+pub fn normalize_host(raw: &str) -> String {
+    let raw = raw.trim();
+    let host = if raw.starts_with('[') {
+        raw.split_inclusive(']').next().unwrap_or(raw)
+    } else {
+        raw.rsplit_once(':').map(|(h, _)| h).unwrap_or(raw)
+    };
+    host.trim_end_matches('.').to_ascii_lowercase()
 }

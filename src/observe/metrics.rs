@@ -4,7 +4,7 @@
 //! Tenant ids are never labels by default (unbounded cardinality); `observability.tenant_metrics`
 //! opts in to a bounded per-tenant counter (first N tenants seen, the rest as `other`).
 
-use crate::pipeline::{Layer, Outcome};
+use super::labels::{Layer, Outcome};
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 use prometheus::{

@@ -6,9 +6,9 @@
 //! touches is looked up at most once per snapshot and kept in a [`OnceLock`]: a series appears
 //! in `/metrics` only after its first use, exactly as before.
 
+use super::labels::{Layer, Outcome};
 use super::metrics::{status_class_index, METRICS, STATUS_CLASSES};
 use crate::hashing::HashMap;
-use crate::pipeline::{Layer, Outcome};
 use prometheus::{Histogram, IntCounter};
 use std::sync::OnceLock;
 

@@ -10,7 +10,6 @@
 //! [`MAX_TENANTS`] tenants, least recently seen evicted first. Anonymous clients (`ip:` tenants)
 //! are not tracked. Pure code: the caller passes the clock (Unix ms).
 
-use crate::quota::QuotaOutcome;
 use crate::store::memory::slab_lru::SlabLru;
 use crate::tenant_id::ANONYMOUS_PREFIX;
 use once_cell::sync::Lazy;
@@ -219,20 +218,6 @@ impl TierFit {
         shard.push(tenant.to_string(), fit);
     }
 
-    /// Records the tenant stage's outcome (a failure-policy outcome decides nothing about the
-    /// tier and is not recorded).
-    pub fn record_outcome(&self, tenant: &str, outcome: &QuotaOutcome, now_ms: u64) {
-        let QuotaOutcome::Decided {
-            decision, extras, ..
-        } = outcome
-        else {
-            return;
-        };
-        let admitted = decision.admitted && extras.quotas.iter().all(|q| q.admitted);
-        let empty = decision.remaining == 0 || extras.quotas.iter().any(|q| q.remaining == 0);
-        self.record(tenant, admitted, empty, now_ms);
-    }
-
     /// The fit of `tenant` at `now_ms`; `None` when this instance has not seen it (or evicted it).
     pub fn report(&self, tenant: &str, now_ms: u64) -> Option<FitReport> {
         let mut shard = self.shard(tenant).lock();
@@ -373,40 +358,6 @@ mod tests {
         assert!(fit.all(T0).len() <= SHARDS);
         fit.record("ip:10.0.0.1", false, true, T0);
         assert!(fit.report("ip:10.0.0.1", T0).is_none());
-    }
-
-    #[test]
-    fn outcomes_count_quotas_and_an_emptied_bucket() {
-        use crate::limit::{Decision, Rate};
-        use crate::quota::PolicyExtras;
-        let d = |admitted, remaining| Decision {
-            admitted,
-            remaining,
-            retry_after_ms: if admitted { 0 } else { 1_000 },
-            full_ms: 1_000,
-        };
-        let decided = |main, quotas| QuotaOutcome::Decided {
-            decision: main,
-            rate: Rate::new(1, 1_000, 5),
-            degraded: false,
-            extras: PolicyExtras {
-                quotas,
-                ..PolicyExtras::default()
-            },
-        };
-        let fit = TierFit::new(100);
-        fit.record_outcome("a", &decided(d(true, 3), vec![]), T0); // room left
-        fit.record_outcome("b", &decided(d(true, 0), vec![]), T0); // emptied: at the limit
-        fit.record_outcome("c", &decided(d(true, 3), vec![d(false, 0)]), T0); // quota refused
-        fit.record_outcome("d", &QuotaOutcome::FailedOpen, T0); // says nothing about the tier
-        let hour = |t: &str| {
-            fit.report(t, T0)
-                .map(|r| (r.hour.refused, r.hour.minutes_at_limit))
-        };
-        assert_eq!(hour("a"), Some((0, 0)));
-        assert_eq!(hour("b"), Some((0, 1)));
-        assert_eq!(hour("c"), Some((1, 1)));
-        assert_eq!(hour("d"), None);
     }
 
     #[test]

@@ -14,11 +14,12 @@ pub mod policy_script;
 pub mod pool_store;
 
 use crate::config::{FailurePolicy, RedisSettings, TierPolicy};
-use crate::edge::BucketStore;
 use crate::limit::algorithm::Algorithm;
 use crate::limit::{Decision, Rate};
 use crate::observe::metrics::METRICS;
+use crate::observe::tier_fit::TierFit;
 use crate::store::memory::algo_store::AlgoStore;
+use crate::store::memory::bucket_store::BucketStore;
 use crate::store::redis::breaker::{Breaker, BreakerState, Permit};
 use crate::store::redis::client::{RedisFault, RedisStore};
 use crate::store::redis::membership::Fleet;
@@ -61,6 +62,22 @@ pub enum QuotaOutcome {
     FailedOpen,
     /// Redis unavailable, policy `closed`: 503 with this Retry-After (seconds, ≥ 1).
     FailedClosed { retry_after_s: u64 },
+}
+
+impl QuotaOutcome {
+    /// Records this outcome in the tier fit of `tenant` (a failure-policy outcome decides
+    /// nothing about the tier and is not recorded).
+    pub fn record_fit(&self, fit: &TierFit, tenant: &str, now_ms: u64) {
+        let QuotaOutcome::Decided {
+            decision, extras, ..
+        } = self
+        else {
+            return;
+        };
+        let admitted = decision.admitted && extras.quotas.iter().all(|q| q.admitted);
+        let empty = decision.remaining == 0 || extras.quotas.iter().any(|q| q.remaining == 0);
+        fit.record(tenant, admitted, empty, now_ms);
+    }
 }
 
 /// The tenant stage's shared state: Redis, breaker, local fallback. Lives across reloads while
@@ -356,3 +373,6 @@ impl QuotaService {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

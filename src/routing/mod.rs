@@ -73,17 +73,6 @@ pub fn without_parameters(path: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// `Host` value → lower-case host without port (IPv6 literals keep their brackets).
-pub fn normalize_host(raw: &str) -> String {
-    let raw = raw.trim();
-    let host = if raw.starts_with('[') {
-        raw.split_inclusive(']').next().unwrap_or(raw)
-    } else {
-        raw.rsplit_once(':').map(|(h, _)| h).unwrap_or(raw)
-    };
-    host.trim_end_matches('.').to_ascii_lowercase()
-}
-
 impl Router {
     /// A router over `routes` (already validated).
     pub fn new(routes: Vec<RouteSettings>) -> Self {

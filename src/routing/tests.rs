@@ -1,5 +1,6 @@
 use super::*;
 use crate::config::AuthMode;
+use crate::http::normalize_host;
 
 fn route(host: HostMatch, prefix: &str, upstream: &str) -> RouteSettings {
     RouteSettings {

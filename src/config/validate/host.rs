@@ -1,6 +1,6 @@
 //! `routes[].host`: only what the router can match. Requests are routed on the `Host` (or
 //! authority) lower-cased, without port and without a trailing dot
-//! ([`crate::routing::normalize_host`]), and compared as text: an exact host, a
+//! ([`crate::http::normalize_host`]), and compared as text: an exact host, a
 //! `*.suffix` on whole labels, or any host.
 
 use super::HostMatch;
@@ -152,7 +152,7 @@ mod tests {
         // What the router compares a request's host against must survive `normalize_host`.
         for h in ["api.example.com", "10.0.0.1", "[::1]", "a-b_c.d"] {
             let HostMatch::Exact(m) = ok(h) else { panic!() };
-            assert_eq!(crate::routing::normalize_host(&m), m);
+            assert_eq!(crate::http::normalize_host(&m), m);
         }
     }
 

@@ -1,0 +1,44 @@
+//! The admin listener's replies: JSON, RFC 9457 problem+json, and the problem for a quota-store
+//! fault met by an admin call.
+
+use crate::response::Problem;
+use crate::store::redis::client::RedisFault;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::Response;
+use serde_json::{json, Value};
+
+/// A JSON reply.
+pub fn json_reply(status: u16, body: &Value) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header("Content-Type", "application/json")
+        .header("Cache-Control", "no-store")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap_or_default()
+}
+
+/// An RFC 9457 problem+json reply with `headers`.
+pub fn problem_reply(p: &Problem, headers: &[(&str, &str)]) -> Response<Full<Bytes>> {
+    let id = crate::http::request_id::generate();
+    let mut b = Response::builder()
+        .status(p.status)
+        .header("Content-Type", "application/problem+json")
+        .header("Cache-Control", "no-store");
+    for (k, v) in headers {
+        b = b.header(*k, *v);
+    }
+    b.body(Full::new(p.to_body(&id))).unwrap_or_default()
+}
+
+/// A 503 problem for a Redis fault met by an admin call.
+pub fn store_problem(fault: RedisFault) -> Problem {
+    Problem::status(
+        503,
+        format!(
+            "the quota store did not answer ({}); nothing was changed",
+            fault.as_str()
+        ),
+    )
+    .with("reason", json!(fault.as_str()))
+}
