@@ -74,7 +74,7 @@ mod tests {
             check(&Rate::new(1, 86_400_001, 5)),
             Err(RateBoundError::PerTooLong)
         );
-        // Issue 11 fault 3: burst 5e12 per day wraps u64 in `w=`.
+        // A burst of 5e12 per day would wrap u64 in `w=`.
         assert_eq!(
             check(&Rate::new(1, 86_400_000, 5_000_000_000_000)),
             Err(RateBoundError::BurstTooLarge)

@@ -2,7 +2,7 @@
 //!
 //! `MetricVec::with_label_values` hashes every label, takes the vector's lock and clones the
 //! series handle (three shared atomic operations) on each call; on the request path that was
-//! a measurable share of tollgate's own cost (issue 18 profile). Here each series a request
+//! a measurable share of tollgate's own cost in a CPU profile. Here each series a request
 //! touches is looked up at most once per snapshot and kept in a [`OnceLock`]: a series appears
 //! in `/metrics` only after its first use, exactly as before.
 

@@ -1,11 +1,12 @@
-//! The immutable runtime snapshot built from a validated config, and the long-lived state that
-//! outlives snapshots (edge buckets, Redis connection and breaker).
+//! The immutable runtime snapshot built from a validated config ([`Snapshot::build`]: a bag of
+//! built layers), and the process-lived state around it ([`App`], in `app.rs`).
 //!
 //! One request loads one snapshot (an `Arc`) at its start and uses it to the end; a reload builds
 //! a complete new snapshot off the request threads and swaps it in atomically (arc-swap).
 
+mod app;
+
 use crate::config::{Config, ConfigError};
-use crate::edge::BucketStore;
 use crate::hashing::HashMap;
 use crate::identity::Authenticator;
 use crate::observe::series::{DecisionSeries, RouteSeries};
@@ -13,15 +14,11 @@ use crate::quota::QuotaService;
 use crate::region::RegionBudget;
 use crate::response::QuotaHeaders;
 use crate::routing::Router;
-use crate::store::memory::algo_store::AlgoStore;
 use crate::tls::upstream::PeerTls;
 use crate::tls::ListenerTls;
 use crate::upstream::Upstream;
-use arc_swap::ArcSwap;
-use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+pub use app::App;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// Everything a request needs, built from one config.
 pub struct Snapshot {
@@ -167,58 +164,5 @@ impl Snapshot {
             crate::response::ratelimit::annotate_region(&mut pairs, region.region());
         }
         pairs
-    }
-}
-
-/// State shared by all requests and all snapshots of one process.
-pub struct App {
-    /// The current snapshot.
-    pub snapshot: ArcSwap<Snapshot>,
-    /// Edge buckets, kept across reloads.
-    pub edge_buckets: BucketStore,
-    /// Edge state when `edge.algorithm: gcra`: created on first use, sized by the
-    /// `edge.max_clients` then in force (not resized by later reloads).
-    edge_cells: std::sync::OnceLock<AlgoStore<std::net::IpAddr>>,
-    /// The config file (re-read on SIGHUP).
-    pub config_path: PathBuf,
-    /// Set once graceful shutdown starts (`/readyz` answers 503).
-    pub shutting_down: AtomicBool,
-    /// Origin of the monotonic millisecond clock used by in-memory buckets.
-    pub epoch: Instant,
-    /// Certificate resolvers of the TLS listeners (updated by every successful reload).
-    pub listener_certs: crate::tls::ListenerCerts,
-    /// Per-tenant tier fit of this instance (admin API, metrics).
-    pub tier_fit: crate::observe::tier_fit::TierFit,
-}
-
-impl App {
-    /// Shared state around a first snapshot.
-    pub fn new(snapshot: Snapshot, config_path: PathBuf) -> Self {
-        let max_clients = snapshot
-            .config
-            .edge
-            .as_ref()
-            .map(|e| e.max_clients)
-            .unwrap_or(1);
-        App {
-            listener_certs: crate::tls::ListenerCerts::new(&snapshot.listener_tls),
-            snapshot: ArcSwap::from_pointee(snapshot),
-            edge_buckets: BucketStore::new(max_clients),
-            edge_cells: std::sync::OnceLock::new(),
-            config_path,
-            shutting_down: AtomicBool::new(false),
-            epoch: Instant::now(),
-            tier_fit: Default::default(),
-        }
-    }
-
-    /// The edge's GCRA state (see `edge_cells`), created with `max_clients` on first use.
-    pub fn edge_cells(&self, max_clients: usize) -> &AlgoStore<std::net::IpAddr> {
-        self.edge_cells.get_or_init(|| AlgoStore::new(max_clients))
-    }
-
-    /// Milliseconds since process start (monotonic).
-    pub fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
     }
 }
