@@ -11,6 +11,8 @@
 #   cargo test --all-targets --no-fail-fast (integration tests spawn real redis-server, backends, gateways)
 #   python3 scripts/check-compose.py (docker-compose.yml parses and names existing files)
 #   scripts/check-demo-config.sh (demo/gateway.demo.yaml.tmpl renders and passes `tollgate check`)
+#   python3 scripts/check-links.py (relative links and anchors in README.md, CONTRIBUTING.md, docs/ and
+#     bench/*.md resolve; docs/ and README citations in src/ name existing pages, anchors, sections)
 #   python3 -m unittest discover -s bench/tests (bench target verdicts vs the committed results)
 #   scripts/compose-demo.sh (docker-compose.yml on rootful Podman from the release binaries: both
 #     gateways share the free tier's burst exactly, reload; as root only, otherwise reported as
@@ -47,6 +49,7 @@ step "cargo clippy --all-targets -- -D warnings" cargo clippy --all-targets -- -
 step "cargo test --all-targets --no-fail-fast" cargo test --all-targets --no-fail-fast
 step "scripts/check-compose.py" python3 scripts/check-compose.py --tollgate "${CARGO_TARGET_DIR:-target}/debug/tollgate"
 step "scripts/check-demo-config.sh" scripts/check-demo-config.sh "${CARGO_TARGET_DIR:-target}/debug/tollgate"
+step "scripts/check-links.py" python3 scripts/check-links.py
 step "bench target verdicts (python3 unittest)" python3 -m unittest discover -s bench/tests
 compose_demo() {
   if [[ ${TOLLGATE_SKIP_COMPOSE:-0} == 1 ]]; then
