@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Noisy-neighbour benchmark of upstream fairness (issue 15). Standard library only.
+"""Noisy-neighbour benchmark of upstream fairness. Standard library only.
 
     bench/fairness.py [--duration 10] [--debug] [--no-build]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tollgate optional two-region demo (README "Multi-region budgets"): `mode: sync` between two
+# tollgate optional two-region demo (docs/multi-region.md): `mode: sync` between two
 # regions, eu and us, each with its own Redis, exchanging demand through a third, `global` Redis.
 #
 #   ./scripts/demo-regions.sh        (TOLLGATE_DEMO_PROFILE=debug for a debug build; KEEP=1 keeps files)

@@ -2,7 +2,7 @@
 //! tenant bucket in Redis whose stored refill stamp is ahead of Redis `TIME` (Redis restored from
 //! a snapshot of a machine with a faster clock, a promoted replica, an operator's clock step).
 //!
-//! The rule (README "Clocks, tenant ids and config bounds"): a stamp in the future counts as now;
+//! The rule (docs/configuration.md#clocks-tenant-ids-and-config-bounds): a stamp in the future counts as now;
 //! the bucket keeps its level and refills from now on, so `Retry-After` stays truthful. Real
 //! `redis-server`, real backend, real gateway; the stamp is set relative to Redis `TIME`.
 

@@ -77,7 +77,7 @@ const BURST: f64 = 20.0;
 /// Offered load per loaded region, requests per second (3× the whole limit).
 const LOAD_PER_S: u64 = 60;
 
-/// The documented overshoot bound (README "Multi-region budgets"): one burst (regions that start
+/// The documented overshoot bound (docs/multi-region.md#overshoot-bound-and-why): one burst (regions that start
 /// a tenant cold hold at most their static parts of it) + limit × (sync_interval + slowest
 /// exchange round trip) × regions, + 2 tokens per region of rounding ("at least 1").
 fn overshoot_bound() -> f64 {
@@ -294,7 +294,7 @@ async fn sync_region_losing_global_keeps_its_last_share() {
 /// The price of a partition: eu (all load so far) loses `global` for 10 s while load starts in
 /// us. us no longer sees eu's demand (its key expires) and takes the budget, while eu keeps its
 /// last share: both admit at most of the limit, so the excess grows with the partition, by at
-/// most (last share − floor) × limit per second of partition (README "Multi-region budgets").
+/// most (last share − floor) × limit per second of partition (docs/multi-region.md#overshoot-bound-and-why).
 /// Measured and checked against that bound; after the partition the shares converge again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sync_partition_with_load_elsewhere_stays_within_the_partition_bound() {

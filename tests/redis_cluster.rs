@@ -4,7 +4,7 @@
 //! (b) `kill -9` of a master, (c) resharding with `redis-cli --cluster reshard`.
 //!
 //! Counts and statuses only; the measured figures (failed requests, time until decisions are
-//! back in Redis, over-admission) are printed (`--nocapture`) and recorded in README.
+//! back in Redis, over-admission) are printed (`--nocapture`) and recorded in bench/RESULTS.md.
 //! Over-admission is measured, not guessed: tokens the gateways saw Redis admit, minus the
 //! tokens the surviving bucket says were taken. Writes acknowledged by a master and lost with it
 //! before they reached its replica show up there.

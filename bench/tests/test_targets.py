@@ -20,7 +20,7 @@ sys.path.insert(0, str(BENCH))
 from tollgate_bench import targets  # noqa: E402
 
 RESULTS = BENCH / "results"
-# The full run (`all --reps 5`, with the Pingora floor) the README's figures come from.
+# The full run (`all --reps 5`, with the Pingora floor) the figures in bench/RESULTS.md come from.
 REFERENCE = RESULTS / "20261130-021532.json"
 # `throughput --variants DE`: only E/D can be judged.
 DE_ONLY = RESULTS / "20261130-010658.json"
@@ -266,7 +266,7 @@ class PeerAndFloorTargets(unittest.TestCase):
 
 
 class FloorAgainstTraefik(unittest.TestCase):
-    """The runs the README's issue-18 tables come from: the Pingora floor's own ratios against
+    """The runs the bench/RESULTS.md target tables come from: the Pingora floor's own ratios against
     Traefik bound D/T0 and F/T, and P/T0 is below the D/T0 target in each of them."""
 
     RUNS = ["20261201-084256.json", "20261202-061504.json", "20261202-062458.json"]

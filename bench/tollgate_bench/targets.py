@@ -199,7 +199,7 @@ def _floor_bound(floor_ratio):
 
 
 def issue18_targets(res):
-    """The same-job peer and the Pingora floor (issue 18): F/T >= 2.5, D/T0 >= 2, D/P >= 0.95 in
+    """The same-job peer and the Pingora floor: F/T >= 2.5, D/T0 >= 2, D/P >= 0.95 in
     CPU µs/req (P ÷ D), F/P >= 0.85 req/s, leased L/D >= 0.95 req/s, and (every L rep) gateway-
     sent Redis commands per admission <= 1/tokens + 0.01."""
     r = throughput_ratios(res["summary"])

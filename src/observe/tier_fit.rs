@@ -1,6 +1,6 @@
 //! Tier fit: does a tenant's tier still fit its traffic? Per tenant, the share of requests its
 //! tier refused and the share of minutes spent at the limit, over the last hour and the last day,
-//! kept in memory by each gateway instance (docs: README "Tier fit").
+//! kept in memory by each gateway instance (docs/observability.md#tier-fit).
 //!
 //! A minute is "at the limit" when a request in it was refused or left a policy with 0 tokens.
 //! Refusals are counted from the tenant decision (main limit and calendar quotas); a request the
@@ -161,7 +161,7 @@ pub struct FitReport {
 static REFUSED_SHARE: Lazy<GaugeVec> = Lazy::new(|| {
     register_gauge_vec!(
         "tollgate_tenant_refused_share",
-        "Share of a tenant's requests its tier refused, this instance, top tenants only (README \"Tier fit\")",
+        "Share of a tenant's requests its tier refused, this instance, top tenants only (docs/observability.md#tier-fit)",
         &["tenant", "window"]
     )
     .expect("register tollgate_tenant_refused_share")

@@ -1,5 +1,5 @@
 //! TLS termination, client certificates and HTTPS to backends, on Pingora's rustls backend
-//! (ring crypto; README "TLS backend choice").
+//! (ring crypto; docs/tls-http2.md#tls-backend-choice).
 //!
 //! - [`certs`]: server certificates chosen by SNI, swapped on reload ([`ListenerCerts`]).
 //! - [`listener`]: Pingora `TlsSettings` of a listener (ALPN h2, client CA, client CN).
