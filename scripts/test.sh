@@ -11,6 +11,9 @@
 #   cargo test --all-targets --no-fail-fast (integration tests spawn real redis-server, backends, gateways)
 #   python3 scripts/check-compose.py (docker-compose.yml parses and names existing files)
 #   scripts/check-demo-config.sh (demo/gateway.demo.yaml.tmpl renders and passes `tollgate check`)
+#   scripts/check-kubernetes.sh (deploy/kubernetes: kubernetes-validate --strict against pinned
+#     Kubernetes versions, cross-checks, and the ConfigMap's gateway.yaml passes `tollgate check`;
+#     pinned PyPI packages in .venv/, made by scripts/venv.sh on first use)
 #   python3 scripts/check-links.py (relative links and anchors in README.md, CONTRIBUTING.md, docs/ and
 #     bench/*.md resolve; docs/ and README citations in src/ name existing pages, anchors, sections)
 #   python3 -m unittest discover -s bench/tests (bench target verdicts vs the committed results)
@@ -49,6 +52,7 @@ step "cargo clippy --all-targets -- -D warnings" cargo clippy --all-targets -- -
 step "cargo test --all-targets --no-fail-fast" cargo test --all-targets --no-fail-fast
 step "scripts/check-compose.py" python3 scripts/check-compose.py --tollgate "${CARGO_TARGET_DIR:-target}/debug/tollgate"
 step "scripts/check-demo-config.sh" scripts/check-demo-config.sh "${CARGO_TARGET_DIR:-target}/debug/tollgate"
+step "scripts/check-kubernetes.sh" scripts/check-kubernetes.sh "${CARGO_TARGET_DIR:-target}/debug/tollgate"
 step "scripts/check-links.py" python3 scripts/check-links.py
 step "bench target verdicts (python3 unittest)" python3 -m unittest discover -s bench/tests
 compose_demo() {
