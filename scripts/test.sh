@@ -16,6 +16,8 @@
 #     pinned PyPI packages in .venv/, made by scripts/venv.sh on first use)
 #   python3 scripts/check-links.py (relative links and anchors in README.md, CONTRIBUTING.md, docs/ and
 #     bench/*.md resolve; docs/ and README citations in src/ name existing pages, anchors, sections)
+#   python3 scripts/code-map.py --check (CONTRIBUTING.md's code map lists every src/ file as it is;
+#     no file imports a top-level module above its own layer)
 #   python3 -m unittest discover -s bench/tests (bench target verdicts vs the committed results)
 #   scripts/compose-demo.sh (docker-compose.yml on rootful Podman from the release binaries: both
 #     gateways share the free tier's burst exactly, reload; as root only, otherwise reported as
@@ -54,6 +56,7 @@ step "scripts/check-compose.py" python3 scripts/check-compose.py --tollgate "${C
 step "scripts/check-demo-config.sh" scripts/check-demo-config.sh "${CARGO_TARGET_DIR:-target}/debug/tollgate"
 step "scripts/check-kubernetes.sh" scripts/check-kubernetes.sh "${CARGO_TARGET_DIR:-target}/debug/tollgate"
 step "scripts/check-links.py" python3 scripts/check-links.py
+step "scripts/code-map.py --check" python3 scripts/code-map.py --check
 step "bench target verdicts (python3 unittest)" python3 -m unittest discover -s bench/tests
 compose_demo() {
   if [[ ${TOLLGATE_SKIP_COMPOSE:-0} == 1 ]]; then
