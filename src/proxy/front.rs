@@ -12,6 +12,7 @@
 
 use super::head::{check_head, HeadRefusal, HeadVerdict};
 use crate::config::HttpLimits;
+use crate::http::request_id;
 use crate::observe::metrics::{status_class, METRICS};
 use crate::pipeline::{Layer, Outcome};
 use crate::proxy::Proxy;
@@ -219,7 +220,7 @@ async fn answer(stream: &mut Stream, refusal: HeadRefusal) {
     let request_id = refusal
         .request_id
         .clone()
-        .unwrap_or_else(super::request_id::generate);
+        .unwrap_or_else(request_id::generate);
     let client = stream
         .get_socket_digest()
         .and_then(|d| d.peer_addr().map(|a| a.to_string()))

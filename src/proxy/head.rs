@@ -7,9 +7,10 @@
 //! Pingora 0.9's `validate_request` (RFC 9112): one `Host`, no userinfo in it, a `Host` equal to an
 //! absolute-form authority, agreeing `Content-Length` values, `Transfer-Encoding` only on HTTP/1.1
 //! and ending in `chunked`; and the `Connection` nominations Pingora refuses
-//! ([`super::connection::nomination_problem`]), so such a request is refused before any stage.
+//! ([`connection::nomination_problem`]), so such a request is refused before any stage.
 
 use crate::config::HttpLimits;
+use crate::http::{connection, request_id};
 use crate::pipeline::Outcome;
 
 /// Why a head is refused: status, a stable outcome label (metrics), and a detail sentence.
@@ -117,7 +118,7 @@ pub fn check_head(buf: &[u8], limits: &HttpLimits) -> HeadVerdict {
             outcome: Outcome::Malformed,
             detail: detail.to_string(),
             // Read only for a refusal (the proxy reads it itself for served requests).
-            request_id: super::request_id::accepted(values(req.headers, "x-request-id"))
+            request_id: request_id::accepted(values(req.headers, "x-request-id"))
                 .map(str::to_string),
         }),
     }
@@ -151,7 +152,7 @@ fn semantic_problem(
     if host.is_some_and(|h| !is_host_field(h)) {
         return Some("the Host header is not a host with an optional port");
     }
-    if let Some(problem) = super::connection::nomination_problem(values(headers, "connection")) {
+    if let Some(problem) = connection::nomination_problem(values(headers, "connection")) {
         return Some(problem);
     }
     if let Some(authority) = absolute_authority(target) {

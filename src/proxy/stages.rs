@@ -1,15 +1,186 @@
-//! Adapters between a Pingora [`Session`] and the pipeline's stages: the waits and reads a stage
-//! needs from the connection.
+//! Adapters between a Pingora [`Session`] and the pipeline's stages, one function per stage (in
+//! request order): what each stage reads from the request and the connection, and where its
+//! decision goes. Each stage returns `Ok(true)` when it answered the request.
 
+use super::ctx::Ctx;
+use super::forward::X_FORWARDED_FOR;
+use super::refuse::{count, refuse, settle};
+use crate::concurrency::claimant::claimant_of;
+use crate::concurrency::slots::{Claimant, SlotLimits};
+use crate::http::{body, client_ip};
+use crate::identity::Method;
+use crate::observe::metrics::METRICS;
+use crate::pipeline::identity::Credentials;
+use crate::pipeline::{self, Decision, Layer, Outcome};
+use crate::snapshot::{App, Snapshot};
+use crate::tls::listener::ClientCert;
 use pingora::prelude::*;
 use pingora::proxy::Session;
 use pingora::ErrorType;
-use std::time::Duration;
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The client address: the peer, or with `edge.trusted_proxies` the address
+/// `X-Forwarded-For` names for it ([`crate::http::client_ip`]).
+pub(super) fn client_of(session: &Session, snap: &Snapshot) -> IpAddr {
+    let peer = session
+        .client_addr()
+        .and_then(|a| a.as_inet())
+        .map(|a| a.ip())
+        .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    match &snap.config.edge {
+        Some(e) if !e.trusted_proxies.is_empty() => {
+            // Lossy: a non-ASCII byte makes one entry malformed, not the whole header.
+            let values = session
+                .req_header()
+                .headers
+                .get_all(&X_FORWARDED_FOR)
+                .iter()
+                .map(|v| String::from_utf8_lossy(v.as_bytes()))
+                .collect::<Vec<_>>();
+            client_ip::client_ip(peer, values.iter().map(|v| v.as_ref()), &e.trusted_proxies)
+        }
+        _ => client_ip::normalize(peer),
+    }
+}
+
+/// Edge stage: `Ok(true)` when it answered.
+pub(super) async fn edge_stage(
+    app: &App,
+    session: &mut Session,
+    ctx: &mut Ctx,
+    snap: &Snapshot,
+) -> Result<bool> {
+    let Some(settings) = &snap.config.edge else {
+        return Ok(false);
+    };
+    let outcome = pipeline::edge::check(app, settings, ctx.client);
+    let (status, shadow) = (snap.config.response.status, settings.mode.is_shadow());
+    let decision = match pipeline::edge::judge(settings, status, outcome, shadow) {
+        // Before routing: a refusal looks the route up to see whether it is a shadow route.
+        Some(Decision::Reject(r)) => {
+            let route = pipeline::route::peek(snap, session.req_header());
+            Decision::refuse(r, route.is_some_and(|r| r.mode.is_shadow()))
+        }
+        Some(d) => d,
+        None => return Ok(false),
+    };
+    settle(session, ctx, Layer::Edge, decision).await
+}
+
+/// Route stage: `Ok(true)` when it answered.
+pub(super) async fn route_stage(
+    session: &mut Session,
+    ctx: &mut Ctx,
+    snap: &Snapshot,
+) -> Result<bool> {
+    let index = match pipeline::route::resolve(snap, session.req_header_mut()) {
+        Ok(i) => i,
+        Err(r) => return refuse(session, ctx, r).await,
+    };
+    ctx.route = Some(index);
+    match pipeline::route::check_body(&snap.config.routes[index], session.req_header()) {
+        Ok(()) => Ok(false),
+        Err(r) => refuse(session, ctx, r).await,
+    }
+}
+
+/// Identity stage: `Ok(true)` when it answered.
+pub(super) async fn identity_stage(
+    session: &mut Session,
+    ctx: &mut Ctx,
+    snap: &Snapshot,
+) -> Result<bool> {
+    let Some(route) = ctx.route(snap) else {
+        return Ok(false);
+    };
+    let credentials = Credentials {
+        headers: &session.req_header().headers,
+        cert_cn: client_cert(session).map(|c| c.subject_cn.as_str()),
+        client: ctx.client,
+        ipv6_prefix: snap.config.ipv6_prefix(),
+        now_s: unix_now_s(),
+    };
+    match pipeline::identity::decide(&snap.auth, route.auth, &credentials) {
+        Ok(id) => {
+            let counted = id.method != Method::Anonymous;
+            ctx.identity = Some(id);
+            if counted {
+                count(ctx, Layer::Identity, Outcome::Admitted);
+            }
+            Ok(false)
+        }
+        Err(r) => refuse(session, ctx, r).await,
+    }
+}
+
+/// The verified client certificate of the request's connection (TLS listeners with
+/// `tls.client_ca_file`), if any.
+fn client_cert(session: &Session) -> Option<&ClientCert> {
+    session
+        .digest()?
+        .ssl_digest
+        .as_ref()?
+        .extension
+        .get::<ClientCert>()
+}
+
+fn unix_now_s() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Tenant stage: `Ok(true)` when it answered.
+pub(super) async fn tenant_stage(
+    app: &App,
+    session: &mut Session,
+    ctx: &mut Ctx,
+    snap: &Snapshot,
+) -> Result<bool> {
+    let (Some(quota), Some(identity)) = (&snap.quota, &ctx.identity) else {
+        return Ok(false);
+    };
+    let cost = ctx.route(snap).map_or(1, |r| r.cost);
+    let plan = match pipeline::tenant::plan(snap, identity, cost) {
+        Ok(Some(p)) => p,
+        Ok(None) => return Ok(false),
+        Err(r) => return refuse(session, ctx, r).await,
+    };
+    ctx.tenant = Some(plan.tenant.clone());
+    ctx.tier = Some(plan.tier.name.clone());
+    let status = snap.config.response.status;
+    let shadow = plan.tier.mode.is_shadow() || ctx.shadow_route();
+    let fit = &app.tier_fit;
+    let verdict = pipeline::tenant::run(quota, fit, &plan, status, shadow).await;
+    ctx.quota_headers = verdict.headers;
+    if let Decision::Delay(ms) = verdict.decision {
+        if let Err(e) = wait_for_slot(session, ms).await {
+            ctx.decided = (Layer::Tenant, Outcome::ClientLeft);
+            if let Some((rate, r)) = verdict.reservation {
+                quota.give_back(&plan.request(), &rate, r).await;
+            }
+            return Err(e);
+        }
+    }
+    match verdict.decision {
+        Decision::Admit | Decision::Delay(_) => {
+            count(ctx, Layer::Tenant, verdict.outcome);
+            if verdict.near_limit {
+                let tier = plan.tier.name.as_str();
+                METRICS.near_limit.with_label_values(&[tier]).inc();
+            }
+            Ok(false)
+        }
+        d => settle(session, ctx, Layer::Tenant, d).await,
+    }
+}
 
 /// Waits `delay_ms` for a `leaky_bucket` slot on a timer (never blocking a thread). While no
 /// request body is pending, a client that goes away is noticed at once and the wait ends with
 /// an error (the caller gives the slot back). With a body pending the wait is not interrupted.
-pub async fn wait_for_slot(session: &mut Session, delay_ms: u64) -> Result<()> {
+async fn wait_for_slot(session: &mut Session, delay_ms: u64) -> Result<()> {
     let sleep = tokio::time::sleep(Duration::from_millis(delay_ms));
     tokio::pin!(sleep);
     let mut probe = session.as_downstream_mut().is_body_done();
@@ -28,4 +199,86 @@ pub async fn wait_for_slot(session: &mut Session, delay_ms: u64) -> Result<()> {
             }
         }
     }
+}
+
+/// Upstream slot stage: `Ok(true)` when it answered.
+pub(super) async fn slot_stage(
+    session: &mut Session,
+    ctx: &mut Ctx,
+    snap: &Snapshot,
+) -> Result<bool> {
+    let upstream = ctx
+        .route(snap)
+        .and_then(|r| snap.upstreams.get(&r.upstream));
+    let (Some(upstream), Some(identity)) = (upstream, &ctx.identity) else {
+        return Ok(false);
+    };
+    let Some(slots) = &upstream.slots else {
+        return Ok(false);
+    };
+    let settings = &upstream.settings;
+    let (tenant, weight) = claimant_of(&snap.config, identity);
+    let limits = SlotLimits {
+        queue: settings.queue.as_ref(),
+        per_tenant: settings.max_concurrency_per_tenant,
+    };
+    let claimant = Claimant { tenant, weight };
+    match pipeline::slot::acquire(session, slots, claimant, limits).await? {
+        Ok(guard) => {
+            ctx.slot = Some(guard);
+            settle(session, ctx, Layer::Upstream, Decision::Admit).await
+        }
+        Err(why) => {
+            let shadow = ctx.shadow_route();
+            if !shadow {
+                let labels = [settings.name.as_str(), why.as_str()];
+                METRICS.upstream_rejections.with_label_values(&labels).inc();
+            }
+            let spent = ctx.quota_headers.is_some();
+            let r = pipeline::slot::rejection(why, settings, tenant, spent);
+            // Shadow: the request goes on without a slot.
+            let d = Decision::refuse(r, shadow);
+            settle(session, ctx, Layer::Upstream, d).await
+        }
+    }
+}
+
+/// Backend stage (Pingora's `upstream_peer`): a healthy backend of the route's upstream, with
+/// the upstream's TLS and timeouts.
+pub(super) fn backend_peer(ctx: &Ctx) -> Result<Box<HttpPeer>> {
+    let snap = &ctx.snapshot;
+    let upstream = ctx
+        .route(snap)
+        .and_then(|r| snap.upstreams.get(&r.upstream))
+        .ok_or_else(|| Error::explain(ErrorType::HTTPStatus(502), "route without upstream"))?;
+    let backend = upstream
+        .pool
+        .select()
+        .ok_or_else(|| Error::explain(ErrorType::HTTPStatus(502), "no healthy backend"))?;
+    let mut peer = HttpPeer::new(backend.addr.clone(), upstream.tls.is_some(), String::new());
+    if let Some(tls) = &upstream.tls {
+        tls.apply(&mut peer);
+    }
+    let s = &upstream.settings;
+    peer.options.connection_timeout = Some(s.connect_timeout);
+    peer.options.total_connection_timeout = Some(s.connect_timeout);
+    peer.options.read_timeout = Some(s.read_timeout);
+    peer.options.write_timeout = Some(s.read_timeout);
+    peer.options.idle_timeout = Some(Duration::from_secs(60));
+    Ok(Box::new(peer))
+}
+
+/// Body stage (Pingora's `request_body_filter`): counts the streamed body against the route's
+/// `max_body_bytes`; over it, the request is refused with an error that `fail_to_proxy` answers.
+pub(super) fn body_stage(ctx: &mut Ctx, chunk: &Option<bytes::Bytes>) -> Result<()> {
+    let max = ctx.route(&ctx.snapshot).and_then(|r| r.max_body_bytes);
+    let len = chunk.as_ref().map_or(0, |c| c.len());
+    if body::streamed_too_large(&mut ctx.body_bytes, len, max) {
+        let r = pipeline::route::body_too_large(max);
+        ctx.decided = (r.layer, r.reason);
+        count(ctx, r.layer, r.reason);
+        tracing::warn!(request_id = %ctx.request_id(), client = %ctx.client, received = ctx.body_bytes, "request body over the route's limit; stopped reading");
+        return Error::e_explain(ErrorType::HTTPStatus(r.problem.status), r.problem.detail);
+    }
+    Ok(())
 }

@@ -1,0 +1,94 @@
+//! The per-request state ([`Ctx`]) every hook and stage reads and fills in.
+
+use crate::concurrency::slots::SlotGuard;
+use crate::config::RouteSettings;
+use crate::identity::Identity;
+use crate::pipeline::{Layer, Outcome};
+use crate::response::QuotaHeaders;
+use crate::snapshot::Snapshot;
+use http::HeaderValue;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Per-request state. Dropped after `logging` on every path, which releases the upstream slot.
+pub struct Ctx {
+    pub(super) snapshot: Arc<Snapshot>,
+    /// The request id as a header value (visible ASCII), shared by the backend request, the
+    /// response, problem bodies and logs ([`Ctx::request_id`]).
+    pub(super) request_id: HeaderValue,
+    /// The client sent exactly one `X-Request-Id`, and it is `request_id`.
+    pub(super) request_id_sent: bool,
+    pub(super) started: Instant,
+    pub(super) client: IpAddr,
+    pub(super) route: Option<usize>,
+    /// Who the request is (anonymous included), once the identity stage passed.
+    pub(super) identity: Option<Identity>,
+    /// Tenant whose bucket the tenant stage used.
+    pub(super) tenant: Option<String>,
+    /// Tier whose bucket the tenant stage used.
+    pub(super) tier: Option<String>,
+    pub(super) quota_headers: Option<QuotaHeaders>,
+    pub(super) slot: Option<SlotGuard>,
+    /// Layer that decided the request's fate and how (for the access log).
+    pub(super) decided: (Layer, Outcome),
+    pub(super) connect_tries: usize,
+    /// Request body bytes received so far (for `routes[].max_body_bytes`).
+    pub(super) body_bytes: u64,
+}
+
+impl Ctx {
+    /// A request's state before its first stage, on the current `snapshot`.
+    pub(super) fn new(snapshot: Arc<Snapshot>) -> Ctx {
+        Ctx {
+            snapshot,
+            request_id: HeaderValue::from_static(""),
+            request_id_sent: false,
+            started: Instant::now(),
+            client: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            route: None,
+            identity: None,
+            tenant: None,
+            tier: None,
+            quota_headers: None,
+            slot: None,
+            decided: (Layer::Upstream, Outcome::Admitted),
+            connect_tries: 0,
+            body_bytes: 0,
+        }
+    }
+
+    /// The request id as text (always visible ASCII: a checked client id or a UUID).
+    pub(super) fn request_id(&self) -> &str {
+        self.request_id.to_str().unwrap_or_default()
+    }
+
+    /// The request's route, once the route stage resolved it.
+    pub(super) fn route<'a>(&self, snap: &'a Snapshot) -> Option<&'a RouteSettings> {
+        self.route.map(|i| &snap.config.routes[i])
+    }
+    /// The tier for metrics and the access log: the tenant stage's, else the identity's, else `-`.
+    pub(super) fn tier_label(&self) -> &str {
+        self.tier
+            .as_deref()
+            .or_else(|| self.identity.as_ref().and_then(|i| i.tier.as_deref()))
+            .unwrap_or("-")
+    }
+    /// The rate-limit header pairs of the request, once the tenant stage decided, without
+    /// `Retry-After`: a refusal carries its own ([`Rejection::retry_after`]), and a request that
+    /// goes on (admitted, or refused in shadow mode) is not told to retry.
+    ///
+    /// [`Rejection::retry_after`]: crate::pipeline::Rejection::retry_after
+    pub(super) fn quota_pairs(&self) -> Vec<(&'static str, String)> {
+        let q = self.quota_headers.as_ref();
+        let mut pairs = q.map(|q| self.snapshot.quota_pairs(q)).unwrap_or_default();
+        pairs.retain(|(name, _)| *name != "Retry-After");
+        pairs
+    }
+
+    /// True when the request's route runs in shadow mode (every limit layer shadows for it).
+    pub(super) fn shadow_route(&self) -> bool {
+        self.route(&self.snapshot)
+            .is_some_and(|r| r.mode.is_shadow())
+    }
+}

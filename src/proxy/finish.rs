@@ -1,0 +1,42 @@
+//! The end of every request (Pingora's `logging`): the upstream slot is released, the route's
+//! metrics series observes the request, and the access log gets its line.
+
+use super::ctx::Ctx;
+use pingora::proxy::Session;
+
+/// Closes the request: releases its upstream slot, observes the route's series (status and
+/// duration) and writes the access log line when `observability.access_log` is on.
+pub(super) fn finish(session: &Session, ctx: &mut Ctx) {
+    let status = session
+        .response_written()
+        .map(|r| r.status.as_u16())
+        .unwrap_or(0);
+    ctx.slot.take();
+    let snap = &ctx.snapshot;
+    let route = ctx.route(snap).map(|r| r.id.as_str()).unwrap_or("none");
+    let elapsed = ctx.started.elapsed();
+    let series = match ctx.route {
+        Some(i) => snap.route_series.get(i),
+        None => snap.route_series.last(),
+    };
+    if let Some(series) = series {
+        series.observe(status, elapsed.as_secs_f64());
+    }
+    if snap.config.observability.access_log {
+        let req = session.req_header();
+        tracing::info!(
+            target: crate::observe::access_log::TARGET,
+            request_id = %ctx.request_id(),
+            method = %req.method,
+            path = %req.uri.path(),
+            route,
+            client = %ctx.client,
+            tenant = ctx.tenant.as_deref().unwrap_or("-"),
+            tier = ctx.tier_label(),
+            layer = ctx.decided.0.as_str(),
+            decision = ctx.decided.1.as_str(),
+            status,
+            duration_ms = elapsed.as_secs_f64() * 1000.0,
+        );
+    }
+}

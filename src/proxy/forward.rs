@@ -1,0 +1,167 @@
+//! Backend header hygiene: what the admitted request carries to the upstream. Tollgate sets
+//! `X-Forwarded-For`/`-Proto`, `X-Request-Id` and the identity headers, removes the proxy-set
+//! fields a client may not send and the lookalikes of the names it owns, and keeps those names out
+//! of the client's `Connection` header.
+
+use super::ctx::Ctx;
+use crate::http::client_ip;
+use crate::http::proxy_fields::{self, ProxyField};
+use crate::http::{connection, lookalike, request_id};
+use crate::identity::Authenticator;
+use http::header::CONNECTION;
+use http::{HeaderName, HeaderValue};
+use pingora::http::RequestHeader;
+use pingora::prelude::*;
+use pingora::proxy::Session;
+
+/// True when the request came over TLS.
+fn is_tls(session: &Session) -> bool {
+    session.digest().is_some_and(|d| d.ssl_digest.is_some())
+}
+
+const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+pub(super) const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+
+/// The request id ([`crate::http::request_id`]): the client's one valid `X-Request-Id`, else a
+/// new UUID v4, as a header value (the client's is shared, not copied); and whether it is the
+/// client's (then the backend request already carries exactly it and needs no rewrite).
+pub(super) fn request_id(req: &RequestHeader) -> (HeaderValue, bool) {
+    let sent = req.headers.get_all(&X_REQUEST_ID);
+    if request_id::accepted(sent.iter().map(HeaderValue::as_bytes)).is_some() {
+        if let Some(value) = sent.iter().next() {
+            return (value.clone(), true);
+        }
+    }
+    let id = request_id::generate();
+    let value = HeaderValue::from_str(&id).expect("a UUID is a valid header value");
+    (value, false)
+}
+
+/// Rewrites the admitted request's headers for the backend: identity headers
+/// ([`crate::identity::Authenticator::forward`]), `X-Forwarded-For` (the client's list, then the
+/// peer), `X-Forwarded-Proto` and `X-Request-Id`; and drops those names from the client's
+/// `Connection` header, which would otherwise make Pingora remove them again
+/// ([`crate::http::connection`]).
+///
+/// Done on the downstream request once it is admitted, not in `upstream_request_filter`: Pingora
+/// parses the downstream head into a header map with room to spare, while the upstream copy it
+/// makes per attempt has exactly the fields it copied, so every insert there grew (reallocated)
+/// both of its maps. Each attempt's copy carries the result.
+pub(super) fn forward_headers(session: &mut Session, ctx: &Ctx) -> Result<()> {
+    let proto = if is_tls(session) { "https" } else { "http" };
+    let peer = session
+        .client_addr()
+        .and_then(|a| a.as_inet())
+        .map(|a| client_ip::normalize(a.ip()));
+    let req = session.req_header_mut();
+    let forward = ctx.snapshot.auth.forward(ctx.identity.as_ref());
+    for name in forward.remove {
+        req.remove_header(name);
+    }
+    for (name, value) in forward.insert {
+        req.insert_header(name.clone(), value)?;
+    }
+    // X-Forwarded-For in one allocation: every field the client sent, byte for byte and in
+    // order (as one list, RFC 9110 5.3, the same list the edge stage read), then the peer.
+    let mut xff = Vec::with_capacity(64);
+    for v in req.headers.get_all(&X_FORWARDED_FOR) {
+        xff.extend_from_slice(v.as_bytes());
+        xff.extend_from_slice(b", ");
+    }
+    match peer {
+        Some(peer) => client_ip::push_ip(&mut xff, peer),
+        None => xff.truncate(xff.len().saturating_sub(2)),
+    }
+    // Names as lower-case static strings: the same bytes on the wire as a `HeaderName`, without
+    // Pingora copying the name for its case-preserving map.
+    if !xff.is_empty() {
+        req.insert_header("x-forwarded-for", xff)?;
+    }
+    req.insert_header("x-forwarded-proto", HeaderValue::from_static(proto))?;
+    if !ctx.request_id_sent {
+        req.insert_header("x-request-id", ctx.request_id.clone())?;
+    }
+    drop_lookalikes(req, &ctx.snapshot.auth);
+    let trusted = match (&ctx.snapshot.config.edge, peer) {
+        (Some(edge), Some(peer)) => client_ip::is_trusted(peer, &edge.trusted_proxies),
+        _ => false,
+    };
+    drop_proxy_fields(req, trusted);
+    keep_owned_headers(req, ctx.snapshot.auth.strip_headers())
+}
+
+/// Removes the proxy-set fields a client sent ([`crate::http::proxy_fields`]): `Forwarded`,
+/// `X-Real-IP`, `X-Forwarded-Host`, `X-Original-URL`, ... unless the peer is `trusted`, and their
+/// `_` spellings always.
+fn drop_proxy_fields(req: &mut RequestHeader, trusted: bool) {
+    remove_fields(req, |name| {
+        match proxy_fields::classify(name.as_str().as_bytes()) {
+            ProxyField::Other => false,
+            ProxyField::Field => !trusted,
+            ProxyField::Lookalike => true,
+        }
+    });
+}
+
+/// Removes every field whose name `dropped` says so. One scan of the names, and nothing
+/// allocated, when none is.
+fn remove_fields(req: &mut RequestHeader, dropped: impl Fn(&HeaderName) -> bool) {
+    if !req.headers.keys().any(&dropped) {
+        return;
+    }
+    let names: Vec<HeaderName> = req.headers.keys().filter(|n| dropped(n)).cloned().collect();
+    for name in &names {
+        req.remove_header(name);
+    }
+}
+
+/// The fields tollgate sets for the backend: `X-Forwarded-For`/`-Proto`, `X-Request-Id` and the
+/// `identity` headers (tenant and tier).
+fn set_for_backend(identity: &[HeaderName]) -> impl Iterator<Item = &HeaderName> {
+    static FIXED: [HeaderName; 3] = [X_FORWARDED_FOR, X_FORWARDED_PROTO, X_REQUEST_ID];
+    FIXED.iter().chain(identity)
+}
+
+/// Removes the client's fields whose names only look like one tollgate sets or reads
+/// ([`crate::http::lookalike`]: `X_Tollgate_Tenant`, `X_Forwarded_For`, `X_Api_Key`). One scan
+/// of the names, and nothing allocated, for a request without `_` in any name.
+fn drop_lookalikes(req: &mut RequestHeader, auth: &Authenticator) {
+    let has_underscore = |name: &HeaderName| name.as_str().as_bytes().contains(&b'_');
+    if !req.headers.keys().any(has_underscore) {
+        return;
+    }
+    let owned: Vec<&str> = set_for_backend(auth.strip_headers())
+        .chain(auth.api_key_header())
+        .map(HeaderName::as_str)
+        .collect();
+    remove_fields(req, |name| {
+        owned
+            .iter()
+            .any(|o| lookalike::reads_as(name.as_str().as_bytes(), o))
+    });
+}
+
+/// Removes from `Connection` the names of the fields tollgate sets for the backend (`identity`,
+/// the identity headers; `X-Forwarded-For`/`-Proto`, `X-Request-Id`), keeping its other tokens.
+/// Nothing is allocated for a request without `Connection`, the usual case.
+fn keep_owned_headers(req: &mut RequestHeader, identity: &[HeaderName]) -> Result<()> {
+    if !req.headers.contains_key(CONNECTION) {
+        return Ok(());
+    }
+    let owned: Vec<&str> = set_for_backend(identity).map(HeaderName::as_str).collect();
+    let values: Vec<&[u8]> = req
+        .headers
+        .get_all(CONNECTION)
+        .iter()
+        .map(|v| v.as_bytes())
+        .collect();
+    let Some(kept) = connection::without_owned(&values, &owned) else {
+        return Ok(());
+    };
+    req.remove_header(&CONNECTION);
+    if !kept.is_empty() {
+        req.insert_header(CONNECTION, kept)?;
+    }
+    Ok(())
+}

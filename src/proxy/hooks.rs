@@ -1,0 +1,115 @@
+//! The Pingora hooks of [`Proxy`]: each hands over to the stage or step that does the work.
+
+use super::ctx::Ctx;
+use super::failure::failure_status;
+use super::finish::finish;
+use super::forward::{forward_headers, request_id};
+use super::stages::{self, backend_peer, body_stage};
+use crate::pipeline::{Layer, Outcome};
+use crate::response::{send_problem, Problem};
+use crate::snapshot::App;
+use async_trait::async_trait;
+use pingora::http::ResponseHeader;
+use pingora::prelude::*;
+use pingora::proxy::{FailToProxy, ProxyHttp, Session};
+use std::sync::Arc;
+
+/// The proxy service.
+pub struct Proxy {
+    pub app: Arc<App>,
+}
+
+#[async_trait]
+impl ProxyHttp for Proxy {
+    type CTX = Ctx;
+
+    fn new_ctx(&self) -> Ctx {
+        Ctx::new(self.app.snapshot.load_full())
+    }
+
+    /// The stages in order; each answers the request itself when it refuses (`Ok(true)`).
+    async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
+        // One snapshot reference for all stages (each clone is a shared atomic count).
+        let snap = ctx.snapshot.clone();
+        (ctx.request_id, ctx.request_id_sent) = request_id(session.req_header());
+        ctx.client = stages::client_of(session, &snap);
+        let answered = stages::edge_stage(&self.app, session, ctx, &snap).await?
+            || stages::route_stage(session, ctx, &snap).await?
+            || stages::identity_stage(session, ctx, &snap).await?
+            || stages::tenant_stage(&self.app, session, ctx, &snap).await?
+            || stages::slot_stage(session, ctx, &snap).await?;
+        if !answered {
+            forward_headers(session, ctx)?;
+        }
+        Ok(answered)
+    }
+
+    async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
+        backend_peer(ctx)
+    }
+
+    fn fail_to_connect(
+        &self,
+        _session: &mut Session,
+        _peer: &HttpPeer,
+        ctx: &mut Ctx,
+        mut e: Box<Error>,
+    ) -> Box<Error> {
+        // Try the next backend once per backend before giving up.
+        ctx.connect_tries += 1;
+        let backends = ctx
+            .route(&ctx.snapshot)
+            .and_then(|r| ctx.snapshot.upstreams.get(&r.upstream))
+            .map(|u| u.settings.backends.len())
+            .unwrap_or(1);
+        if ctx.connect_tries < backends {
+            e.set_retry(true);
+        }
+        e
+    }
+
+    async fn request_body_filter(
+        &self,
+        _session: &mut Session,
+        chunk: &mut Option<bytes::Bytes>,
+        _end_of_stream: bool,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        body_stage(ctx, chunk)
+    }
+
+    async fn response_filter(
+        &self,
+        _session: &mut Session,
+        upstream_response: &mut ResponseHeader,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        upstream_response.insert_header("X-Request-Id", ctx.request_id.clone())?;
+        for (name, value) in ctx.quota_pairs() {
+            upstream_response.insert_header(name, value)?;
+        }
+        Ok(())
+    }
+
+    async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut Ctx) -> FailToProxy {
+        let (status, detail) = failure_status(e);
+        if status > 0 && session.response_written().is_none() {
+            if ctx.decided.0 != Layer::Http {
+                ctx.decided = (Layer::Upstream, Outcome::Error);
+            }
+            // Pingora closes the downstream after an error: say so in the response.
+            session.set_keepalive(None);
+            let p = Problem::status(status, detail);
+            let headers = ctx.quota_pairs();
+            let _ = send_problem(session, &p, ctx.request_id(), &headers).await;
+        }
+        FailToProxy {
+            error_code: status,
+            can_reuse_downstream: false,
+        }
+    }
+
+    async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut Ctx) {
+        finish(session, ctx);
+    }
+}

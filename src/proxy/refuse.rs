@@ -1,0 +1,80 @@
+//! Where a stage's decision takes effect: a refusal becomes the response (problem+json, its
+//! headers and the rate-limit headers), every decision is counted, and the deciding layer is
+//! recorded for the access log. The one place a refusal is written.
+
+use super::ctx::Ctx;
+use crate::observe::metrics::METRICS;
+use crate::pipeline::{Decision, Layer, Outcome, Rejection};
+use crate::response::send_problem;
+use pingora::prelude::*;
+use pingora::proxy::Session;
+
+/// The one place a rejection becomes a response: records the deciding layer, counts it
+/// (`tollgate_decisions_total`, and the per-tenant counter for the tenant layer), and
+/// writes the problem with its headers and, after the tenant stage, the rate-limit headers.
+pub(super) async fn refuse(session: &mut Session, ctx: &mut Ctx, r: Rejection) -> Result<bool> {
+    ctx.decided = (r.layer, r.reason);
+    count(ctx, r.layer, r.reason);
+    if r.reason == Outcome::BadTarget {
+        tracing::warn!(
+            request_id = %ctx.request_id(),
+            client = %ctx.client,
+            reason = %r.problem.extensions.get("reason").and_then(|v| v.as_str()).unwrap_or(""),
+            target = %crate::http::log_escape(session.req_header().raw_path(), 200),
+            "request target refused"
+        );
+    }
+    let mut headers = r.response_headers();
+    headers.extend(ctx.quota_pairs());
+    // A client that went away cannot be answered; that is not our error.
+    let _ = send_problem(session, &r.problem, ctx.request_id(), &headers).await;
+    Ok(true)
+}
+
+/// Counts one decision of `layer` (and, for the tenant layer, the per-tenant counter).
+pub(super) fn count(ctx: &Ctx, layer: Layer, outcome: Outcome) {
+    ctx.snapshot
+        .decision_series
+        .inc(layer, outcome, ctx.tier_label());
+    if let (Layer::Tenant, Some(tenant)) = (layer, &ctx.tenant) {
+        let bound = ctx.snapshot.config.observability.tenant_metrics;
+        METRICS.tenant_decision(bound, tenant, outcome);
+    }
+}
+
+/// Applies a stage's decision: `Ok(true)` when the request was answered. An admission is
+/// counted as `admitted` for `layer`.
+pub(super) async fn settle(
+    session: &mut Session,
+    ctx: &mut Ctx,
+    layer: Layer,
+    decision: Decision,
+) -> Result<bool> {
+    match decision {
+        Decision::Admit | Decision::Delay(_) => {
+            count(ctx, layer, Outcome::Admitted);
+            Ok(false)
+        }
+        Decision::Reject(r) => refuse(session, ctx, r).await,
+        Decision::ShadowReject(r) => {
+            shadow(ctx, r);
+            Ok(false)
+        }
+    }
+}
+
+/// A rejection of a layer in shadow mode: counted as `shadow_limited`, logged, not enforced
+/// (the access log shows it as the deciding layer unless a later one refuses).
+fn shadow(ctx: &mut Ctx, r: Rejection) {
+    ctx.decided = (r.layer, Outcome::ShadowLimited);
+    count(ctx, r.layer, Outcome::ShadowLimited);
+    tracing::info!(
+        request_id = %ctx.request_id(),
+        layer = r.layer.as_str(),
+        would_be = r.reason.as_str(),
+        status = r.problem.status,
+        tenant = ctx.tenant.as_deref().unwrap_or("-"),
+        client = %ctx.client,
+        "shadow mode: this request would have been refused"
+    );
+}
