@@ -7,7 +7,7 @@
 //! bare 400 at that point, after the stages charged the request. So:
 //!
 //! - [`nomination_problem`] mirrors Pingora's refusals on the request head, before any stage
-//!   (called by [`super::head::check_head`]);
+//!   (called by `proxy::head::check_head`);
 //! - [`without_owned`] drops the names of the fields tollgate sets from the token list before
 //!   the request is forwarded, like nginx, which never lets a client's `Connection` remove the
 //!   fields it sets itself.

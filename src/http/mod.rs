@@ -1,8 +1,9 @@
-//! HTTP hardening in front of the stages: request-target normalisation ([`target`]), request-head
-//! limits and parser errors ([`head`], pure), the connection front end that applies them
-//! ([`front`], I/O), request-body limits ([`body`], pure), the client request-id rule
-//! ([`request_id`], pure), names that only look like tollgate's ([`lookalike`], pure) and the
-//! proxy-set fields only a trusted peer may send ([`proxy_fields`], pure).
+//! Pure HTTP rules the layers above apply: request-target normalisation ([`target`]), the client
+//! address ([`client_ip`]), request-body limits ([`body`]), `Connection` handling
+//! ([`connection`]), the client request-id rule ([`request_id`]), names that only look like
+//! tollgate's ([`lookalike`]) and the proxy-set fields only a trusted peer may send
+//! ([`proxy_fields`]). The request-head checks and the HTTP/1 front end that apply them to a
+//! connection are in `proxy/` (`head.rs`, `front.rs`).
 
 pub mod body;
 pub mod client_ip;
