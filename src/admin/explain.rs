@@ -378,7 +378,7 @@ async fn tenant_layer(
                 "tenant": tenant,
                 "tier": t.name,
                 "cost": cost,
-                "policies": tenants::policies_json(&t.name, &rate, &policy, &p, true),
+                "policies": tenants::policies_json(&t.name, &rate, policy, &p, true),
                 "fit": app.tier_fit.report(tenant, raw.now_ms),
             })
         }
