@@ -11,7 +11,8 @@ use rand::{rngs::StdRng, Rng, SeedableRng};
 use tollgate::limit::pool::{decide, share_rate};
 use tollgate::limit::token_bucket::{Decision, TokenBucketState};
 use tollgate::limit::Rate;
-use tollgate::quota::pool_store::{pool_key, share_key, POOL_BUCKET_LUA};
+use tollgate::store::redis::keys::{pool_key, share_key};
+use tollgate::store::redis::scripts::POOL_BUCKET_LUA;
 
 fn redis_now_ms(con: &mut redis::Connection) -> u64 {
     let (s, us): (u64, u64) = redis::cmd("TIME").query(con).unwrap();

@@ -19,6 +19,7 @@
 use crate::hashing::HashMap;
 use crate::limit::{Decision, Rate};
 use crate::store::redis::client::RedisFault;
+use crate::store::redis::guarded;
 use parking_lot::Mutex;
 use std::future::Future;
 use std::sync::Arc;
@@ -44,6 +45,15 @@ impl Answer {
             reply,
             own_call: false,
         }
+    }
+}
+
+/// An answer as one attempt of a guarded call: a request that only shared a call made by
+/// another request of its tenant is not one more breaker outcome.
+impl guarded::Reply for Answer {
+    type Value = Decision;
+    fn into_parts(self) -> (Reply, bool) {
+        (self.reply, self.own_call)
     }
 }
 

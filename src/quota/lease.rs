@@ -1,7 +1,7 @@
 //! Opt-in token leasing (`tiers.<name>.lease`, docs/DESIGN.md 4c "Lease").
 //!
 //! An instance takes up to `tokens` from the tenant's Redis token bucket in one script call
-//! (`lua/lease.lua`) and admits locally from that batch for at most `max_hold`. Tokens leave
+//! ([`LEASE_LUA`]) and admits locally from that batch for at most `max_hold`. Tokens leave
 //! Redis before they are used, so the fleet never admits more than the bucket allows; what it
 //! costs is under-admission: at any moment at most `tokens` per instance sit in leases instead
 //! of the bucket. Unused tokens go back to the bucket (never beyond its burst): with the next
@@ -13,22 +13,17 @@
 //! one call serves the whole queue instead of every waiting request taking its own batch.
 //! [`LeaseBook`] is the pure bookkeeping (clock injected); [`LeaseStore`] holds one per tenant.
 
-use super::{count_fault, PolicyExtras, QuotaOutcome, QuotaService, TenantQuota};
+use super::{count_fault, record_call, refused_wait};
+use super::{PolicyExtras, QuotaOutcome, QuotaService, TenantQuota};
 use crate::config::LeaseSettings;
 use crate::hashing::HashMap;
 use crate::limit::{Decision, Rate};
-use crate::observe::metrics::METRICS;
-use crate::store::redis::breaker::Permit;
 use crate::store::redis::client::{LuaScript, RedisFault};
+use crate::store::redis::guarded::{Answered, Attempt, Budget, RetryOn, FAILED_CALL_RETRY_MS};
+use crate::store::redis::keys::bucket_key;
+use crate::store::redis::scripts::LEASE_LUA;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
-
-/// `lua/lease.lua`: give back unused tokens, then take a batch, in one atomic call; behind the
-/// token bucket's refill `lua/lib/refill.lua`.
-pub const LEASE_LUA: &str = concat!(
-    include_str!("../../lua/lib/refill.lua"),
-    include_str!("../../lua/lease.lua")
-);
 
 /// How often [`LeaseReturn`] gives back the tokens of expired leases.
 pub const SWEEP_EVERY: Duration = Duration::from_millis(100);
@@ -303,44 +298,47 @@ impl QuotaService {
                 return Some(decided(d));
             }
         }
-        let (permit, t) = self.breaker.permit(sent_ms);
-        self.transition(t);
-        // Tokens handed back while the breaker refuses calls are lost to this instance (the
-        // bucket refills them): under-admission, never over-admission.
-        let retry_in_ms = match permit {
-            Permit::Rejected { retry_in_ms } => retry_in_ms,
-            Permit::Call { probe } => {
-                let started = Instant::now();
-                let want = lease.tokens.max(q.cost);
-                let call = self.lease_call(q, want, refund, arrived);
-                let result = match tokio::time::timeout(left, call).await {
-                    Ok(result) => result,
-                    Err(_) => Err(RedisFault::Timeout),
-                };
-                book.finished(result.err());
-                let ok = result.is_ok();
-                METRICS.redis_call(ok, started.elapsed().as_secs_f64());
-                let t = self.breaker.record(self.now_ms(), ok, probe);
-                self.transition(t);
-                match result {
-                    Ok(reply) => {
-                        let now = self.now_ms();
-                        let d =
-                            book.book
-                                .lock()
-                                .settle(now, lease.max_hold_ms, &q.rate, q.cost, reply);
-                        if !d.admitted {
-                            let at = (sent_ms, self.now_ms());
-                            self.deny.remember(q.tenant, q.rate, q.cost, at, &d);
-                        }
-                        return Some(decided(d));
-                    }
-                    Err(fault) => {
-                        count_fault(fault);
-                        1000
-                    }
+        // One lease call, bounded by `redis.timeout_ms` from the request's arrival, with the
+        // retry of an exact decision. Tokens handed back while the breaker refuses calls are lost
+        // to this instance (the bucket refills them): under-admission, never over-admission.
+        let want = lease.tokens.max(q.cost);
+        let answer = self
+            .guarded()
+            .call(
+                sent_ms,
+                self.retry(
+                    RetryOn::ConnectionOrNotMaster,
+                    Budget::Since {
+                        since: arrived,
+                        left,
+                    },
+                ),
+                |attempt| {
+                    // The retry goes without the refund: the first attempt may have given it
+                    // back already, and giving it twice could over-admit.
+                    let refund = if attempt == Attempt::First { refund } else { 0 };
+                    self.lease_script(q.tenant, &q.rate, q.cost, want, refund)
+                },
+                |fault, elapsed| {
+                    book.finished(fault);
+                    record_call(fault, elapsed);
+                },
+            )
+            .await;
+        let retry_in_ms = match answer {
+            Ok(Answered { value: reply, .. }) => {
+                let now = self.now_ms();
+                let d = book
+                    .book
+                    .lock()
+                    .settle(now, lease.max_hold_ms, &q.rate, q.cost, reply);
+                if !d.admitted {
+                    let at = (sent_ms, self.now_ms());
+                    self.deny.remember(q.tenant, q.rate, q.cost, at, &d);
                 }
+                return Some(decided(d));
             }
+            Err(refused) => refused_wait(refused),
         };
         drop(refill);
         Some(self.fallback(q, retry_in_ms))
@@ -351,39 +349,10 @@ impl QuotaService {
     /// `tollgate_redis_errors_total`, but not in the circuit breaker, which counts calls.
     fn failed_without_call(&self, q: &TenantQuota<'_>, fault: RedisFault) -> QuotaOutcome {
         count_fault(fault);
-        self.fallback(q, 1000)
+        self.fallback(q, FAILED_CALL_RETRY_MS)
     }
 
-    /// One lease call, bounded by `redis.timeout_ms` from `started`; a connection error is
-    /// retried once like an exact decision (`call_redis`), but without the refund: the first
-    /// attempt may have given it back already, and giving it twice could over-admit.
-    async fn lease_call(
-        &self,
-        q: &TenantQuota<'_>,
-        want: u64,
-        refund: u64,
-        started: Instant,
-    ) -> Result<LeaseReply, RedisFault> {
-        match self
-            .lease_script(q.tenant, &q.rate, q.cost, want, refund)
-            .await
-        {
-            Err(fault @ (RedisFault::Connection | RedisFault::NotMaster)) => {
-                let left = self.settings.timeout.saturating_sub(started.elapsed());
-                if left.is_zero() {
-                    return Err(fault);
-                }
-                let retry = self.lease_script(q.tenant, &q.rate, q.cost, want, 0);
-                match tokio::time::timeout(left, retry).await {
-                    Ok(result) => result,
-                    Err(_) => Err(RedisFault::Timeout),
-                }
-            }
-            other => other,
-        }
-    }
-
-    /// `lua/lease.lua` on the tenant's bucket key (the token bucket's).
+    /// [`LEASE_LUA`] on the tenant's bucket key (the token bucket's, [`bucket_key`]).
     async fn lease_script(
         &self,
         tenant: &str,
@@ -392,7 +361,7 @@ impl QuotaService {
         want: u64,
         refund: u64,
     ) -> Result<LeaseReply, RedisFault> {
-        let keys = [self.redis.bucket_key(tenant)];
+        let keys = [bucket_key(self.redis.key_prefix(), tenant)];
         let args = [rate.limit, rate.per_ms, rate.burst, cost, want, refund];
         let reply: Vec<i64> = self.redis.eval(lease_script(), &keys, &args).await?;
         let [granted, remaining, retry_ms, full_ms] = reply[..] else {

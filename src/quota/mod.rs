@@ -20,8 +20,9 @@ use crate::observe::metrics::METRICS;
 use crate::observe::tier_fit::TierFit;
 use crate::store::memory::algo_store::AlgoStore;
 use crate::store::memory::bucket_store::BucketStore;
-use crate::store::redis::breaker::{Breaker, BreakerState, Permit};
+use crate::store::redis::breaker::{Breaker, BreakerState};
 use crate::store::redis::client::{RedisFault, RedisStore};
+use crate::store::redis::guarded::{Answered, Budget, Guarded, Refused, Retry, RetryOn};
 use crate::store::redis::membership::Fleet;
 use deny_cache::DenyCache;
 pub use policies::{PolicyExtras, Reservation};
@@ -105,6 +106,20 @@ fn count_fault(fault: RedisFault) {
         .redis_errors
         .with_label_values(&[fault.as_str()])
         .inc();
+}
+
+/// The failure policy's wait for a guarded call without an answer; a failed call (not a breaker
+/// refusal) is counted by [`count_fault`].
+fn refused_wait(refused: Refused) -> u64 {
+    if let Some(fault) = refused.fault {
+        count_fault(fault);
+    }
+    refused.retry_in_ms
+}
+
+/// Records one permitted Redis decision's duration and result (`tollgate_redis_duration_seconds`).
+fn record_call(fault: Option<RedisFault>, elapsed: Duration) {
+    METRICS.redis_call(fault.is_none(), elapsed.as_secs_f64());
 }
 
 impl QuotaService {
@@ -227,6 +242,21 @@ impl QuotaService {
         self.epoch.elapsed().as_millis() as u64
     }
 
+    /// The breaker on this service's clock and [`transition`](Self::transition)s, for every
+    /// decision that asks Redis.
+    fn guarded(&self) -> Guarded<'_, impl Fn() -> u64 + '_, impl Fn(Option<BreakerState>) + '_> {
+        Guarded::new(&self.breaker, || self.now_ms(), |t| self.transition(t))
+    }
+
+    /// One retry on a fault of `on`, within `redis.timeout_ms` from where `budget` starts.
+    fn retry(&self, on: RetryOn, budget: Budget) -> Retry {
+        Retry {
+            on,
+            timeout: self.settings.timeout,
+            budget,
+        }
+    }
+
     fn transition(&self, to: Option<BreakerState>) {
         let Some(to) = to else { return };
         METRICS.breaker_state.set(to.gauge());
@@ -273,82 +303,34 @@ impl QuotaService {
                 extras: PolicyExtras::default(),
             };
         }
-        let (permit, t) = self.breaker.permit(sent_ms);
-        self.transition(t);
-        let retry_in_ms = match permit {
-            Permit::Rejected { retry_in_ms } => retry_in_ms,
-            Permit::Call { probe } => {
-                let started = Instant::now();
-                let answer = self.call_redis(q, started).await;
-                let elapsed = started.elapsed().as_secs_f64();
-                let ok = answer.reply.is_ok();
-                METRICS.redis_call(ok, elapsed);
-                let done_ms = self.now_ms();
-                // The breaker counts Redis calls: a request that only shared another request's
-                // call is not one more outcome (a probe always reports, to free its permit).
-                if answer.own_call || probe {
-                    let t = self.breaker.record(done_ms, ok, probe);
-                    self.transition(t);
-                }
-                match answer.reply {
-                    Ok(decision) => {
-                        self.deny
-                            .remember(q.tenant, q.rate, q.cost, (sent_ms, done_ms), &decision);
-                        return QuotaOutcome::Decided {
-                            decision,
-                            rate: q.rate,
-                            degraded: false,
-                            extras: PolicyExtras::default(),
-                        };
-                    }
-                    Err(fault) => {
-                        count_fault(fault);
-                        1000
-                    }
+        // One decision in Redis, bounded by `redis.timeout_ms` in total from the call: the wait
+        // behind a coalesced call in flight, this request's own call and its retry together. A
+        // request that only shared another request's call is not one more breaker outcome.
+        let call = |n| self.redis.token_bucket_batch(q.tenant, &q.rate, q.cost, n);
+        let answer = self
+            .guarded()
+            .call(
+                sent_ms,
+                self.retry(RetryOn::ConnectionOrNotMaster, Budget::FromCall),
+                |_| self.coalesce.decide(q.tenant, q.rate, q.cost, call),
+                record_call,
+            )
+            .await;
+        match answer {
+            Ok(Answered {
+                value: decision,
+                done_ms,
+            }) => {
+                self.deny
+                    .remember(q.tenant, q.rate, q.cost, (sent_ms, done_ms), &decision);
+                QuotaOutcome::Decided {
+                    decision,
+                    rate: q.rate,
+                    degraded: false,
+                    extras: PolicyExtras::default(),
                 }
             }
-        };
-        self.fallback(q, retry_in_ms)
-    }
-
-    /// One decision in Redis, bounded by `redis.timeout_ms` in total from `started`: the wait
-    /// behind a coalesced call in flight, this request's own call and its retry together.
-    ///
-    /// A connection error is retried once within what is left of that budget. After a Redis
-    /// restart or an outage, the first call fails at once without reaching Redis: the
-    /// connection is dead, or still holds the failure of the last reconnect attempt, and only
-    /// that failed call makes the connection manager start a new connection. Without the retry
-    /// every Redis restart costs one failed request, and the first half-open probe after an
-    /// outage always fails and re-opens the breaker for another `break_s`. (A connection that
-    /// drops after Redis ran the script but before the reply arrived makes the retry charge the
-    /// request twice: an over-count of one token, never an under-count.) A `NotMaster` reply
-    /// (READONLY / MASTERDOWN / LOADING) is retried the same way: the store has dropped that
-    /// connection, so the retry reconnects and reaches whatever now serves the address.
-    ///
-    /// `own_call` of the answer: this request made (one of) the Redis calls, rather than only
-    /// sharing calls made by other requests of its tenant.
-    async fn call_redis(&self, q: &TenantQuota<'_>, started: Instant) -> coalesce::Answer {
-        let call = |n| self.redis.token_bucket_batch(q.tenant, &q.rate, q.cost, n);
-        let decide = || self.coalesce.decide(q.tenant, q.rate, q.cost, call);
-        let first = decide().await;
-        let retried = matches!(
-            first.reply,
-            Err(RedisFault::Connection | RedisFault::NotMaster)
-        );
-        let left = self.settings.timeout.saturating_sub(started.elapsed());
-        if !retried || left.is_zero() {
-            return first;
-        }
-        match tokio::time::timeout(left, decide()).await {
-            Ok(retry) => coalesce::Answer {
-                reply: retry.reply,
-                own_call: first.own_call || retry.own_call,
-            },
-            // Cut while in its own call or waiting for one: counted as a call that timed out.
-            Err(_) => coalesce::Answer {
-                reply: Err(RedisFault::Timeout),
-                own_call: true,
-            },
+            Err(refused) => self.fallback(q, refused_wait(refused)),
         }
     }
 

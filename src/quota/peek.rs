@@ -4,7 +4,7 @@
 //! [`peek`] reads the raw state of the main limit and of every calendar quota with
 //! `lua/peek.lua` (TIME, HMGET/LRANGE, GET: no write, no TTL change) and decides in Rust with the
 //! reference functions of [`crate::limit`], which the algorithm scripts mirror step for step: the
-//! same keys ([`RedisStore::tenant_key`], [`Algorithm::key_suffix`]), the same clock (Redis TIME),
+//! same keys ([`keys::main_key`], [`keys::quota_key`]), the same clock (Redis TIME),
 //! the same math. Nothing is debited.
 //!
 //! [`reset`] deletes every key the tenant can own: the main-limit key of each of the six
@@ -19,12 +19,14 @@ use crate::limit::gcra::TatState;
 use crate::limit::sliding_window_counter::CounterState;
 use crate::limit::{Decision, Rate, TokenBucketState};
 use crate::store::redis::client::{LuaScript, RedisFault, RedisStore};
+use crate::store::redis::keys;
+use crate::store::redis::scripts::{PEEK_LUA, RESET_LUA};
 use once_cell::sync::Lazy;
 use redis::Value;
 use std::collections::VecDeque;
 
-static PEEK: Lazy<LuaScript> = Lazy::new(|| LuaScript::new(include_str!("../../lua/peek.lua")));
-static RESET: Lazy<LuaScript> = Lazy::new(|| LuaScript::new(include_str!("../../lua/reset.lua")));
+static PEEK: Lazy<LuaScript> = Lazy::new(|| LuaScript::new(PEEK_LUA));
+static RESET: Lazy<LuaScript> = Lazy::new(|| LuaScript::new(RESET_LUA));
 
 /// The raw state read from Redis at one instant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,11 +181,6 @@ fn unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// The key of a quota counter: `<prefix>:{<tenant>}:q:<period>:<window start ms>`.
-fn quota_key(store: &RedisStore, tenant: &str, period: Period, start_ms: u64) -> String {
-    store.tenant_key(tenant, &format!("q:{}:{start_ms}", period.as_str()))
-}
-
 /// One call of `lua/peek.lua` with quota windows taken at `at_ms`.
 async fn read_at(
     store: &RedisStore,
@@ -192,17 +189,18 @@ async fn read_at(
     quotas: &[CalendarQuota],
     at_ms: u64,
 ) -> Result<RawState, RedisFault> {
-    let mut keys = vec![store.tenant_key(tenant, alg.key_suffix())];
-    keys.extend(
+    let prefix = store.key_prefix();
+    let mut names = vec![keys::main_key(prefix, tenant, alg)];
+    names.extend(
         quotas
             .iter()
-            .map(|q| quota_key(store, tenant, q.period, q.period.window(at_ms).0)),
+            .map(|q| keys::quota_key(prefix, tenant, q.period, q.period.window(at_ms).0)),
     );
     let args: Vec<&str> = match fields(alg) {
         Some(f) => std::iter::once("hash").chain(f.iter().copied()).collect(),
         None => vec!["list"],
     };
-    let reply: Vec<Value> = store.eval(&PEEK, &keys, &args).await?;
+    let reply: Vec<Value> = store.eval(&PEEK, &names, &args).await?;
     let [secs, micros, Value::Array(main), Value::Array(counters)] = &reply[..] else {
         return Err(RedisFault::Other);
     };
@@ -242,17 +240,18 @@ pub async fn read(
 /// Every key `tenant` may own at Redis time `now_ms`: the main key of each algorithm, and each
 /// period's quota counter of the current and the previous window.
 pub fn tenant_keys(store: &RedisStore, tenant: &str, now_ms: u64) -> Vec<String> {
-    let mut keys: Vec<String> = Algorithm::ALL
+    let prefix = store.key_prefix();
+    let mut all: Vec<String> = Algorithm::ALL
         .iter()
-        .map(|a| store.tenant_key(tenant, a.key_suffix()))
+        .map(|a| keys::main_key(prefix, tenant, *a))
         .collect();
     for period in [Period::Hour, Period::Day, Period::Week, Period::Month] {
         let (start, _) = period.window(now_ms);
-        keys.push(quota_key(store, tenant, period, start));
+        all.push(keys::quota_key(prefix, tenant, period, start));
         let (previous, _) = period.window(start.saturating_sub(1));
-        keys.push(quota_key(store, tenant, period, previous));
+        all.push(keys::quota_key(prefix, tenant, period, previous));
     }
-    keys
+    all
 }
 
 /// Deletes every key of `tenant` ([`tenant_keys`]) in one script call; returns how many
@@ -261,8 +260,8 @@ pub async fn reset(store: &RedisStore, tenant: &str) -> Result<u64, RedisFault> 
     let now = read_at(store, tenant, Algorithm::TokenBucket, &[], unix_ms())
         .await?
         .now_ms;
-    let keys = tenant_keys(store, tenant, now);
-    let deleted: i64 = store.eval(&RESET, &keys, &[] as &[&str]).await?;
+    let names = tenant_keys(store, tenant, now);
+    let deleted: i64 = store.eval(&RESET, &names, &[] as &[&str]).await?;
     Ok(deleted.max(0) as u64)
 }
 

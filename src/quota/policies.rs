@@ -9,15 +9,14 @@
 //! share, as for the token bucket.
 
 use super::policy_script::{self as policy, PolicyCall, PolicyDecision};
-use super::{count_fault, QuotaOutcome, QuotaService, TenantQuota};
+use super::{record_call, refused_wait, QuotaOutcome, QuotaService, TenantQuota};
 use crate::config::{FailurePolicy, TierPolicy};
 use crate::limit::gcra::TatState;
 use crate::limit::Decision;
-use crate::observe::metrics::METRICS;
 use crate::response::QuotaReport;
-use crate::store::redis::breaker::Permit;
 use crate::store::redis::client::RedisFault;
-use std::time::Instant;
+use crate::store::redis::guarded::{Answered, Budget, RetryOn};
+use crate::store::redis::keys::policy_main_key;
 
 /// What a policy decision adds to the main limit's decision.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -76,66 +75,37 @@ impl QuotaService {
         policy::parse_reply(&reply, q.rate.limit).ok_or(RedisFault::Other)
     }
 
-    /// One call, retried once on a connection error within the timeout (as the token bucket
-    /// path, see `call_redis`).
-    async fn call_policy_retrying(
-        &self,
-        q: &TenantQuota<'_>,
-        started: Instant,
-    ) -> Result<PolicyDecision, RedisFault> {
-        match self.call_policy(q).await {
-            Err(RedisFault::Connection) => {
-                let left = self.settings.timeout.saturating_sub(started.elapsed());
-                if left.is_zero() {
-                    return Err(RedisFault::Connection);
-                }
-                match tokio::time::timeout(left, self.call_policy(q)).await {
-                    Ok(result) => result,
-                    Err(_) => Err(RedisFault::Timeout),
-                }
-            }
-            other => other,
-        }
-    }
-
-    /// Decides one request of a tier with a non-token-bucket algorithm or quotas.
+    /// Decides one request of a tier with a non-token-bucket algorithm or quotas: one guarded
+    /// call, retried once on a connection error (only: unlike the token bucket path, not on
+    /// `NotMaster`) within `redis.timeout_ms`.
     pub(super) async fn decide_policies(&self, q: &TenantQuota<'_>) -> QuotaOutcome {
-        let (permit, t) = self.breaker.permit(self.now_ms());
-        self.transition(t);
-        let retry_in_ms = match permit {
-            Permit::Rejected { retry_in_ms } => retry_in_ms,
-            Permit::Call { probe } => {
-                let started = Instant::now();
-                let result = self.call_policy_retrying(q, started).await;
-                let ok = result.is_ok();
-                METRICS.redis_call(ok, started.elapsed().as_secs_f64());
-                let t = self.breaker.record(self.now_ms(), ok, probe);
-                self.transition(t);
-                match result {
-                    Ok(d) => {
-                        let reservation = d.reservation.map(|state| Reservation {
-                            state,
-                            local: false,
-                        });
-                        return QuotaOutcome::Decided {
-                            decision: d.main.decision,
-                            rate: q.rate,
-                            degraded: false,
-                            extras: PolicyExtras {
-                                quotas: d.quotas,
-                                delay_ms: if d.admitted { d.main.delay_ms } else { 0 },
-                                reservation: reservation.filter(|_| d.admitted),
-                            },
-                        };
-                    }
-                    Err(fault) => {
-                        count_fault(fault);
-                        1000
-                    }
-                }
-            }
+        let answer = self
+            .guarded()
+            .call(
+                self.now_ms(),
+                self.retry(RetryOn::Connection, Budget::FromCall),
+                |_| self.call_policy(q),
+                record_call,
+            )
+            .await;
+        let d = match answer {
+            Ok(Answered { value, .. }) => value,
+            Err(refused) => return self.policy_fallback(q, refused_wait(refused)),
         };
-        self.policy_fallback(q, retry_in_ms)
+        let reservation = d.reservation.map(|state| Reservation {
+            state,
+            local: false,
+        });
+        QuotaOutcome::Decided {
+            decision: d.main.decision,
+            rate: q.rate,
+            degraded: false,
+            extras: PolicyExtras {
+                quotas: d.quotas,
+                delay_ms: if d.admitted { d.main.delay_ms } else { 0 },
+                reservation: reservation.filter(|_| d.admitted),
+            },
+        }
     }
 
     fn policy_fallback(&self, q: &TenantQuota<'_>, retry_in_ms: u64) -> QuotaOutcome {
@@ -174,7 +144,7 @@ impl QuotaService {
                 .refund(&q.tenant.to_string(), r.state, rate, q.cost);
             return;
         }
-        let key = policy::main_key(self.redis.key_prefix(), q.tenant, q.tier_policy.algorithm);
+        let key = policy_main_key(self.redis.key_prefix(), q.tenant, q.tier_policy.algorithm);
         let args = [
             r.state.tat_ms,
             r.state.rem,

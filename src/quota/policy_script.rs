@@ -2,39 +2,22 @@
 //! limit, whatever its algorithm, together with the tier's calendar quotas, all or nothing.
 //!
 //! Each algorithm's script (`lua/<algorithm>.lua`, with the shared `lua/lib/*.lua` parts put
-//! in by [`expand`]) is composed at load time into `lua/policy.lua`, which checks every policy
-//! and debits only when all admit. Keys:
-//! `<prefix>:{<tenant>}:<tb|gcra|fw|swl|swc|lb>` and `<prefix>:{<tenant>}:q:<period>:<window
-//! start ms>`, all under the tenant's hash tag. Replies are integers (ms, tokens).
+//! in by [`expand`]; the sources are in [`scripts`](crate::store::redis::scripts)) is composed at
+//! load time into `lua/policy.lua`, which checks every policy and debits only when all admit.
+//! Keys: [`policy_main_key`] and, per quota, [`policy_quota_key`] (the script appends the window
+//! start), all under the tenant's hash tag. Replies are integers (ms, tokens).
 
 use crate::limit::algorithm::{Algorithm, Outcome};
 pub use crate::limit::calendar::CalendarQuota;
 use crate::limit::gcra::TatState;
 use crate::limit::{Decision, Rate};
 use crate::store::redis::client::LuaScript;
+use crate::store::redis::keys::{policy_main_key, policy_quota_key};
+use crate::store::redis::scripts::{
+    FIXED_WINDOW_LUA, GCRA_LUA, LEAKY_BUCKET_LUA, LEAKY_REFUND_LUA, POLICY_LUA, PRELUDE_LUA,
+    SLIDING_WINDOW_COUNTER_LUA, SLIDING_WINDOW_LOG_LUA, TAT_LUA, TOKEN_BUCKET_LUA,
+};
 use std::sync::OnceLock;
-
-pub use crate::store::redis::client::TOKEN_BUCKET_LUA;
-/// `lua/gcra.lua`, a template: [`algorithm_lua`] is the script.
-pub const GCRA_LUA: &str = include_str!("../../lua/gcra.lua");
-/// `lua/fixed_window.lua`, a template: [`algorithm_lua`] is the script.
-pub const FIXED_WINDOW_LUA: &str = include_str!("../../lua/fixed_window.lua");
-/// `lua/sliding_window_log.lua`, a template: [`algorithm_lua`] is the script.
-pub const SLIDING_WINDOW_LOG_LUA: &str = include_str!("../../lua/sliding_window_log.lua");
-/// `lua/sliding_window_counter.lua`, a template: [`algorithm_lua`] is the script.
-pub const SLIDING_WINDOW_COUNTER_LUA: &str = include_str!("../../lua/sliding_window_counter.lua");
-/// `lua/leaky_bucket.lua`, a template: [`algorithm_lua`] is the script.
-pub const LEAKY_BUCKET_LUA: &str = include_str!("../../lua/leaky_bucket.lua");
-/// `lua/leaky_refund.lua`: gives a delayed request's slot back.
-pub const LEAKY_REFUND_LUA: &str = include_str!("../../lua/leaky_refund.lua");
-/// `lua/policy.lua`: the all-or-nothing frame around one algorithm and the quotas.
-pub const POLICY_LUA: &str = include_str!("../../lua/policy.lua");
-/// `lua/lib/prelude.lua`, put where a template says `--@@PRELUDE@@`: effects replication, the
-/// four common arguments, the Redis clock in ms, exact integer helpers.
-pub const PRELUDE_LUA: &str = include_str!("../../lua/lib/prelude.lua");
-/// `lua/lib/tat.lua`, put where a template says `--@@TAT@@`: the GCRA state (TAT) and refusals
-/// shared by `gcra` and `leaky_bucket`.
-pub const TAT_LUA: &str = include_str!("../../lua/lib/tat.lua");
 
 /// The template `lua/<alg>.lua` as written.
 fn template(alg: Algorithm) -> &'static str {
@@ -122,18 +105,13 @@ pub struct PolicyDecision {
     pub quotas: Vec<Decision>,
 }
 
-/// The main key of a tenant: `<prefix>:{<tenant>}:<suffix>`.
-pub fn main_key(prefix: &str, tenant: &str, alg: Algorithm) -> String {
-    format!("{prefix}:{{{tenant}}}:{}", alg.key_suffix())
-}
-
 /// KEYS and ARGV of a policy call; `test_now_ms` only from tests (fixes the script's clock).
 pub fn keys_and_args(
     prefix: &str,
     call: &PolicyCall<'_>,
     test_now_ms: Option<u64>,
 ) -> (Vec<String>, Vec<String>) {
-    let mut keys = vec![main_key(prefix, call.tenant, call.algorithm)];
+    let mut keys = vec![policy_main_key(prefix, call.tenant, call.algorithm)];
     let r = &call.rate;
     let mut main = vec![r.limit, r.per_ms, r.burst, call.cost];
     if call.algorithm == Algorithm::LeakyBucket {
@@ -144,11 +122,7 @@ pub fn keys_and_args(
     args.push(call.cost.to_string());
     args.push(call.quotas.len().to_string());
     for q in call.quotas {
-        keys.push(format!(
-            "{prefix}:{{{}}}:q:{}",
-            call.tenant,
-            q.period.as_str()
-        ));
+        keys.push(policy_quota_key(prefix, call.tenant, q.period));
         args.push(q.period.as_str().to_string());
         args.push(q.limit.to_string());
     }

@@ -1,32 +1,12 @@
-//! Redis side of a tier's burst pool: the script and its keys (see `lua/pool_bucket.lua`).
+//! Redis side of a tier's burst pool: [`POOL_BUCKET_LUA`] on [`pool_key`] and [`share_key`].
 
 use crate::config::PoolSettings;
 use crate::limit::pool::share_rate;
 use crate::limit::Decision;
 use crate::store::redis::client::{LuaScript, RedisFault};
-use crate::tenant_id;
+use crate::store::redis::keys::{pool_key, share_key};
+use crate::store::redis::scripts::POOL_BUCKET_LUA;
 use std::sync::OnceLock;
-
-/// The pool script (two token buckets debited together; mirrors `crate::limit::pool::decide`),
-/// `lua/pool_bucket.lua` behind the shared refill `lua/lib/refill.lua`.
-pub const POOL_BUCKET_LUA: &str = concat!(
-    include_str!("../../lua/lib/refill.lua"),
-    include_str!("../../lua/pool_bucket.lua")
-);
-
-/// `<prefix>:{pool:<tier>}:tb`: the pool bucket, in its own Cluster hash tag.
-pub fn pool_key(prefix: &str, tier: &str) -> String {
-    format!("{prefix}:{{pool:{tier}}}:tb")
-}
-
-/// `<prefix>:{pool:<tier>}:share:<encoded tenant>`: the tenant's share bucket, in the pool's hash
-/// tag so the script touches one slot (the tenant is percent-encoded like every tenant key).
-pub fn share_key(prefix: &str, tier: &str, tenant: &str) -> String {
-    format!(
-        "{prefix}:{{pool:{tier}}}:share:{}",
-        tenant_id::encode(tenant)
-    )
-}
 
 /// The pool's answer for one request that the tenant's own bucket refused, or why there is none.
 impl super::QuotaService {

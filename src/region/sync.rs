@@ -7,7 +7,7 @@
 //! tag (one Cluster slot). One exchange is one pipelined round trip for all tenants: per tenant a
 //! `SET … PX` (or `DEL` when idle here) then an `MGET` of every region's key.
 
-use crate::tenant_id;
+use crate::store::redis::keys::region_key;
 use std::time::Duration;
 use tokio::sync::Mutex;
 
@@ -40,13 +40,9 @@ impl GlobalStore {
         })
     }
 
-    /// Key of `region`'s demand for `tenant`.
+    /// Key of `region`'s demand for `tenant` ([`region_key`]).
     pub fn key(&self, tenant: &str, region: &str) -> String {
-        format!(
-            "{}:{{{}}}:region:{region}",
-            self.key_prefix,
-            tenant_id::encode(tenant)
-        )
+        region_key(&self.key_prefix, tenant, region)
     }
 
     /// Publishes this `region`'s demands (TTL `ttl`) and returns, per tenant in the same order,

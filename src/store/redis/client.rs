@@ -10,20 +10,14 @@
 //! because of it.
 
 use super::conn::{is_wrong_role, key_slot, Credentials, RedisConn};
+use super::keys::bucket_key;
+use super::scripts::TOKEN_BUCKET_LUA;
 use crate::config::RedisSettings;
 use crate::limit::token_bucket::decide_batch;
 use crate::limit::{Decision, Rate};
-use crate::tenant_id;
 use redis::{FromRedisValue, ToRedisArgs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-
-/// The token bucket script, embedded at build time from `lua/token_bucket.lua` behind the shared
-/// refill `lua/lib/refill.lua`.
-pub const TOKEN_BUCKET_LUA: &str = concat!(
-    include_str!("../../../lua/lib/refill.lua"),
-    include_str!("../../../lua/token_bucket.lua")
-);
 
 /// Why a Redis call failed; the label of `tollgate_redis_errors_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,7 +82,7 @@ pub struct LuaScript {
 }
 
 impl LuaScript {
-    /// Wraps a script source (usually `include_str!("../../../lua/<name>.lua")`).
+    /// Wraps a script source (one of [`scripts`](super::scripts), or composed from them).
     pub fn new(source: &'static str) -> Self {
         LuaScript {
             source,
@@ -136,25 +130,7 @@ impl RedisStore {
         })
     }
 
-    /// Bucket key of a tenant: `<prefix>:{<encoded tenant>}:tb`. The braces are the Redis Cluster
-    /// hash tag; the tenant is percent-encoded ([`tenant_id::encode`]: no `{`/`}` inside), so the
-    /// tag is exactly the tenant.
-    pub fn bucket_key(&self, tenant: &str) -> String {
-        self.tenant_key(tenant, "tb")
-    }
-
-    /// Key `<prefix>:{<encoded tenant>}:<suffix>`: every key of one tenant shares its Cluster
-    /// slot, and the tag is exactly the tenant ([`tenant_id::encode`]).
-    pub fn tenant_key(&self, tenant: &str, suffix: &str) -> String {
-        format!(
-            "{}:{{{}}}:{}",
-            self.key_prefix,
-            tenant_id::encode(tenant),
-            suffix
-        )
-    }
-
-    /// The configured key prefix.
+    /// The configured key prefix (the first part of every key, [`keys`](super::keys)).
     pub fn key_prefix(&self) -> &str {
         &self.key_prefix
     }
@@ -248,7 +224,7 @@ impl RedisStore {
         if n == 1 {
             return Ok(vec![self.token_bucket(tenant, rate, cost).await?]);
         }
-        let keys = [self.bucket_key(tenant)];
+        let keys = [bucket_key(&self.key_prefix, tenant)];
         let args = [rate.limit, rate.per_ms, rate.burst, cost, n as u64];
         let reply: Vec<i64> = self.eval(&self.token_bucket, &keys, &args).await?;
         let [admitted, level] = reply[..] else {
@@ -270,7 +246,7 @@ impl RedisStore {
         rate: &Rate,
         cost: u64,
     ) -> Result<Decision, RedisFault> {
-        let keys = [self.bucket_key(tenant)];
+        let keys = [bucket_key(&self.key_prefix, tenant)];
         let args = [rate.limit, rate.per_ms, rate.burst, cost];
         let reply: Vec<i64> = self.eval(&self.token_bucket, &keys, &args).await?;
         let [admitted, remaining, retry_ms, full_ms] = reply[..] else {

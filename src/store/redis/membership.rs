@@ -5,11 +5,13 @@
 //! Each instance adds itself (a random id per process) to the sorted set
 //! `<prefix>:{fleet}:members` with Redis `TIME` as score every [`HEARTBEAT_EVERY`], drops members
 //! not seen for [`MEMBER_TTL`], and reads the count, all in one script
-//! (`lua/fleet_heartbeat.lua`). When Redis goes down the last count seen stays: that is the fleet
+//! ([`FLEET_HEARTBEAT_LUA`]). When Redis goes down the last count seen stays: that is the fleet
 //! that shares the limit during the outage. Until the first heartbeat answers, the size is 1
 //! (this instance alone: an instance started during an outage cannot know its peers).
 
 use super::client::{LuaScript, RedisStore};
+use super::keys::fleet_members_key;
+use super::scripts::FLEET_HEARTBEAT_LUA;
 use once_cell::sync::Lazy;
 use prometheus::{register_int_gauge, IntGauge};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,9 +21,6 @@ use std::time::Duration;
 pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
 /// A member not seen for this long is no longer counted (three missed heartbeats).
 pub const MEMBER_TTL: Duration = Duration::from_secs(3);
-
-/// The membership script, embedded from `lua/fleet_heartbeat.lua`.
-pub const FLEET_HEARTBEAT_LUA: &str = include_str!("../../../lua/fleet_heartbeat.lua");
 
 /// `tollgate_fleet_size`: the live fleet size last learned (auto), or the configured one.
 static FLEET_SIZE: Lazy<IntGauge> = Lazy::new(|| {
@@ -58,7 +57,7 @@ impl Fleet {
     /// One heartbeat through `redis`; on success the learned size is stored and returned.
     /// A failure keeps the last size (the fleet that shares the limit during an outage).
     pub async fn heartbeat(&self, redis: &RedisStore) -> Option<u64> {
-        let key = format!("{}:{{fleet}}:members", redis.key_prefix());
+        let key = fleet_members_key(redis.key_prefix());
         let ttl = MEMBER_TTL.as_millis() as u64;
         let args = [self.id.clone(), ttl.to_string()];
         let n: u64 = redis.eval(&self.script, &[key], &args).await.ok()?;

@@ -1,8 +1,12 @@
 //! The shared store: the connection to standalone, Cluster or Sentinel Redis ([`conn`]), script
-//! calls and their faults ([`client`]), the circuit breaker ([`breaker`]) and fleet membership
-//! ([`membership`]).
+//! calls and their faults ([`client`]), the circuit breaker ([`breaker`]) and the guarded call
+//! through it ([`guarded`]), every key string ([`keys`]) and script ([`scripts`]), and fleet
+//! membership ([`membership`]).
 
 pub mod breaker;
 pub mod client;
 pub mod conn;
+pub mod guarded;
+pub mod keys;
 pub mod membership;
+pub mod scripts;

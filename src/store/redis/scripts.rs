@@ -1,0 +1,68 @@
+//! Every Lua script the gateway sends to Redis, embedded at build time from `lua/`. Scripts that
+//! share the token bucket refill carry `lua/lib/refill.lua` in front; the algorithm templates get
+//! their shared parts (`lua/lib/prelude.lua`, `lua/lib/tat.lua`) and their frame
+//! (`lua/policy.lua`) when the quota service composes them at load time.
+
+/// `lua/token_bucket.lua` behind the shared refill `lua/lib/refill.lua`: one exact token bucket
+/// decision (or a coalesced batch of `n`) on `<prefix>:{<tenant>}:tb`.
+pub const TOKEN_BUCKET_LUA: &str = concat!(
+    include_str!("../../../lua/lib/refill.lua"),
+    include_str!("../../../lua/token_bucket.lua")
+);
+
+/// `lua/lease.lua` behind the shared refill `lua/lib/refill.lua`: give back an instance's unused
+/// leased tokens, then take a batch, in one atomic call on the token bucket's key.
+pub const LEASE_LUA: &str = concat!(
+    include_str!("../../../lua/lib/refill.lua"),
+    include_str!("../../../lua/lease.lua")
+);
+
+/// `lua/pool_bucket.lua` behind the shared refill `lua/lib/refill.lua`: a tier's burst pool and
+/// the tenant's share of it, two token buckets debited together (mirrors
+/// `crate::limit::pool::decide`).
+pub const POOL_BUCKET_LUA: &str = concat!(
+    include_str!("../../../lua/lib/refill.lua"),
+    include_str!("../../../lua/pool_bucket.lua")
+);
+
+/// `lua/gcra.lua`, a template: GCRA (theoretical arrival time) decision.
+pub const GCRA_LUA: &str = include_str!("../../../lua/gcra.lua");
+
+/// `lua/fixed_window.lua`, a template: fixed window counter aligned to the Unix epoch.
+pub const FIXED_WINDOW_LUA: &str = include_str!("../../../lua/fixed_window.lua");
+
+/// `lua/sliding_window_log.lua`, a template: one timestamp per admitted token.
+pub const SLIDING_WINDOW_LOG_LUA: &str = include_str!("../../../lua/sliding_window_log.lua");
+
+/// `lua/sliding_window_counter.lua`, a template: current and previous window counts, weighted.
+pub const SLIDING_WINDOW_COUNTER_LUA: &str =
+    include_str!("../../../lua/sliding_window_counter.lua");
+
+/// `lua/leaky_bucket.lua`, a template: shaping (GCRA with the tolerance extended by the longest
+/// delay).
+pub const LEAKY_BUCKET_LUA: &str = include_str!("../../../lua/leaky_bucket.lua");
+
+/// `lua/leaky_refund.lua`: gives a delayed request's leaky bucket slot back.
+pub const LEAKY_REFUND_LUA: &str = include_str!("../../../lua/leaky_refund.lua");
+
+/// `lua/policy.lua`: the all-or-nothing frame around one algorithm and the calendar quotas.
+pub const POLICY_LUA: &str = include_str!("../../../lua/policy.lua");
+
+/// `lua/lib/prelude.lua`, put where a template says `--@@PRELUDE@@`: effects replication, the
+/// four common arguments, the Redis clock in ms, exact integer helpers.
+pub const PRELUDE_LUA: &str = include_str!("../../../lua/lib/prelude.lua");
+
+/// `lua/lib/tat.lua`, put where a template says `--@@TAT@@`: the GCRA state (TAT) and refusals
+/// shared by `gcra` and `leaky_bucket`.
+pub const TAT_LUA: &str = include_str!("../../../lua/lib/tat.lua");
+
+/// `lua/peek.lua`: reads one tenant's raw policy state (TIME, HMGET/LRANGE, GET; writes nothing)
+/// for the admin API.
+pub const PEEK_LUA: &str = include_str!("../../../lua/peek.lua");
+
+/// `lua/reset.lua`: deletes every key given (one tenant's), returning how many existed.
+pub const RESET_LUA: &str = include_str!("../../../lua/reset.lua");
+
+/// `lua/fleet_heartbeat.lua`: adds this instance to the fleet membership set, drops members not
+/// seen lately and returns the live count.
+pub const FLEET_HEARTBEAT_LUA: &str = include_str!("../../../lua/fleet_heartbeat.lua");
