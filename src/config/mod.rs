@@ -6,7 +6,6 @@
 pub mod duration;
 pub mod model;
 pub mod raw;
-mod region;
 pub mod schema;
 pub mod source;
 mod validate;

@@ -3,7 +3,7 @@
 //! ([`crate::http::normalize_host`]), and compared as text: an exact host, a
 //! `*.suffix` on whole labels, or any host.
 
-use super::HostMatch;
+use crate::config::model::HostMatch;
 use std::net::Ipv6Addr;
 
 /// The longest DNS label (RFC 1035 2.3.4).

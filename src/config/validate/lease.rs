@@ -1,6 +1,6 @@
 //! Validation of `tiers.<name>.lease` (docs/DESIGN.md 4c "Lease").
 
-use super::Check;
+use super::common::Check;
 use crate::config::raw::RawLease;
 use crate::config::LeaseSettings;
 use crate::limit::algorithm::Algorithm;

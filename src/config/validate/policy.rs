@@ -2,7 +2,7 @@
 //! `edge.algorithm`, including the bounds that keep every algorithm's arithmetic exact in Lua
 //! doubles and `sliding_window_log`'s memory bounded.
 
-use super::Check;
+use super::common::Check;
 use crate::config::raw::RawTier;
 use crate::config::TierPolicy;
 use crate::limit::algorithm::Algorithm;

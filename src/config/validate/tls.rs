@@ -1,60 +1,14 @@
-//! Validation of the TLS and HTTP/2 settings: `listen` entries, `upstreams.<name>.tls` and
-//! `identity.mtls` (docs/DESIGN.md 4b). File contents (certificates, keys, CAs) are read and
+//! Validation of the TLS settings: `listen[].tls`, `upstreams.<name>.tls` and `identity.mtls`
+//! (docs/DESIGN.md 4b). File contents (certificates, keys, CAs) are read and
 //! parsed when the snapshot is built (`crate::tls`), so `tollgate check` reports them too.
 
-use super::Check;
+use super::common::Check;
 use crate::config::model::*;
-use crate::config::raw::{RawListen, RawListenFull, RawListenTls, RawMtls, RawUpstreamTls};
+use crate::config::raw::{RawListenTls, RawMtls, RawUpstreamTls};
 
-/// `listen:`: plain `"ip:port"` strings or `{ addr, tls, h2 }`; addresses must be unique.
-pub(super) fn listen_settings(c: &mut Check, raw: &[RawListen]) -> Vec<ListenSettings> {
-    let mut out: Vec<ListenSettings> = Vec::new();
-    for (i, entry) in raw.iter().enumerate() {
-        let path = format!("listen[{i}]");
-        let (addr_path, addr, tls, h2) = match entry {
-            RawListen::Addr(a) => (path.clone(), a, None, false),
-            RawListen::Full(value) => {
-                match serde_yaml::from_value::<RawListenFull>(value.clone()) {
-                    Ok(f) => (
-                        format!("{path}.addr"),
-                        &f.addr.clone(),
-                        f.tls,
-                        f.h2.unwrap_or(false),
-                    ),
-                    Err(e) => {
-                        // serde_yaml prefixes a nested path ("tls: unknown field ...").
-                        let text = e.to_string();
-                        match text.split_once(": ") {
-                            Some((p, why)) if !p.contains(' ') => c.err(format!("{path}.{p}"), why),
-                            _ => c.err(&path, text),
-                        }
-                        continue;
-                    }
-                }
-            }
-        };
-        let Some(addr) = c.socket_addr(&addr_path, addr) else {
-            continue;
-        };
-        if out.iter().any(|l| l.addr == addr) {
-            c.err(&addr_path, format!("duplicate listen address {addr}"));
-        }
-        let tls = tls.and_then(|value| {
-            let tls_path = format!("{path}.tls");
-            match serde_yaml::from_value::<RawListenTls>(value) {
-                Ok(t) => listen_tls(c, &tls_path, &t),
-                Err(e) => {
-                    c.err(tls_path, e.to_string());
-                    None
-                }
-            }
-        });
-        out.push(ListenSettings { addr, tls, h2 });
-    }
-    out
-}
-
-fn listen_tls(c: &mut Check, path: &str, t: &RawListenTls) -> Option<ListenTls> {
+/// `listen[i].tls` at `path`: one certificate or several (`certs`), and the optional
+/// `client_ca_file`. `None` when no certificate is usable.
+pub(super) fn listen_tls(c: &mut Check, path: &str, t: &RawListenTls) -> Option<ListenTls> {
     let mut certs = Vec::new();
     match (&t.cert_file, &t.key_file) {
         (Some(cert), Some(key)) => certs.push(CertFiles {

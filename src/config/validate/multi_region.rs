@@ -1,9 +1,10 @@
 //! Validation of `multi_region:` (docs/DESIGN.md 4b): every problem with its field path.
 
-use super::duration::parse_duration;
-use super::model::{MultiRegionSettings, RegionMode, RouteSettings, Tier};
-use super::raw::RawMultiRegion;
-use super::ConfigError;
+use super::common::Check;
+use crate::config::duration::parse_duration;
+use crate::config::model::{MultiRegionSettings, RegionMode, RouteSettings, Tier};
+use crate::config::raw::RawMultiRegion;
+use crate::config::ConfigError;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -15,8 +16,29 @@ pub const MIN_SYNC_INTERVAL: Duration = Duration::from_millis(100);
 /// and weights this large make no sense for a handful of regions.
 pub const MAX_SHARE: i64 = 1_000_000;
 
+/// `multi_region:` → settings (`None` when absent or invalid), then the route costs against
+/// this region's part of the tiers' bursts ([`check_costs`]).
+pub(super) fn settings(
+    c: &mut Check,
+    raw: Option<&RawMultiRegion>,
+    tiers: &BTreeMap<String, Tier>,
+    routes: &[RouteSettings],
+) -> Option<MultiRegionSettings> {
+    let multi_region = raw.and_then(|m| match region_settings(m) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            c.errors.extend(e);
+            None
+        }
+    });
+    if let Some(m) = &multi_region {
+        c.errors.extend(check_costs(m, tiers, routes));
+    }
+    multi_region
+}
+
 /// `multi_region:` → settings. Errors name `multi_region.<field>`.
-pub fn settings(raw: &RawMultiRegion) -> Result<MultiRegionSettings, Vec<ConfigError>> {
+fn region_settings(raw: &RawMultiRegion) -> Result<MultiRegionSettings, Vec<ConfigError>> {
     let mut errors = Vec::new();
     let mut err = |path: String, reason: String| errors.push(ConfigError::new(path, reason));
     if raw.shares.is_empty() {
@@ -115,7 +137,7 @@ pub fn settings(raw: &RawMultiRegion) -> Result<MultiRegionSettings, Vec<ConfigE
 
 /// Routes whose `cost` exceeds this region's static part of every tier's burst: such requests
 /// could never be admitted here (the split is applied before the bucket is consulted).
-pub fn check_costs(
+fn check_costs(
     m: &MultiRegionSettings,
     tiers: &BTreeMap<String, Tier>,
     routes: &[RouteSettings],

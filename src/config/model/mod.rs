@@ -1,0 +1,76 @@
+//! The validated, immutable configuration. Every value here has passed `validate`.
+//!
+//! One file per section of `gateway.yaml`, every item re-exported here (and from
+//! `crate::config`).
+
+pub use super::source::ConfigSource;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+mod common;
+mod edge;
+mod identity;
+mod listen;
+mod multi_region;
+mod observability;
+mod redis;
+mod response;
+mod routes;
+mod server;
+mod tenants;
+mod tiers;
+mod upstreams;
+
+pub use common::*;
+pub use edge::*;
+pub use identity::*;
+pub use listen::*;
+pub use multi_region::*;
+pub use observability::*;
+pub use redis::*;
+pub use response::*;
+pub use routes::*;
+pub use server::*;
+pub use tenants::*;
+pub use tiers::*;
+pub use upstreams::*;
+
+/// A validated `gateway.yaml`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Proxy listeners (addresses, TLS and h2 need a restart to change; certificate files are
+    /// re-read on reload).
+    pub listen: Vec<ListenSettings>,
+    /// Admin listener (`/metrics`, `/healthz`, `/readyz`); `None` disables it.
+    pub admin_listen: Option<SocketAddr>,
+    /// `admin.token_env`: the environment variable holding the admin API's Bearer token
+    /// (`/v1/*`; read at every load, see `crate::identity::admin_token`). `None`: the API is off.
+    pub admin_token_env: Option<String>,
+    /// The file this config was loaded from (hash, time), for `GET /v1/config`.
+    pub source: ConfigSource,
+    pub server: ServerSettings,
+    pub redis: Option<RedisSettings>,
+    pub edge: Option<EdgeSettings>,
+    pub identity: IdentitySettings,
+    /// Tiers by name.
+    pub tiers: BTreeMap<String, Tier>,
+    /// Per-tenant overrides by tenant id.
+    pub tenants: BTreeMap<String, TenantOverride>,
+    /// Upstreams by name.
+    pub upstreams: BTreeMap<String, UpstreamSettings>,
+    /// Routes in file order (matching picks the most specific host, then longest prefix).
+    pub routes: Vec<RouteSettings>,
+    pub response: ResponseSettings,
+    pub observability: ObservabilitySettings,
+    /// `multi_region:` (none: this instance enforces whole limits).
+    pub multi_region: Option<MultiRegionSettings>,
+}
+
+impl Config {
+    /// The prefix length IPv6 clients are aggregated to, at the edge and for anonymous tenants.
+    pub fn ipv6_prefix(&self) -> u8 {
+        self.edge
+            .as_ref()
+            .map_or(DEFAULT_IPV6_PREFIX, |e| e.ipv6_prefix)
+    }
+}

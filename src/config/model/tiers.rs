@@ -1,0 +1,55 @@
+//! `tiers:`: each tier's rate, policy, lease and burst pool.
+
+use super::common::{FailurePolicy, Mode};
+use crate::limit::algorithm::Algorithm;
+use crate::limit::calendar::CalendarQuota;
+use crate::limit::Rate;
+
+/// A tier: the size of every tenant bucket in it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tier {
+    pub name: String,
+    pub rate: Rate,
+    pub on_failure: FailurePolicy,
+    /// Algorithm, shaping and calendar quotas (docs/DESIGN.md 4c "Policies").
+    pub policy: TierPolicy,
+    /// Share at fair upstream queues (`weight`, 1..=1000, default 1).
+    pub weight: u32,
+    /// Burst pool shared by the tier's tenants (`pool`), consulted when a tenant's bucket refuses.
+    pub pool: Option<PoolSettings>,
+    /// `tiers.<name>.mode`: shadow counts and logs refusals without enforcing them. Not part of
+    /// any bucket key or script argument, so a reload switches it without touching state.
+    pub mode: Mode,
+}
+
+/// `tiers.<name>.pool`: a token bucket shared by all tenants of a tier.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolSettings {
+    /// The pool bucket (`limit`, `per`, `burst`; burst defaults to limit).
+    pub rate: Rate,
+    /// Fraction of the pool one tenant may drain (0 < s ≤ 1, default 0.5): the tenant's share
+    /// bucket is `max_share` × the pool's limit and burst.
+    pub max_share: f64,
+}
+
+/// How a tier decides: its main limit's algorithm and the calendar quotas decided with it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TierPolicy {
+    pub algorithm: Algorithm,
+    /// `leaky_bucket` only: longest delay until a request's slot, ms (0 = refuse instead).
+    pub max_delay_ms: u64,
+    /// Calendar quotas, in file order, at most one per period.
+    pub quotas: Vec<CalendarQuota>,
+    /// Opt-in token leasing (`lease`; token_bucket tiers without quotas only).
+    pub lease: Option<LeaseSettings>,
+}
+
+/// `tiers.<name>.lease`: an instance takes up to `tokens` from the tenant's bucket in one
+/// script call and admits locally from them for at most `max_hold_ms` (docs/DESIGN.md 4c).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseSettings {
+    /// Tokens taken per lease call (1..=the tier's burst).
+    pub tokens: u64,
+    /// How long a lease may be used, ms (1 ms..=1 min); unused tokens then go back.
+    pub max_hold_ms: u64,
+}

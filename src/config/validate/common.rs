@@ -1,0 +1,172 @@
+//! What every section's validation shares: the error collector [`Check`] with its checks of
+//! numbers, durations, addresses, failure policies, modes and rates, and [`key_path`].
+
+use crate::config::duration::parse_duration;
+use crate::config::model::{FailurePolicy, Mode};
+use crate::config::ConfigError;
+use crate::limit::bounds::{self, RateBoundError};
+use crate::limit::Rate;
+use crate::tenant_id;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Collects errors while validating.
+#[derive(Default)]
+pub(super) struct Check {
+    /// Every error found so far, in the order found.
+    pub(super) errors: Vec<ConfigError>,
+}
+
+impl Check {
+    /// Records a problem at `path`.
+    pub(super) fn err(&mut self, path: impl Into<String>, reason: impl Into<String>) {
+        self.errors.push(ConfigError::new(path, reason));
+    }
+
+    /// A strictly positive integer, or an error naming `path`.
+    pub(super) fn positive(&mut self, path: &str, value: i64) -> Option<u64> {
+        if value <= 0 {
+            self.err(path, format!("must be greater than zero (got {value})"));
+            None
+        } else {
+            Some(value as u64)
+        }
+    }
+
+    /// An optional strictly positive integer: `default` when absent or invalid (then with an
+    /// error naming `path`).
+    pub(super) fn opt_positive(&mut self, path: &str, value: Option<i64>, default: u64) -> u64 {
+        match value {
+            None => default,
+            Some(v) => self.positive(path, v).unwrap_or(default),
+        }
+    }
+
+    /// [`opt_positive`](Self::opt_positive) that is also at most `max` (else an error naming
+    /// `path`, and `default`).
+    pub(super) fn opt_positive_at_most(
+        &mut self,
+        path: &str,
+        value: Option<i64>,
+        default: u64,
+        max: u64,
+    ) -> u64 {
+        let v = self.opt_positive(path, value, default);
+        if v > max {
+            self.err(path, format!("must be at most {max} (got {v})"));
+            return default;
+        }
+        v
+    }
+
+    /// A duration such as `250ms` or `1m` ([`parse_duration`]), or an error naming `path`.
+    pub(super) fn duration(&mut self, path: &str, text: &str) -> Option<Duration> {
+        match parse_duration(text) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                self.err(path, e);
+                None
+            }
+        }
+    }
+
+    /// An `ip:port` address, or an error naming `path`.
+    pub(super) fn socket_addr(&mut self, path: &str, text: &str) -> Option<SocketAddr> {
+        match text.parse() {
+            Ok(a) => Some(a),
+            Err(_) => {
+                self.err(path, format!("\"{text}\" is not an ip:port address"));
+                None
+            }
+        }
+    }
+
+    /// A failure policy (`open`, `closed`, `local`) at `path`; `default` when absent or invalid.
+    pub(super) fn policy(
+        &mut self,
+        path: &str,
+        text: Option<&str>,
+        default: FailurePolicy,
+    ) -> FailurePolicy {
+        match text {
+            None => default,
+            Some("open") => FailurePolicy::Open,
+            Some("closed") => FailurePolicy::Closed,
+            Some("local") => FailurePolicy::Local,
+            Some(other) => {
+                self.err(
+                    path,
+                    format!("\"{other}\" is not a failure policy (open, closed, local)"),
+                );
+                default
+            }
+        }
+    }
+
+    /// `mode` at `path`: `enforce` (default) or `shadow`.
+    pub(super) fn mode(&mut self, path: &str, text: Option<&str>) -> Mode {
+        match text {
+            None | Some("enforce") => Mode::Enforce,
+            Some("shadow") => Mode::Shadow,
+            Some(other) => {
+                self.err(path, format!("\"{other}\" is not a mode (enforce, shadow)"));
+                Mode::Enforce
+            }
+        }
+    }
+
+    /// `limit` per `per` with `burst` (default = limit), checked by [`bounds::check`].
+    pub(super) fn rate(
+        &mut self,
+        path: &str,
+        limit: i64,
+        per: &str,
+        burst: Option<i64>,
+    ) -> Option<Rate> {
+        let limit = self.positive(&format!("{path}.limit"), limit);
+        let per = self.duration(&format!("{path}.per"), per);
+        let burst = match burst {
+            None => limit,
+            Some(b) => self.positive(&format!("{path}.burst"), b),
+        };
+        let (limit, per, burst) = (limit?, per?, burst?);
+        let rate = Rate::new(
+            limit,
+            u64::try_from(per.as_millis()).unwrap_or(u64::MAX),
+            burst,
+        );
+        match bounds::check(&rate) {
+            Ok(()) => Some(rate),
+            Err(e) => {
+                let field = match e {
+                    RateBoundError::Zero | RateBoundError::PerTooLong => "per",
+                    RateBoundError::BurstTooLarge => "burst",
+                    RateBoundError::LimitTooLarge => "limit",
+                };
+                self.err(format!("{path}.{field}"), e.to_string());
+                None
+            }
+        }
+    }
+
+    /// A tenant id (`tenant_id::validate`) found at `path`.
+    pub(super) fn tenant_id(&mut self, path: &str, id: &str) {
+        if let Err(e) = tenant_id::validate(id) {
+            self.err(path, format!("tenant id {e}"));
+        }
+    }
+}
+
+/// The field path of map entry `key` under `map`: `map.key` for plain keys, else
+/// `map["<escaped key>"]` so blanks and control characters stay visible.
+pub(super) fn key_path(map: &str, key: &str) -> String {
+    let plain = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:@".contains(c));
+    if plain {
+        format!("{map}.{key}")
+    } else {
+        format!("{map}[{key:?}]")
+    }
+}

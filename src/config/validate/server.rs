@@ -1,0 +1,70 @@
+//! `server:`: process settings (restart-only) and the HTTP/1 limits.
+
+use super::common::Check;
+use crate::config::model::{HttpLimits, ServerSettings, DEFAULT_WORK_STEALING};
+use crate::config::raw::RawServer;
+use std::time::Duration;
+
+/// `server:`, with its defaults when the section is absent.
+pub(super) fn settings(c: &mut Check, raw: Option<&RawServer>) -> ServerSettings {
+    let threads = raw.and_then(|s| s.threads);
+    let grace = raw.and_then(|s| s.grace_period_s);
+    let shutdown = raw.and_then(|s| s.graceful_shutdown_timeout_s);
+    ServerSettings {
+        threads: c.opt_positive("server.threads", threads, 2) as usize,
+        work_stealing: raw
+            .and_then(|s| s.work_stealing)
+            .unwrap_or(DEFAULT_WORK_STEALING),
+        grace_period_s: c.opt_positive("server.grace_period_s", grace, 10),
+        graceful_shutdown_timeout_s: c.opt_positive(
+            "server.graceful_shutdown_timeout_s",
+            shutdown,
+            5,
+        ),
+        upgrade_sock: raw
+            .and_then(|s| s.upgrade_sock.clone())
+            .unwrap_or_else(|| "/tmp/tollgate_upgrade.sock".into()),
+        pid_file: raw
+            .and_then(|s| s.pid_file.clone())
+            .unwrap_or_else(|| "/tmp/tollgate.pid".into()),
+        http: http_limits(c, raw),
+    }
+}
+
+/// `server.max_header_bytes`, `max_headers`, `header_read_timeout`, `keepalive_timeout`.
+fn http_limits(c: &mut Check, raw: Option<&RawServer>) -> HttpLimits {
+    let d = HttpLimits::default();
+    let mut bounded = |path: &str, value: Option<i64>, default: usize, max: usize| -> usize {
+        c.opt_positive_at_most(path, value, default as u64, max as u64) as usize
+    };
+    let max_header_bytes = bounded(
+        "server.max_header_bytes",
+        raw.and_then(|s| s.max_header_bytes),
+        d.max_header_bytes,
+        524_288,
+    );
+    let max_headers = bounded(
+        "server.max_headers",
+        raw.and_then(|s| s.max_headers),
+        d.max_headers,
+        256,
+    );
+    // `parse_duration` refuses zero and negative values with the field path.
+    let mut timeout = |path: &str, text: Option<&String>, default: Duration| {
+        text.and_then(|t| c.duration(path, t)).unwrap_or(default)
+    };
+    HttpLimits {
+        max_header_bytes,
+        max_headers,
+        header_read_timeout: timeout(
+            "server.header_read_timeout",
+            raw.and_then(|s| s.header_read_timeout.as_ref()),
+            d.header_read_timeout,
+        ),
+        keepalive_timeout: timeout(
+            "server.keepalive_timeout",
+            raw.and_then(|s| s.keepalive_timeout.as_ref()),
+            d.keepalive_timeout,
+        ),
+    }
+}
