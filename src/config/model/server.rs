@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-/// Default of `server.work_stealing`, picked by measurement (README "Performance work").
+/// Default of `server.work_stealing`, picked by measurement (docs/performance.md#worker-runtime-work-stealing).
 pub const DEFAULT_WORK_STEALING: bool = true;
 
 /// Process-level settings (`server:`); changing them needs a restart.
