@@ -26,6 +26,7 @@ pub struct RawConfig {
     pub response: Option<RawResponse>,
     pub observability: Option<RawObservability>,
     pub multi_region: Option<RawMultiRegion>,
+    pub reload: Option<RawReload>,
 }
 
 /// One `listen` entry: a plain `"ip:port"` string, or `{ addr, tls, h2 }` (docs/DESIGN.md 4b).
@@ -428,6 +429,16 @@ pub struct RawResponse {
     pub status: Option<i64>,
     #[schemars(extend("enum" = ["ietf", "legacy", "both", "none"]))]
     pub headers: Option<String>,
+}
+
+/// `reload`: reload when the config file changes, as on SIGHUP (docs/DESIGN.md 4e, file watch).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawReload {
+    /// Reload when the file's content changes (an edit, a rename over it, a ConfigMap symlink swap).
+    pub watch: Option<bool>,
+    /// How long the changed content must stay the same before it is loaded (default 500ms).
+    pub debounce: Option<String>,
 }
 
 /// `observability`: access log, log format and the bound on per-tenant metric series.

@@ -1,4 +1,4 @@
-//! Hot reload on SIGHUP: re-read the file, validate it exactly as `tollgate check` does, build a
+//! Hot reload on SIGHUP (and, with `reload.watch`, on a change of the file): re-read the file, validate it exactly as `tollgate check` does, build a
 //! complete new snapshot off the request threads, and swap it in atomically.
 //!
 //! A file that fails is rejected: the running config stays, the reason is logged with its field
@@ -12,8 +12,10 @@ use crate::snapshot::{App, Snapshot};
 use async_trait::async_trait;
 use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
+use sha2::{Digest, Sha256};
+use std::path::Path;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::signal::unix::{signal, SignalKind};
 
 /// Records a successful load in metrics.
@@ -123,7 +125,34 @@ pub async fn reload(app: &Arc<App>) -> Result<(), Vec<ConfigError>> {
     Ok(())
 }
 
-/// Background service waiting for SIGHUP.
+/// Reloads as SIGHUP does and reports the outcome (metrics, log); `cause` names what asked.
+async fn reload_and_report(app: &Arc<App>, cause: &'static str) {
+    match reload(app).await {
+        Ok(()) => {
+            mark_loaded();
+            log_warnings(&app.snapshot.load().config);
+            tracing::info!(file = %app.config_path.display(), cause, "config reloaded");
+        }
+        Err(errors) => {
+            METRICS.reloads.with_label_values(&["error"]).inc();
+            METRICS.last_reload_ok.set(0);
+            for e in &errors {
+                let field = if e.path.is_empty() {
+                    "(file)"
+                } else {
+                    e.path.as_str()
+                };
+                tracing::error!(field, reason = %e.reason, cause, "config reload rejected; keeping the running config");
+            }
+        }
+    }
+}
+
+/// How often the watched file is read (`reload.watch`).
+const WATCH_EVERY: Duration = Duration::from_millis(100);
+
+/// Background service reloading on SIGHUP and, with `reload.watch`, when the config file's
+/// content changes ([`FileWatch`]).
 pub struct ReloadService {
     pub app: Arc<App>,
 }
@@ -138,23 +167,26 @@ impl BackgroundService for ReloadService {
                 return;
             }
         };
+        let path = self.app.config_path.clone();
+        let mut watch = FileWatch::default();
+        watch.loaded(read_digest(&path).await);
+        let mut tick = tokio::time::interval(WATCH_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = hangup.recv() => {
-                    match reload(&self.app).await {
-                        Ok(()) => {
-                            mark_loaded();
-                            log_warnings(&self.app.snapshot.load().config);
-                            tracing::info!(file = %self.app.config_path.display(), "config reloaded");
-                        }
-                        Err(errors) => {
-                            METRICS.reloads.with_label_values(&["error"]).inc();
-                            METRICS.last_reload_ok.set(0);
-                            for e in &errors {
-                                let field = if e.path.is_empty() { "(file)" } else { e.path.as_str() };
-                                tracing::error!(field, reason = %e.reason, "config reload rejected; keeping the running config");
-                            }
-                        }
+                    watch.loaded(read_digest(&path).await);
+                    reload_and_report(&self.app, "SIGHUP").await;
+                }
+                _ = tick.tick() => {
+                    let settings = self.app.snapshot.load().config.reload.clone();
+                    if !settings.watch {
+                        continue;
+                    }
+                    let seen = read_digest(&path).await;
+                    if watch.observe(seen, Instant::now(), settings.debounce) {
+                        tracing::info!(file = %path.display(), "config file changed");
+                        reload_and_report(&self.app, "file change").await;
                     }
                 }
                 _ = shutdown.changed() => {
@@ -164,3 +196,69 @@ impl BackgroundService for ReloadService {
         }
     }
 }
+
+/// SHA-256 of the file at `path` (following symlinks, as a ConfigMap mount's `..data` swap
+/// needs), `None` while it cannot be read (e.g. between an editor's delete and rename).
+async fn read_digest(path: &Path) -> Option<[u8; 32]> {
+    let path = path.to_path_buf();
+    let bytes = tokio::task::spawn_blocking(move || std::fs::read(path))
+        .await
+        .ok()?
+        .ok()?;
+    Some(Sha256::digest(&bytes).into())
+}
+
+/// The debounce of the file watch (pure, on an injected clock). A reload is due when the file's
+/// content differs from the content last loaded and has stayed the same for the debounce. A
+/// content that failed to load is not retried until the file changes again.
+#[derive(Debug, Default)]
+pub struct FileWatch {
+    /// Digest of the content last loaded (or refused); `None` until the first read.
+    loaded: Option<[u8; 32]>,
+    /// A changed content and when it was first seen.
+    pending: Option<([u8; 32], Instant)>,
+}
+
+impl FileWatch {
+    /// Records that the content `digest` was (or is about to be) loaded by other means (SIGHUP).
+    pub fn loaded(&mut self, digest: Option<[u8; 32]>) {
+        if digest.is_some() {
+            self.loaded = digest;
+        }
+        self.pending = None;
+    }
+
+    /// One read of the file (`None`: unreadable) at `now`; true when it should be reloaded now,
+    /// after which its content counts as loaded.
+    pub fn observe(&mut self, seen: Option<[u8; 32]>, now: Instant, debounce: Duration) -> bool {
+        let Some(seen) = seen else {
+            return false;
+        };
+        let Some(loaded) = self.loaded else {
+            // The first read sets the baseline: the running config came from this file.
+            self.loaded = Some(seen);
+            return false;
+        };
+        if seen == loaded {
+            self.pending = None;
+            return false;
+        }
+        match self.pending {
+            Some((digest, since)) if digest == seen => {
+                if now.duration_since(since) >= debounce {
+                    self.loaded = Some(seen);
+                    self.pending = None;
+                    return true;
+                }
+                false
+            }
+            _ => {
+                self.pending = Some((seen, now));
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -14,6 +14,7 @@ mod listen;
 mod multi_region;
 mod observability;
 mod redis;
+mod reload;
 mod response;
 mod routes;
 mod server;
@@ -28,6 +29,7 @@ pub use listen::*;
 pub use multi_region::*;
 pub use observability::*;
 pub use redis::*;
+pub use reload::*;
 pub use response::*;
 pub use routes::*;
 pub use server::*;
@@ -64,6 +66,8 @@ pub struct Config {
     pub observability: ObservabilitySettings,
     /// `multi_region:` (none: this instance enforces whole limits).
     pub multi_region: Option<MultiRegionSettings>,
+    /// `reload:` (file watch; SIGHUP always reloads).
+    pub reload: ReloadSettings,
 }
 
 impl Config {

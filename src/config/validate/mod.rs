@@ -21,6 +21,7 @@ mod multi_region;
 mod observability;
 mod policy;
 mod redis;
+mod reload;
 mod response;
 mod routes;
 mod server;
@@ -67,6 +68,7 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
     let response = response::settings(&mut c, raw.response.as_ref());
     let observability = observability::settings(&mut c, raw.observability.as_ref());
     let multi_region = multi_region::settings(&mut c, raw.multi_region.as_ref(), &tiers, &routes);
+    let reload = reload::settings(&mut c, raw.reload.as_ref());
 
     if c.errors.is_empty() {
         Ok(Config {
@@ -85,6 +87,7 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
             response,
             observability,
             multi_region,
+            reload,
         })
     } else {
         Err(c.errors)
