@@ -18,7 +18,7 @@ use super::{PolicyExtras, QuotaOutcome, QuotaService, TenantQuota};
 use crate::config::LeaseSettings;
 use crate::hashing::HashMap;
 use crate::limit::{Decision, Rate};
-use crate::store::redis::client::{LuaScript, RedisFault};
+use crate::store::redis::client::{wait_ms, LuaScript, RedisFault};
 use crate::store::redis::guarded::{Answered, Attempt, Budget, RetryOn, FAILED_CALL_RETRY_MS};
 use crate::store::redis::keys::bucket_key;
 use crate::store::redis::scripts::LEASE_LUA;
@@ -370,11 +370,7 @@ impl QuotaService {
         Ok(LeaseReply {
             granted: granted.max(0) as u64,
             remaining: remaining.max(0) as u64,
-            retry_ms: if retry_ms < 0 {
-                u64::MAX
-            } else {
-                retry_ms as u64
-            },
+            retry_ms: wait_ms(retry_ms),
             full_ms: full_ms.max(0) as u64,
         })
     }

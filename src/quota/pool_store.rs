@@ -3,7 +3,7 @@
 use crate::config::PoolSettings;
 use crate::limit::pool::share_rate;
 use crate::limit::Decision;
-use crate::store::redis::client::{LuaScript, RedisFault};
+use crate::store::redis::client::{decision_of, LuaScript, RedisFault};
 use crate::store::redis::keys::{pool_key, share_key};
 use crate::store::redis::scripts::POOL_BUCKET_LUA;
 use std::sync::OnceLock;
@@ -39,18 +39,6 @@ impl super::QuotaService {
             cost,
         ];
         let reply: Vec<i64> = store.eval(script, &keys, &args).await?;
-        let [admitted, remaining, retry_ms, full_ms] = reply[..] else {
-            return Err(RedisFault::Other);
-        };
-        Ok(Decision {
-            admitted: admitted == 1,
-            remaining: remaining.max(0) as u64,
-            retry_after_ms: if retry_ms < 0 {
-                u64::MAX
-            } else {
-                retry_ms as u64
-            },
-            full_ms: full_ms.max(0) as u64,
-        })
+        decision_of(&reply)
     }
 }

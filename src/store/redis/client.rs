@@ -249,18 +249,25 @@ impl RedisStore {
         let keys = [bucket_key(&self.key_prefix, tenant)];
         let args = [rate.limit, rate.per_ms, rate.burst, cost];
         let reply: Vec<i64> = self.eval(&self.token_bucket, &keys, &args).await?;
-        let [admitted, remaining, retry_ms, full_ms] = reply[..] else {
-            return Err(RedisFault::Other);
-        };
-        Ok(Decision {
-            admitted: admitted == 1,
-            remaining: remaining.max(0) as u64,
-            retry_after_ms: if retry_ms < 0 {
-                u64::MAX
-            } else {
-                retry_ms as u64
-            },
-            full_ms: full_ms.max(0) as u64,
-        })
+        decision_of(&reply)
     }
+}
+
+/// The decision a token bucket script answered: `[admitted (0|1), tokens left, ms until a retry
+/// can pass (negative: never), ms until full]`. Errors: a reply of another shape.
+pub fn decision_of(reply: &[i64]) -> Result<Decision, RedisFault> {
+    let [admitted, remaining, retry_ms, full_ms] = reply[..] else {
+        return Err(RedisFault::Other);
+    };
+    Ok(Decision {
+        admitted: admitted == 1,
+        remaining: remaining.max(0) as u64,
+        retry_after_ms: wait_ms(retry_ms),
+        full_ms: full_ms.max(0) as u64,
+    })
+}
+
+/// A script's wait in ms, where a negative value means "never" (`u64::MAX`).
+pub fn wait_ms(ms: i64) -> u64 {
+    u64::try_from(ms).unwrap_or(u64::MAX)
 }
