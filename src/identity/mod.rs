@@ -1,4 +1,4 @@
-//! Identity stage (docs/DESIGN.md section 1, stage 2): `Authorization: Bearer <JWT>`, an API key
+//! Identity stage (docs/DESIGN.md section 1): `Authorization: Bearer <JWT>`, an API key
 //! header or a verified client certificate → [`Identity`] `(tenant, tier, method)`.
 //!
 //! This module owns the tenant of every request: the anonymous tenant of a client without
