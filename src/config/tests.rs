@@ -1,6 +1,7 @@
 use super::*;
 
-const BASE: &str = r#"
+/// The smallest valid config (one upstream, one route); tests append the section they check.
+pub(super) const BASE: &str = r#"
 listen: ["127.0.0.1:8080"]
 upstreams:
   orders: { backends: ["127.0.0.1:9001"] }

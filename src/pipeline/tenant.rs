@@ -5,7 +5,7 @@
 //! path only), [`judge`] (pure) turns the answer into a [`Verdict`].
 
 use super::{Decision, Layer, Outcome, Rejection};
-use crate::config::{PoolSettings, Tier, TierPolicy};
+use crate::config::{PoolSettings, TierPolicy};
 use crate::identity::Identity;
 use crate::limit::{self, Rate};
 use crate::observe::tier_fit::TierFit;
@@ -19,12 +19,10 @@ use serde_json::json;
 #[derive(Debug, Clone)]
 pub struct Plan<'a> {
     pub tenant: String,
-    pub tier: &'a Tier,
-    /// The tenant's effective bucket ([`policy::Applied::rate`]).
-    pub rate: Rate,
+    /// The limits that apply ([`policy::resolve`]): the tier and the tenant's effective bucket.
+    pub limits: Applied<'a>,
     /// Tokens this request costs (`routes[].cost`).
     pub cost: u64,
-    limits: Applied<'a>,
 }
 
 impl Plan<'_> {
@@ -37,10 +35,10 @@ impl Plan<'_> {
     pub fn request(&self) -> TenantQuota<'_> {
         TenantQuota {
             tenant: &self.tenant,
-            policy: &self.tier.name,
-            rate: self.rate,
+            policy: &self.limits.tier.name,
+            rate: self.limits.rate,
             cost: self.cost,
-            on_failure: self.tier.on_failure,
+            on_failure: self.limits.tier.on_failure,
             tier_policy: self.policy(),
         }
     }
@@ -68,10 +66,8 @@ pub fn plan<'a>(
     }
     Ok(Some(Plan {
         tenant: identity.tenant.clone(),
-        tier: limits.tier,
-        rate: limits.rate,
-        cost,
         limits,
+        cost,
     }))
 }
 
@@ -118,10 +114,10 @@ pub async fn run(
     // Tier fit counts the tenant's own policies (before any burst pool, shadow or not).
     outcome.record_fit(fit, &plan.tenant, crate::observe::tier_fit::unix_ms());
     let mut pool = None;
-    if let (Some(p), Some(h)) = (&plan.tier.pool, headers_of(plan, &outcome)) {
+    if let (Some(p), Some(h)) = (&plan.limits.tier.pool, headers_of(plan, &outcome)) {
         // Not when degraded: the pool lives in Redis too.
         if !h.admitted() && !h.degraded {
-            let asked = quota.decide_pool(&plan.tier.name, &plan.tenant, p, plan.cost);
+            let asked = quota.decide_pool(&plan.limits.tier.name, &plan.tenant, p, plan.cost);
             pool = asked.await.ok().map(|d| (p, d));
         }
     }
@@ -140,11 +136,11 @@ fn headers_of(plan: &Plan<'_>, outcome: &QuotaOutcome) -> Option<QuotaHeaders> {
         return None;
     };
     Some(QuotaHeaders {
-        policy_name: plan.tier.name.clone(),
+        policy_name: plan.limits.tier.name.clone(),
         rate: *rate,
         decision: *decision,
         degraded: *degraded,
-        quotas: extras.reports(&plan.tier.name, plan.policy()),
+        quotas: extras.reports(&plan.limits.tier.name, plan.policy()),
         listed_before: None,
     })
 }
@@ -189,7 +185,7 @@ pub fn judge(
         return Verdict::new(Decision::Admit, Outcome::PoolAdmitted, Some(h));
     }
     let cost = plan.cost;
-    let name = &plan.tier.name;
+    let name = &plan.limits.tier.name;
     let detail = if decision.admitted {
         headers.quota_detail(cost)
     } else if decision.never_admissible() {
@@ -218,7 +214,7 @@ fn failed_closed(plan: &Plan<'_>, retry_after_s: u64) -> Rejection {
         "Rate limiter unavailable",
         format!(
             "the quota store is unavailable and tier \"{}\" fails closed; retry later",
-            plan.tier.name
+            plan.limits.tier.name
         ),
     );
     Rejection::new(Layer::Tenant, Outcome::FailedClosed, p).retry_after(Some(retry_after_s))

@@ -149,9 +149,9 @@ pub(super) async fn tenant_stage(
         Err(r) => return refuse(session, ctx, r).await,
     };
     ctx.tenant = Some(plan.tenant.clone());
-    ctx.tier = Some(plan.tier.name.clone());
+    ctx.tier = Some(plan.limits.tier.name.clone());
     let status = snap.config.response.status;
-    let shadow = plan.tier.mode.is_shadow() || ctx.shadow_route();
+    let shadow = plan.limits.tier.mode.is_shadow() || ctx.shadow_route();
     let fit = &app.tier_fit;
     let verdict = pipeline::tenant::run(quota, fit, &plan, status, shadow).await;
     ctx.quota_headers = verdict.headers;
@@ -168,7 +168,7 @@ pub(super) async fn tenant_stage(
         Decision::Admit | Decision::Delay(_) => {
             count(ctx, Layer::Tenant, verdict.outcome);
             if verdict.near_limit {
-                let tier = plan.tier.name.as_str();
+                let tier = plan.limits.tier.name.as_str();
                 METRICS.near_limit.with_label_values(&[tier]).inc();
             }
             Ok(false)

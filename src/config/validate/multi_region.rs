@@ -167,14 +167,7 @@ fn check_costs(
 #[cfg(test)]
 mod tests {
     use crate::config::parse;
-
-    const BASE: &str = r#"
-listen: ["127.0.0.1:8080"]
-upstreams:
-  orders: { backends: ["127.0.0.1:9001"] }
-routes:
-  - { path_prefix: "/", upstream: orders }
-"#;
+    use crate::config::tests::BASE;
 
     fn errors(extra: &str) -> Vec<String> {
         crate::config::parse_errors(&format!("{BASE}{extra}"))

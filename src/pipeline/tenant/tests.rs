@@ -32,8 +32,11 @@ fn plan_merges_the_tenant_override_and_skips_tierless_identities() {
     let p = plan(&s, &identity("bigco", Some("free")), 3)
         .unwrap()
         .unwrap();
-    assert_eq!((p.tenant.as_str(), p.tier.name.as_str()), ("bigco", "free"));
-    assert_eq!((p.rate.burst, p.cost), (5, 3));
+    assert_eq!(
+        (p.tenant.as_str(), p.limits.tier.name.as_str()),
+        ("bigco", "free")
+    );
+    assert_eq!((p.limits.rate.burst, p.cost), (5, 3));
     assert!(plan(&s, &identity("acme", None), 1).unwrap().is_none());
     let r = plan(&s, &identity("acme", Some("gold")), 1).unwrap_err();
     assert_eq!(
@@ -49,12 +52,12 @@ fn admission_carries_headers_and_flags_near_limit() {
     let p = plan(&s, &identity("acme", Some("free")), 1)
         .unwrap()
         .unwrap();
-    let v = judge(&p, 429, decided(admitted(1), p.rate), None, false);
+    let v = judge(&p, 429, decided(admitted(1), p.limits.rate), None, false);
     assert!(matches!(v.decision, Decision::Admit));
     assert_eq!(v.outcome, Outcome::Admitted);
     assert!(v.near_limit, "1 of 10 left is under 20%");
     assert_eq!(v.headers.unwrap().policy_name, "free");
-    let v = judge(&p, 429, decided(admitted(9), p.rate), None, false);
+    let v = judge(&p, 429, decided(admitted(9), p.limits.rate), None, false);
     assert!(!v.near_limit);
 }
 
@@ -64,7 +67,7 @@ fn refusal_is_429_quota_exceeded_with_violated_policy_and_retry_after() {
     let p = plan(&s, &identity("acme", Some("free")), 1)
         .unwrap()
         .unwrap();
-    let v = judge(&p, 429, decided(refused(2_500), p.rate), None, false);
+    let v = judge(&p, 429, decided(refused(2_500), p.limits.rate), None, false);
     let Decision::Reject(r) = &v.decision else {
         panic!("not a rejection: {:?}", v.decision)
     };
@@ -84,7 +87,7 @@ fn refusal_is_429_quota_exceeded_with_violated_policy_and_retry_after() {
         "a refusal sends its rate-limit headers"
     );
     // Shadow: the same rejection, not enforced.
-    let v = judge(&p, 429, decided(refused(2_500), p.rate), None, true);
+    let v = judge(&p, 429, decided(refused(2_500), p.limits.rate), None, true);
     assert!(matches!(v.decision, Decision::ShadowReject(ref r) if r.retry_after == Some(3)));
 }
 
@@ -94,11 +97,11 @@ fn the_pool_rescues_a_refusal_and_lists_both_policies() {
     let p = plan(&s, &identity("acme", Some("free")), 1)
         .unwrap()
         .unwrap();
-    let pool = p.tier.pool.as_ref().unwrap();
+    let pool = p.limits.tier.pool.as_ref().unwrap();
     let v = judge(
         &p,
         429,
-        decided(refused(1_000), p.rate),
+        decided(refused(1_000), p.limits.rate),
         Some((pool, admitted(49))),
         false,
     );
@@ -111,7 +114,7 @@ fn the_pool_rescues_a_refusal_and_lists_both_policies() {
     let v = judge(
         &p,
         429,
-        decided(refused(1_000), p.rate),
+        decided(refused(1_000), p.limits.rate),
         Some((pool, refused(5))),
         false,
     );
@@ -151,7 +154,7 @@ fn a_shaping_delay_is_a_delay_decision() {
         .unwrap();
     let outcome = QuotaOutcome::Decided {
         decision: admitted(5),
-        rate: p.rate,
+        rate: p.limits.rate,
         degraded: true,
         extras: PolicyExtras {
             delay_ms: 120,
