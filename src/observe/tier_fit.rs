@@ -10,16 +10,14 @@
 //! [`MAX_TENANTS`] tenants, least recently seen evicted first. Anonymous clients (`ip:` tenants)
 //! are not tracked. Pure code: the caller passes the clock (Unix ms).
 
-use crate::store::memory::slab_lru::SlabLru;
+use crate::store::memory::sharded::ShardedLru;
 use crate::tenant_id::ANONYMOUS_PREFIX;
 use once_cell::sync::Lazy;
-use parking_lot::Mutex;
 use prometheus::{register_gauge_vec, GaugeVec};
 use serde::Serialize;
 
 /// Tenants tracked at most per instance (least recently seen evicted beyond).
 pub const MAX_TENANTS: usize = 10_000;
-const SHARDS: usize = 16;
 const MINUTE_MS: u64 = 60_000;
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -178,8 +176,7 @@ static MINUTES_AT_LIMIT_SHARE: Lazy<GaugeVec> = Lazy::new(|| {
 
 /// The per-instance tier fit tracker.
 pub struct TierFit {
-    shards: Vec<Mutex<SlabLru<String, TenantFit>>>,
-    hasher: crate::hashing::RandomState,
+    shards: ShardedLru<String, TenantFit>,
 }
 
 impl Default for TierFit {
@@ -191,15 +188,9 @@ impl Default for TierFit {
 impl TierFit {
     /// A tracker of at most about `max_tenants` tenants.
     pub fn new(max_tenants: usize) -> Self {
-        let per = max_tenants.div_ceil(SHARDS).max(1);
         TierFit {
-            shards: (0..SHARDS).map(|_| Mutex::new(SlabLru::new(per))).collect(),
-            hasher: Default::default(),
+            shards: ShardedLru::new(max_tenants),
         }
-    }
-
-    fn shard(&self, tenant: &str) -> &Mutex<SlabLru<String, TenantFit>> {
-        &self.shards[(self.hasher.hash_one(tenant) as usize) % SHARDS]
     }
 
     /// Records one tenant decision at Unix time `now_ms`: `admitted` by every policy of the
@@ -208,7 +199,7 @@ impl TierFit {
         if tenant.starts_with(ANONYMOUS_PREFIX) {
             return;
         }
-        let mut shard = self.shard(tenant).lock();
+        let mut shard = self.shards.shard(tenant).lock();
         if let Some(fit) = shard.get_mut(tenant) {
             fit.record(!admitted, at_limit || !admitted, now_ms);
             return;
@@ -220,7 +211,7 @@ impl TierFit {
 
     /// The fit of `tenant` at `now_ms`; `None` when this instance has not seen it (or evicted it).
     pub fn report(&self, tenant: &str, now_ms: u64) -> Option<FitReport> {
-        let mut shard = self.shard(tenant).lock();
+        let mut shard = self.shards.shard(tenant).lock();
         shard.get_mut(tenant).map(|f| f.report(now_ms))
     }
 
@@ -228,7 +219,7 @@ impl TierFit {
     pub fn all(&self, now_ms: u64) -> Vec<(String, FitReport)> {
         let day_ago = (now_ms / MINUTE_MS).saturating_sub(24 * 60);
         let mut out = Vec::new();
-        for shard in &self.shards {
+        for shard in self.shards.iter() {
             let mut shard = shard.lock();
             for (tenant, fit) in shard.drain_lru_first() {
                 if fit.last_minute() > day_ago {
@@ -298,6 +289,7 @@ pub fn unix_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::memory::sharded::SHARDS;
 
     const T0: u64 = 1_796_083_200_000; // 2026-12-01T00:00Z
     const MIN: u64 = 60_000;

@@ -16,10 +16,7 @@
 //! stamp read from Redis, so no entry is ever read under another clock than it was written with.
 
 use crate::limit::{Decision, Rate};
-use crate::store::memory::slab_lru::SlabLru;
-use parking_lot::Mutex;
-
-const SHARDS: usize = 16;
+use crate::store::memory::sharded::ShardedLru;
 
 /// The longest a remembered denial is trusted without asking Redis again, in milliseconds:
 /// at most one Redis call per second per flooding tenant and instance.
@@ -40,22 +37,15 @@ struct Entry {
 
 /// Bounded per-tenant cache of known denials.
 pub struct DenyCache {
-    shards: Vec<Mutex<SlabLru<String, Entry>>>,
-    hasher: crate::hashing::RandomState,
+    shards: ShardedLru<String, Entry>,
 }
 
 impl DenyCache {
     /// A cache of at most `capacity` tenants.
     pub fn new(capacity: usize) -> Self {
-        let per = capacity.div_ceil(SHARDS).max(1);
         DenyCache {
-            shards: (0..SHARDS).map(|_| Mutex::new(SlabLru::new(per))).collect(),
-            hasher: Default::default(),
+            shards: ShardedLru::new(capacity),
         }
-    }
-
-    fn shard(&self, tenant: &str) -> &Mutex<SlabLru<String, Entry>> {
-        &self.shards[(self.hasher.hash_one(tenant) as usize) % SHARDS]
     }
 
     /// Records a Redis rejection of a call sent at `sent_ms` and answered at `received_ms`
@@ -79,14 +69,17 @@ impl DenyCache {
             full_at_ms: received_ms + d.full_ms,
             remaining: d.remaining,
         };
-        self.shard(tenant).lock().push(tenant.to_string(), entry);
+        self.shards
+            .shard(tenant)
+            .lock()
+            .push(tenant.to_string(), entry);
     }
 
     /// A rejection for `tenant` at `now_ms` when one is known, computed from the remembered
     /// Redis decision; `None` means "ask Redis".
     pub fn check(&self, tenant: &str, rate: &Rate, cost: u64, now_ms: u64) -> Option<Decision> {
         // An expired entry stays until the LRU bound evicts it; it never denies again.
-        let e = *self.shard(tenant).lock().get_mut(tenant)?;
+        let e = *self.shards.shard(tenant).lock().get_mut(tenant)?;
         if e.rate != *rate || e.cost != cost || now_ms >= e.until_ms {
             return None;
         }
@@ -100,14 +93,14 @@ impl DenyCache {
 
     /// Forgets `tenant`'s entry (its bucket was reset).
     pub fn forget(&self, tenant: &str) {
-        if let Some(e) = self.shard(tenant).lock().get_mut(tenant) {
+        if let Some(e) = self.shards.shard(tenant).lock().get_mut(tenant) {
             e.until_ms = 0;
         }
     }
 
     /// Forgets everything.
     pub fn clear(&self) {
-        for s in &self.shards {
+        for s in self.shards.iter() {
             s.lock().clear();
         }
     }

@@ -6,30 +6,20 @@
 use crate::limit::algorithm::{self, AlgoState, Algorithm, Outcome};
 use crate::limit::gcra::TatState;
 use crate::limit::{leaky_bucket, Rate};
-use crate::store::memory::slab_lru::SlabLru;
-use parking_lot::Mutex;
+use crate::store::memory::sharded::ShardedLru;
 use std::hash::Hash;
-
-const SHARDS: usize = 16;
 
 /// Per-key algorithm state, at most `capacity` keys (LRU beyond).
 pub struct AlgoStore<K> {
-    shards: Vec<Mutex<SlabLru<K, AlgoState>>>,
-    hasher: crate::hashing::RandomState,
+    shards: ShardedLru<K, AlgoState>,
 }
 
 impl<K: Hash + Eq + Clone> AlgoStore<K> {
     /// A store of at most about `capacity` keys.
     pub fn new(capacity: usize) -> Self {
-        let per = capacity.div_ceil(SHARDS).max(1);
         AlgoStore {
-            shards: (0..SHARDS).map(|_| Mutex::new(SlabLru::new(per))).collect(),
-            hasher: Default::default(),
+            shards: ShardedLru::new(capacity),
         }
-    }
-
-    fn shard(&self, key: &K) -> &Mutex<SlabLru<K, AlgoState>> {
-        &self.shards[(self.hasher.hash_one(key) as usize) % SHARDS]
     }
 
     /// Decides one request for `key` at `now_ms`; see [`algorithm::decide`]. Also returns, for
@@ -43,7 +33,7 @@ impl<K: Hash + Eq + Clone> AlgoStore<K> {
         cost: u64,
         max_delay_ms: u64,
     ) -> (Outcome, Option<TatState>) {
-        let mut shard = self.shard(key).lock();
+        let mut shard = self.shards.shard(key).lock();
         let slot = shard.get_mut(key);
         let mut s = slot.as_ref().map(|s| (*s).clone());
         let o = algorithm::decide(alg, &mut s, now_ms, rate, cost, max_delay_ms);
@@ -72,13 +62,18 @@ impl<K: Hash + Eq + Clone> AlgoStore<K> {
         cost: u64,
         max_delay_ms: u64,
     ) -> Outcome {
-        let mut s = self.shard(key).lock().get_mut(key).map(|s| (*s).clone());
+        let mut s = self
+            .shards
+            .shard(key)
+            .lock()
+            .get_mut(key)
+            .map(|s| (*s).clone());
         algorithm::decide(alg, &mut s, now_ms, rate, cost, max_delay_ms)
     }
 
     /// Gives back a leaky bucket reservation (see [`leaky_bucket::refund`]); true when it did.
     pub fn refund(&self, key: &K, reserved: TatState, rate: &Rate, cost: u64) -> bool {
-        let mut shard = self.shard(key).lock();
+        let mut shard = self.shards.shard(key).lock();
         let Some(AlgoState::LeakyBucket(s)) = shard.get_mut(key) else {
             return false;
         };
@@ -93,7 +88,7 @@ impl<K: Hash + Eq + Clone> AlgoStore<K> {
 
     /// Forgets everything.
     pub fn clear(&self) {
-        for s in &self.shards {
+        for s in self.shards.iter() {
             s.lock().clear();
         }
     }

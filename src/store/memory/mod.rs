@@ -4,4 +4,5 @@
 
 pub mod algo_store;
 pub mod bucket_store;
+pub mod sharded;
 pub mod slab_lru;
