@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 mod common;
 mod edge;
 mod identity;
+mod limits;
 mod listen;
 mod multi_region;
 mod observability;
@@ -25,6 +26,7 @@ mod upstreams;
 pub use common::*;
 pub use edge::*;
 pub use identity::*;
+pub use limits::*;
 pub use listen::*;
 pub use multi_region::*;
 pub use observability::*;
@@ -56,6 +58,8 @@ pub struct Config {
     pub identity: IdentitySettings,
     /// Tiers by name.
     pub tiers: BTreeMap<String, Tier>,
+    /// Limit rules keyed by request attributes, in file order (`limits:`).
+    pub limits: Vec<LimitRule>,
     /// Per-tenant overrides by tenant id.
     pub tenants: BTreeMap<String, TenantOverride>,
     /// Upstreams by name.

@@ -81,6 +81,7 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
             edge,
             identity,
             tiers,
+            limits: Vec::new(),
             tenants,
             upstreams,
             routes,

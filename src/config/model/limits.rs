@@ -1,0 +1,111 @@
+//! `limits:`: limit rules keyed by request attributes (docs/DESIGN.md 4d–4e "Rules"). Every rule
+//! whose `match` holds applies to a request, together with its tier's own policies, all or
+//! nothing.
+
+use super::common::{FailurePolicy, Mode};
+use super::routes::HostMatch;
+use crate::limit::algorithm::Algorithm;
+use crate::limit::Rate;
+use std::collections::BTreeMap;
+
+/// One entry of `limits:`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LimitRule {
+    /// Policy name in `RateLimit-Policy` and in Redis keys: `[a-z0-9_-]{1,40}`, unique.
+    pub name: String,
+    /// When the rule applies (every given condition must hold).
+    pub matcher: RuleMatch,
+    /// The parts whose values make the rule's bucket key, in file order (at least one).
+    pub key: Vec<KeyPart>,
+    /// The bucket of a request whose tier is not in [`by_tier`](Self::by_tier) (or has no tier).
+    pub rate: Rate,
+    pub algorithm: Algorithm,
+    /// Per-tier bucket sizes (`by_tier.<tier>`: `limit`, `per`, `burst`), by tier name.
+    pub by_tier: BTreeMap<String, Rate>,
+    /// What a request lacking one of the key's parts gets.
+    pub missing: Missing,
+    pub mode: Mode,
+    /// When Redis cannot decide (default: `redis.on_failure`).
+    pub on_failure: FailurePolicy,
+}
+
+impl LimitRule {
+    /// The bucket of a request in tier `tier` (`None`: no tier).
+    pub fn rate_for(&self, tier: Option<&str>) -> Rate {
+        tier.and_then(|t| self.by_tier.get(t))
+            .copied()
+            .unwrap_or(self.rate)
+    }
+
+    /// True when the key holds `tenant`: the rule's buckets live under the tenant's hash tag and
+    /// are decided in the same script call as the tier's policies.
+    pub fn per_tenant(&self) -> bool {
+        self.key.contains(&KeyPart::Tenant)
+    }
+}
+
+/// `limits[].match`: all given conditions must hold; an empty match applies to every request.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RuleMatch {
+    /// Path prefixes (segment-wise, as `routes[].path_prefix` matches); empty: any path.
+    pub routes: Vec<String>,
+    /// Methods, upper case; empty: any method.
+    pub methods: Vec<String>,
+    /// Hosts, as `routes[].host` matches them; empty: any host.
+    pub hosts: Vec<HostMatch>,
+    /// Header name (lower case) and the exact value it must have.
+    pub headers: Vec<(String, String)>,
+}
+
+/// One part of a rule's key (`limits[].key`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyPart {
+    /// The tenant id (the identity stage's tenant, `ip:<address>` when anonymous).
+    Tenant,
+    /// The client address (after `edge.trusted_proxies`; IPv6 aggregated to `edge.ipv6_prefix`).
+    ClientIp,
+    /// The path prefix of the route that matched.
+    Route,
+    /// The request method.
+    Method,
+    /// The request host, lower case, without port.
+    Host,
+    /// `header:<name>`: the header's value (name lower case; several values joined by `, `).
+    Header(String),
+    /// `claim:<name>`: a JWT claim (a string as is, another JSON value as its JSON text).
+    Claim(String),
+    /// `query:<name>`: the first value of the query parameter, percent-decoded.
+    Query(String),
+}
+
+impl KeyPart {
+    /// The part as written in `key:` (`tenant`, `header:x-user`, ...).
+    pub fn spec(&self) -> String {
+        match self {
+            KeyPart::Tenant => "tenant".into(),
+            KeyPart::ClientIp => "client_ip".into(),
+            KeyPart::Route => "route".into(),
+            KeyPart::Method => "method".into(),
+            KeyPart::Host => "host".into(),
+            KeyPart::Header(n) => format!("header:{n}"),
+            KeyPart::Claim(n) => format!("claim:{n}"),
+            KeyPart::Query(n) => format!("query:{n}"),
+        }
+    }
+
+    /// True for values the client chooses freely (`header:`, `query:`): a rule keyed only by
+    /// these lets a client mint new buckets.
+    pub fn client_chosen(&self) -> bool {
+        matches!(self, KeyPart::Header(_) | KeyPart::Query(_))
+    }
+}
+
+/// `limits[].missing`: a request without a value for one of the key's parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Missing {
+    /// The rule does not apply to it (default).
+    #[default]
+    Skip,
+    /// It is refused: 400 `missing-limit-key` naming the part.
+    Refuse,
+}
