@@ -1,32 +1,44 @@
--- One decision over all of a tier's policies, all or nothing: the main limit (one algorithm's
--- script, inserted below at load time by src/quota/policy.rs) and its calendar quotas. Every
--- policy is checked first; only if all admit is every one debited (docs/DESIGN.md 4c).
+-- One decision over several policies, all or nothing: any number of limit entries (a tier's
+-- main limit and limit rules, each with one of the six algorithms' scripts, inserted below at
+-- load time by src/quota/policy_script.rs) and a tier's calendar quotas. Every policy is checked
+-- first; only if all admit is every one debited (docs/DESIGN.md 4c, 4e).
 --
--- How the algorithm script is composed: it runs unchanged inside main_policy with a `redis`
--- whose `call` passes reads through and buffers writes, and whose TIME is this call's clock (so
--- every policy sees the same instant). Its buffered writes are applied when every policy
--- admits, or when the main limit itself refused (then they only normalise its state, e.g. a
--- rebased window); never when only a quota refused. Algorithm scripts read before they write.
+-- How the algorithm scripts are composed: each runs unchanged as one function of ALGORITHMS with
+-- a `redis` whose `call` passes reads through and buffers writes, and whose TIME is this call's
+-- clock (so every policy sees the same instant). An entry's buffered writes are applied when
+-- every policy admits, or when that entry itself refused (then they only normalise its state,
+-- e.g. a rebased window); never when only another policy refused. Algorithm scripts read
+-- before they write. A shadow entry is decided and debited like the others but its refusal
+-- does not refuse the call.
 --
--- KEYS[1]      the main limit's key, <prefix>:{<tenant>}:<tb|gcra|fw|swl|swc|lb>
--- KEYS[1 + i]  quota i's key base <prefix>:{<tenant>}:q:<period>; the window start (Unix ms) is
---              appended here, from Redis TIME (same hash tag, so the same Cluster slot)
--- ARGV[1]      m, the number of main-limit arguments; ARGV[2 .. m+1] those arguments
--- ARGV[m+2]    cost (tokens, also debited from every quota)
--- ARGV[m+3]    nq, the number of quotas; then per quota: period (hour|day|week|month), limit
--- ARGV[m+4+2nq] optional, tests only (the gateway never sends it): the clock in Unix ms
+-- KEYS[i]       entry i's key (i = 1..ne), e.g. <prefix>:{<tenant>}:<tb|gcra|fw|swl|swc|lb>
+-- KEYS[ne + j]  quota j's key base <prefix>:{<tenant>}:q:<period>; the window start (Unix ms) is
+--               appended here, from Redis TIME (same hash tag, so the same Cluster slot)
+-- ARGV[1]       ne, the number of entries; then per entry: algorithm (1..6, in the order of
+--               src/limit/algorithm.rs ALL), shadow (0|1), m, and its m script arguments
+-- then          cost (tokens debited from every quota), nq, per quota: period
+--               (hour|day|week|month), limit
+-- then          optional, tests only (the gateway never sends it): the clock in Unix ms
 --
--- Returns integers {all admitted (0|1), n, the main script's n reply values, nq, then per quota
--- {admitted, remaining, retry-after ms (-1 = never), ms until the window ends}}.
+-- Returns integers {all admitted (0|1), the clock (Unix ms), ne, per entry {n, its script's n
+-- reply values}, nq, per quota {admitted, remaining, retry-after ms (-1 = never), ms until the
+-- window ends}}.
 if redis.replicate_commands then redis.replicate_commands() end
 
 local real = redis
-local m = tonumber(ARGV[1])
-local main_argv = {}
-for i = 1, m do main_argv[i] = ARGV[1 + i] end
-local cost = tonumber(ARGV[m + 2])
-local nq = tonumber(ARGV[m + 3])
-local test_now = ARGV[m + 4 + 2 * nq]
+local ne = tonumber(ARGV[1])
+local entries = {}
+local at = 2
+for i = 1, ne do
+  local e = {alg = tonumber(ARGV[at]), shadow = ARGV[at + 1] == '1', argv = {}}
+  local m = tonumber(ARGV[at + 2])
+  for j = 1, m do e.argv[j] = ARGV[at + 2 + j] end
+  entries[i] = e
+  at = at + 3 + m
+end
+local cost = tonumber(ARGV[at])
+local nq = tonumber(ARGV[at + 1])
+local test_now = ARGV[at + 2 + 2 * nq]
 
 local clock
 if test_now then
@@ -54,11 +66,14 @@ local function apply(writes)
   for _, w in ipairs(writes) do real.call(unpack(w)) end
 end
 
---@@MAIN@@
+--@@ALGORITHMS@@
 
-local main_writes = {}
-local main = main_policy({KEYS[1]}, main_argv, buffered(main_writes))
-local all = main[1] == 1
+local all = true
+for i, e in ipairs(entries) do
+  e.writes = {}
+  e.reply = ALGORITHMS[e.alg]({KEYS[i]}, e.argv, buffered(e.writes))
+  if e.reply[1] ~= 1 and not e.shadow then all = false end
+end
 
 local DAY = 86400000
 local function idiv(a, b)
@@ -108,10 +123,10 @@ end
 
 local quotas = {}
 for i = 1, nq do
-  local period = ARGV[m + 2 + 2 * i]
-  local limit = tonumber(ARGV[m + 3 + 2 * i])
+  local period = ARGV[at + 2 * i]
+  local limit = tonumber(ARGV[at + 1 + 2 * i])
   local s, e = window(period)
-  local key = KEYS[1 + i] .. ':' .. string.format('%d', s)
+  local key = KEYS[ne + i] .. ':' .. string.format('%d', s)
   local used = tonumber(real.call('GET', key) or '0')
   local to_end = e - now
   if used + cost <= limit then
@@ -124,18 +139,21 @@ for i = 1, nq do
   end
 end
 
+for _, e in ipairs(entries) do
+  if all or e.reply[1] ~= 1 then apply(e.writes) end
+end
 if all then
-  apply(main_writes)
   for _, q in ipairs(quotas) do
     real.call('INCRBY', q[1], cost)
     real.call('PEXPIRE', q[1], q[2])
   end
-elseif main[1] ~= 1 then
-  apply(main_writes)
 end
 
-local reply = {all and 1 or 0, #main}
-for _, v in ipairs(main) do reply[#reply + 1] = v end
+local reply = {all and 1 or 0, now, ne}
+for _, e in ipairs(entries) do
+  reply[#reply + 1] = #e.reply
+  for _, v in ipairs(e.reply) do reply[#reply + 1] = v end
+end
 reply[#reply + 1] = nq
 for _, q in ipairs(quotas) do
   for _, v in ipairs(q[3]) do reply[#reply + 1] = v end

@@ -336,7 +336,7 @@ use tollgate::limit::fixed_window::WindowState;
 use tollgate::limit::gcra::TatState;
 use tollgate::limit::sliding_window_counter::CounterState;
 use tollgate::quota::policy_script::{self as policy, CalendarQuota, PolicyCall};
-use tollgate::store::redis::keys::policy_main_key;
+use tollgate::store::redis::keys::main_key;
 
 fn hset(con: &mut redis::Connection, key: &str, fields: &[(&str, u64)]) {
     let mut cmd = redis::cmd("HSET");
@@ -442,7 +442,7 @@ fn run_policy(
     now: u64,
 ) -> policy::PolicyDecision {
     let (keys, args) = policy::keys_and_args("ref", call, Some(now));
-    let script = redis::Script::new(policy::policy_script(call.algorithm).source());
+    let script = redis::Script::new(policy::policy_script().source());
     let mut inv = script.prepare_invoke();
     for k in &keys {
         inv.key(k);
@@ -489,7 +489,7 @@ fn every_algorithm_script_matches_its_reference_on_random_cases() {
                 t + rng.random_range(0..=2 * rate.window_ms().min(10_000_000))
             };
             let cost = rng.random_range(1..=rate.burst + 1);
-            let key = policy_main_key("ref", &tenant, alg);
+            let key = main_key("ref", &tenant, alg);
             if let Some(s) = &state {
                 write_state(&mut con, &key, s);
             }
@@ -632,7 +632,7 @@ fn quotas_follow_calendar_windows_and_debit_all_or_nothing() {
         // A policy that would admit reports what would be left after this request.
         assert_eq!(refused.quotas[1].remaining, 1, "{alg:?}: month counted 3");
         // The refusal by the day quota debited neither the main limit nor the month.
-        let main = policy_main_key("ref", "q", alg);
+        let main = main_key("ref", "q", alg);
         let m = run_policy(&mut con, "q", &c, t).main.decision.remaining;
         assert_eq!(m, 96, "{alg:?}: 3 admitted, this one would be the 4th");
         let day_key = format!("ref:{{q}}:q:day:{}", boundary - 86_400_000);

@@ -24,6 +24,7 @@ use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, AlgorithmFamily, DecodingKey, Validation};
 use serde_json::{Map, Value};
 use std::fmt;
+use std::sync::Arc;
 
 /// Longest accepted bearer token, in bytes; longer ones are rejected before any parsing.
 pub const MAX_TOKEN_BYTES: usize = 8192;
@@ -89,6 +90,8 @@ pub struct TokenClaims {
     pub tenant: String,
     /// Claim `tier_claim` when configured, present and non-empty.
     pub tier: Option<String>,
+    /// Every claim of the verified token (for limit rules keyed by `claim:<name>`).
+    pub claims: Arc<Map<String, Value>>,
 }
 
 impl JwtVerifier {
@@ -169,6 +172,7 @@ impl JwtVerifier {
         Ok(TokenClaims {
             tenant: self.tenant(&claims)?,
             tier: self.tier(&claims)?,
+            claims: Arc::new(claims),
         })
     }
 

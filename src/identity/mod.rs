@@ -28,6 +28,7 @@ use crate::tenant_id;
 use http::header::{HeaderMap, HeaderName, AUTHORIZATION};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 pub use crate::tenant_id::ANONYMOUS_PREFIX;
 /// The tier name carried by [`IdentityError::UnknownTier`] when tiers are configured but no tier
@@ -75,6 +76,8 @@ pub struct Identity {
     /// request without an [`ANONYMOUS_TIER`]).
     pub tier: Option<String>,
     pub method: Method,
+    /// The verified JWT's claims (`None` for other methods), for rules keyed by `claim:<name>`.
+    pub claims: Option<Arc<serde_json::Map<String, serde_json::Value>>>,
 }
 
 /// Why identity failed. Every variant maps to a status in [`IdentityError::status`].
@@ -251,6 +254,7 @@ impl Authenticator {
                     tenant: claims.tenant,
                     tier,
                     method: Method::Jwt,
+                    claims: Some(claims.claims),
                 }));
             }
         }
@@ -261,6 +265,7 @@ impl Authenticator {
                     tenant: entry.tenant.clone(),
                     tier,
                     method: Method::ApiKey,
+                    claims: None,
                 }));
             }
         }
@@ -283,6 +288,7 @@ impl Authenticator {
             tenant: cn.to_string(),
             tier,
             method: Method::Mtls,
+            claims: None,
         })
     }
 
@@ -312,6 +318,7 @@ impl Authenticator {
                 .contains(ANONYMOUS_TIER)
                 .then(|| ANONYMOUS_TIER.to_string()),
             method: Method::Anonymous,
+            claims: None,
         }
     }
 

@@ -166,12 +166,15 @@ fn jwt_identity_with_each_key_family() {
             .authenticate(&bearer(&sign(alg, kid, &c)), NOW)
             .unwrap()
             .unwrap();
+        let claims = id.claims.as_deref().expect("a JWT's claims are kept");
+        assert_eq!(claims.get("tenant"), Some(&serde_json::json!("acme")));
         assert_eq!(
-            id,
+            Identity { claims: None, ..id },
             Identity {
                 tenant: "acme".into(),
                 tier: Some("free".into()),
-                method: Method::Jwt
+                method: Method::Jwt,
+                claims: None,
             },
             "{alg:?}"
         );
@@ -261,7 +264,8 @@ fn api_key_identity_and_tier_order() {
         Identity {
             tenant: "acme".into(),
             tier: Some("pro".into()),
-            method: Method::ApiKey
+            method: Method::ApiKey,
+            claims: None,
         }
     );
     // 2. tenants map.

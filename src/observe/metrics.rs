@@ -54,6 +54,9 @@ pub struct Metrics {
     pub upstream_rejections: IntCounterVec,
     /// Opt-in per-tenant decisions (bounded), by tenant and outcome.
     pub tenant_decisions: IntCounterVec,
+    /// Limit rule decisions by rule (`limits[].name`) and outcome (`admitted`, `limited`,
+    /// `shadow_limited`, `fallback`, `failed_open`, `failed_closed`).
+    pub rule_decisions: IntCounterVec,
     tenant_seen: Mutex<HashSet<String>>,
 }
 
@@ -172,6 +175,12 @@ pub static METRICS: Lazy<Metrics> = Lazy::new(|| {
             "tollgate_tenant_decisions_total",
             "Per-tenant decisions (opt-in, bounded by observability.tenant_metrics)",
             &["tenant", "outcome"]
+        )
+        .unwrap(),
+        rule_decisions: register_int_counter_vec!(
+            "tollgate_rule_decisions_total",
+            "Limit rule decisions by rule and outcome",
+            &["rule", "outcome"]
         )
         .unwrap(),
         tenant_seen: Mutex::new(HashSet::new()),

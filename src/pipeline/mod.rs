@@ -12,6 +12,7 @@ pub mod decision;
 pub mod edge;
 pub mod identity;
 pub mod route;
+pub mod rules;
 pub mod slot;
 pub mod tenant;
 #[cfg(test)]

@@ -97,6 +97,21 @@ impl Verdict {
             reservation: None,
         }
     }
+
+    /// An admission labelled `outcome`, with `headers`.
+    pub fn admit(outcome: Outcome, headers: Option<QuotaHeaders>) -> Self {
+        Verdict::new(Decision::Admit, outcome, headers)
+    }
+
+    /// The refusal `r` (shadowed when `shadow`), labelled `outcome`, with `headers`.
+    pub fn refuse(
+        r: Rejection,
+        shadow: bool,
+        outcome: Outcome,
+        headers: Option<QuotaHeaders>,
+    ) -> Self {
+        Verdict::new(Decision::refuse(r, shadow), outcome, headers)
+    }
 }
 
 /// Asks the quota store, and the tier's burst pool when the tenant's bucket (in Redis, not

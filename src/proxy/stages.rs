@@ -8,12 +8,17 @@ use super::refuse::{count, refuse, settle};
 use crate::concurrency::claimant::claimant_of;
 use crate::concurrency::slots::{Claimant, SlotLimits};
 use crate::http::{body, client_ip};
+use crate::identity::Identity;
 use crate::identity::Method;
 use crate::observe::metrics::METRICS;
 use crate::pipeline::identity::Credentials;
+use crate::pipeline::Rejection;
 use crate::pipeline::{self, Decision, Layer, Outcome};
+use crate::policy::rules::{AppliedRule, RequestView};
+use crate::quota::rules::RuleCall;
 use crate::snapshot::{App, Snapshot};
 use crate::tls::listener::ClientCert;
+use pingora::http::RequestHeader;
 use pingora::prelude::*;
 use pingora::proxy::Session;
 use pingora::ErrorType;
@@ -132,7 +137,8 @@ fn unix_now_s() -> u64 {
         .unwrap_or(0)
 }
 
-/// Tenant stage: `Ok(true)` when it answered.
+/// Tenant stage: `Ok(true)` when it answered. With limit rules that apply to the request, the
+/// tier's policies and the rules are decided together ([`pipeline::rules`]).
 pub(super) async fn tenant_stage(
     app: &App,
     session: &mut Session,
@@ -144,22 +150,36 @@ pub(super) async fn tenant_stage(
     };
     let cost = ctx.route(snap).map_or(1, |r| r.cost);
     let plan = match pipeline::tenant::plan(snap, identity, cost) {
-        Ok(Some(p)) => p,
-        Ok(None) => return Ok(false),
+        Ok(p) => p,
         Err(r) => return refuse(session, ctx, r).await,
     };
-    ctx.tenant = Some(plan.tenant.clone());
-    ctx.tier = Some(plan.limits.tier.name.clone());
+    let rules = match rules_of(session.req_header(), ctx, snap, identity, cost) {
+        Ok(r) => r,
+        Err(r) => return refuse(session, ctx, r).await,
+    };
+    if plan.is_none() && rules.is_empty() {
+        return Ok(false);
+    }
+    ctx.tenant = Some(identity.tenant.clone());
+    ctx.tier = plan.as_ref().map(|p| p.limits.tier.name.clone());
     let status = snap.config.response.status;
-    let shadow = plan.limits.tier.mode.is_shadow() || ctx.shadow_route();
     let fit = &app.tier_fit;
-    let verdict = pipeline::tenant::run(quota, fit, &plan, status, shadow).await;
+    let verdict = match &plan {
+        Some(p) if rules.is_empty() => {
+            let shadow = p.limits.tier.mode.is_shadow() || ctx.shadow_route();
+            pipeline::tenant::run(quota, fit, p, status, shadow).await
+        }
+        _ => {
+            let shadow = ctx.shadow_route();
+            pipeline::rules::run(quota, fit, plan.as_ref(), &rules, status, shadow).await
+        }
+    };
     ctx.quota_headers = verdict.headers;
     if let Decision::Delay(ms) = verdict.decision {
         if let Err(e) = wait_for_slot(session, ms).await {
             ctx.decided = (Layer::Tenant, Outcome::ClientLeft);
-            if let Some((rate, r)) = verdict.reservation {
-                quota.give_back(&plan.request(), &rate, r).await;
+            if let (Some((rate, r)), Some(p)) = (verdict.reservation, &plan) {
+                quota.give_back(&p.request(), &rate, r).await;
             }
             return Err(e);
         }
@@ -167,14 +187,53 @@ pub(super) async fn tenant_stage(
     match verdict.decision {
         Decision::Admit | Decision::Delay(_) => {
             count(ctx, Layer::Tenant, verdict.outcome);
-            if verdict.near_limit {
-                let tier = plan.limits.tier.name.as_str();
+            if let (true, Some(p)) = (verdict.near_limit, &plan) {
+                let tier = p.limits.tier.name.as_str();
                 METRICS.near_limit.with_label_values(&[tier]).inc();
             }
             Ok(false)
         }
         d => settle(session, ctx, Layer::Tenant, d).await,
     }
+}
+
+/// The limit rules that apply to the request (none without `limits:`, at no cost).
+fn rules_of<'a>(
+    req: &RequestHeader,
+    ctx: &Ctx,
+    snap: &'a Snapshot,
+    identity: &Identity,
+    cost: u64,
+) -> std::result::Result<Vec<(AppliedRule<'a>, RuleCall)>, Rejection> {
+    if snap.config.limits.is_empty() {
+        return Ok(Vec::new());
+    }
+    let client_key = client_ip::key_of(ctx.client, snap.config.ipv6_prefix()).to_string();
+    let host = request_host(req);
+    let view = RequestView {
+        method: req.method.as_str(),
+        path: req.uri.path(),
+        query: req.uri.query(),
+        host: &host,
+        headers: &req.headers,
+        client_key: &client_key,
+        route: ctx.route(snap).map(|r| r.path_prefix.as_str()),
+        tenant: Some(identity.tenant.as_str()),
+        tier: identity.tier.as_deref(),
+        claims: identity.claims.as_deref(),
+    };
+    pipeline::rules::plan(snap, &view, cost)
+}
+
+/// The request's host, lower case without port: the target's authority (HTTP/2, absolute
+/// form), else `Host`; empty when neither is there.
+fn request_host(req: &RequestHeader) -> String {
+    let raw = req.uri.authority().map(|a| a.as_str()).or_else(|| {
+        req.headers
+            .get(http::header::HOST)
+            .and_then(|h| h.to_str().ok())
+    });
+    raw.map(crate::http::normalize_host).unwrap_or_default()
 }
 
 /// Waits `delay_ms` for a `leaky_bucket` slot on a timer (never blocking a thread). While no

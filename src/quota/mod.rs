@@ -12,6 +12,7 @@ pub mod peek;
 pub mod policies;
 pub mod policy_script;
 pub mod pool_store;
+pub mod rules;
 
 use crate::config::{FailurePolicy, RedisSettings, TierPolicy};
 use crate::limit::algorithm::Algorithm;

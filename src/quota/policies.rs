@@ -13,10 +13,10 @@ use super::{record_call, refused_wait, QuotaOutcome, QuotaService, TenantQuota};
 use crate::config::{FailurePolicy, TierPolicy};
 use crate::limit::gcra::TatState;
 use crate::limit::Decision;
-use crate::response::QuotaReport;
+use crate::response::{QuotaReport, ReportKind};
 use crate::store::redis::client::RedisFault;
 use crate::store::redis::guarded::{Answered, Budget, RetryOn};
-use crate::store::redis::keys::policy_main_key;
+use crate::store::redis::keys::main_key;
 
 /// What a policy decision adds to the main limit's decision.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -40,6 +40,7 @@ impl PolicyExtras {
             .zip(&self.quotas)
             .map(|(q, d)| QuotaReport {
                 name: format!("{tier}.{}", q.period.as_str()),
+                kind: ReportKind::CalendarQuota,
                 limit: q.limit,
                 window_s: q.period.nominal_s(),
                 decision: *d,
@@ -56,7 +57,7 @@ pub struct Reservation {
 }
 
 impl QuotaService {
-    fn policy_call<'a>(&self, q: &'a TenantQuota<'a>) -> PolicyCall<'a> {
+    pub(super) fn policy_call<'a>(&self, q: &'a TenantQuota<'a>) -> PolicyCall<'a> {
         PolicyCall {
             tenant: q.tenant,
             algorithm: q.tier_policy.algorithm,
@@ -70,7 +71,7 @@ impl QuotaService {
     async fn call_policy(&self, q: &TenantQuota<'_>) -> Result<PolicyDecision, RedisFault> {
         let call = self.policy_call(q);
         let (keys, args) = policy::keys_and_args(self.redis.key_prefix(), &call, None);
-        let script = policy::policy_script(call.algorithm);
+        let script = policy::policy_script();
         let reply = self.redis.eval::<Vec<i64>, _>(script, &keys, &args).await?;
         policy::parse_reply(&reply, q.rate.limit).ok_or(RedisFault::Other)
     }
@@ -108,7 +109,7 @@ impl QuotaService {
         }
     }
 
-    fn policy_fallback(&self, q: &TenantQuota<'_>, retry_in_ms: u64) -> QuotaOutcome {
+    pub(super) fn policy_fallback(&self, q: &TenantQuota<'_>, retry_in_ms: u64) -> QuotaOutcome {
         if q.on_failure != FailurePolicy::Local {
             return self.fallback(q, retry_in_ms);
         }
@@ -144,7 +145,7 @@ impl QuotaService {
                 .refund(&q.tenant.to_string(), r.state, rate, q.cost);
             return;
         }
-        let key = policy_main_key(self.redis.key_prefix(), q.tenant, q.tier_policy.algorithm);
+        let key = main_key(self.redis.key_prefix(), q.tenant, q.tier_policy.algorithm);
         let args = [
             r.state.tat_ms,
             r.state.rem,

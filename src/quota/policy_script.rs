@@ -1,21 +1,23 @@
-//! The Redis side of a tier's policies (docs/DESIGN.md 4c): one script call decides the main
-//! limit, whatever its algorithm, together with the tier's calendar quotas, all or nothing.
+//! The Redis side of a request's policies (docs/DESIGN.md 4c, 4e): one script call decides any
+//! number of limits under one hash tag (a tier's main limit and limit rules, each with its own
+//! algorithm) together with the tier's calendar quotas, all or nothing.
 //!
 //! Each algorithm's script (`lua/<algorithm>.lua`, with the shared `lua/lib/*.lua` parts put
 //! in by [`expand`]; the sources are in [`scripts`](crate::store::redis::scripts)) is composed at
 //! load time into `lua/policy.lua`, which checks every policy and debits only when all admit.
-//! Keys: [`policy_main_key`] and, per quota, [`policy_quota_key`] (the script appends the window
-//! start), all under the tenant's hash tag. Replies are integers (ms, tokens).
+//! Keys: each entry's own (a tier's is [`main_key`]) and, per quota, [`quota_base_key`] (the
+//! script appends the window start). `lua/refund.lua` gives a call's debits back when a later
+//! call (another hash tag) refused the request. Replies are integers (ms, tokens).
 
 use crate::limit::algorithm::{Algorithm, Outcome};
 pub use crate::limit::calendar::CalendarQuota;
 use crate::limit::gcra::TatState;
 use crate::limit::{Decision, Rate};
 use crate::store::redis::client::LuaScript;
-use crate::store::redis::keys::{policy_main_key, policy_quota_key};
+use crate::store::redis::keys::{main_key, quota_base_key, quota_key};
 use crate::store::redis::scripts::{
     FIXED_WINDOW_LUA, GCRA_LUA, LEAKY_BUCKET_LUA, LEAKY_REFUND_LUA, POLICY_LUA, PRELUDE_LUA,
-    SLIDING_WINDOW_COUNTER_LUA, SLIDING_WINDOW_LOG_LUA, TAT_LUA, TOKEN_BUCKET_LUA,
+    REFUND_LUA, SLIDING_WINDOW_COUNTER_LUA, SLIDING_WINDOW_LOG_LUA, TAT_LUA, TOKEN_BUCKET_LUA,
 };
 use std::sync::OnceLock;
 
@@ -52,35 +54,69 @@ pub fn algorithm_lua(alg: Algorithm) -> &'static str {
     all[alg as usize]
 }
 
-/// `lua/policy.lua` with `alg`'s script as its main policy.
-pub fn compose(alg: Algorithm) -> String {
-    let main = format!(
-        "local function main_policy(KEYS, ARGV, redis)\n{}\nend",
-        algorithm_lua(alg)
-    );
-    POLICY_LUA.replacen("--@@MAIN@@", &main, 1)
+/// `lua/policy.lua` with the six algorithms' scripts in place, as `ALGORITHMS[1..6]` (in the
+/// order of [`Algorithm::ALL`]).
+pub fn compose() -> String {
+    let mut table = String::from("local ALGORITHMS = {\n");
+    for alg in Algorithm::ALL {
+        table.push_str("function(KEYS, ARGV, redis)\n");
+        table.push_str(algorithm_lua(alg));
+        table.push_str("\nend,\n");
+    }
+    table.push('}');
+    POLICY_LUA.replacen("--@@ALGORITHMS@@", &table, 1)
 }
 
-/// The composed script of `alg` (built once per process; its SHA is stable). The six sources
-/// are leaked once so they live as long as the process, like the embedded scripts.
-pub fn policy_script(alg: Algorithm) -> &'static LuaScript {
-    static SCRIPTS: OnceLock<Vec<LuaScript>> = OnceLock::new();
-    let all = SCRIPTS.get_or_init(|| {
-        Algorithm::ALL
-            .iter()
-            .map(|a| LuaScript::new(Box::leak(compose(*a).into_boxed_str())))
-            .collect()
-    });
-    &all[alg as usize]
+/// The composed policy script (built once per process; its SHA is stable). The source is
+/// leaked once so it lives as long as the process, like the embedded scripts.
+pub fn policy_script() -> &'static LuaScript {
+    static SCRIPT: OnceLock<LuaScript> = OnceLock::new();
+    SCRIPT.get_or_init(|| LuaScript::new(Box::leak(compose().into_boxed_str())))
 }
 
-/// The refund script (`lua/leaky_refund.lua`).
+/// The refund script of a leaky bucket slot (`lua/leaky_refund.lua`).
 pub fn refund_script() -> &'static LuaScript {
     static SCRIPT: OnceLock<LuaScript> = OnceLock::new();
     SCRIPT.get_or_init(|| LuaScript::new(LEAKY_REFUND_LUA))
 }
 
-/// Everything one policy call needs.
+/// The script giving back an earlier call's debits (`lua/refund.lua`).
+pub fn debit_refund_script() -> &'static LuaScript {
+    static SCRIPT: OnceLock<LuaScript> = OnceLock::new();
+    SCRIPT.get_or_init(|| LuaScript::new(REFUND_LUA))
+}
+
+/// One limit decided in a policy call: a tier's main limit or a limit rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitEntry {
+    /// Its state's key (under the hash tag of its call).
+    pub key: String,
+    pub algorithm: Algorithm,
+    pub rate: Rate,
+    /// Tokens this request takes from it.
+    pub cost: u64,
+    /// `leaky_bucket` only: longest delay until a request's slot.
+    pub max_delay_ms: u64,
+    /// A shadow entry is decided and debited, but its refusal does not refuse the call.
+    pub shadow: bool,
+}
+
+impl LimitEntry {
+    /// The algorithm's number in the scripts (1-based position in [`Algorithm::ALL`]).
+    fn code(&self) -> usize {
+        self.algorithm as usize + 1
+    }
+}
+
+/// A tier's calendar quotas decided in a policy call, with the cost each is debited.
+#[derive(Debug, Clone, Copy)]
+pub struct QuotaPart<'a> {
+    pub tenant: &'a str,
+    pub quotas: &'a [CalendarQuota],
+    pub cost: u64,
+}
+
+/// Everything one policy call needs (a tier's policies: its main limit and quotas).
 #[derive(Debug, Clone, Copy)]
 pub struct PolicyCall<'a> {
     pub tenant: &'a str,
@@ -90,6 +126,29 @@ pub struct PolicyCall<'a> {
     /// `leaky_bucket` only: longest delay until a request's slot.
     pub max_delay_ms: u64,
     pub quotas: &'a [CalendarQuota],
+}
+
+impl PolicyCall<'_> {
+    /// The tier's main limit as an entry, keyed [`main_key`].
+    pub fn entry(&self, prefix: &str) -> LimitEntry {
+        LimitEntry {
+            key: main_key(prefix, self.tenant, self.algorithm),
+            algorithm: self.algorithm,
+            rate: self.rate,
+            cost: self.cost,
+            max_delay_ms: self.max_delay_ms,
+            shadow: false,
+        }
+    }
+
+    /// The tier's quotas.
+    pub fn quota_part(&self) -> QuotaPart<'_> {
+        QuotaPart {
+            tenant: self.tenant,
+            quotas: self.quotas,
+            cost: self.cost,
+        }
+    }
 }
 
 /// What one policy call decided.
@@ -105,30 +164,92 @@ pub struct PolicyDecision {
     pub quotas: Vec<Decision>,
 }
 
-/// KEYS and ARGV of a policy call; `test_now_ms` only from tests (fixes the script's clock).
+/// What one policy call over several entries decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchDecision {
+    /// True when every enforced policy admitted (and every entry and quota was debited).
+    pub admitted: bool,
+    /// The call's clock (Redis `TIME`, Unix ms): what a refund of its debits needs.
+    pub now_ms: u64,
+    /// Each entry's own decision, in call order, with a `leaky_bucket` reservation.
+    pub entries: Vec<(Outcome, Option<TatState>)>,
+    /// Each quota's decision, in config order.
+    pub quotas: Vec<Decision>,
+}
+
+/// KEYS and ARGV of a tier's policy call; `test_now_ms` only from tests (fixes the script's
+/// clock).
 pub fn keys_and_args(
     prefix: &str,
     call: &PolicyCall<'_>,
     test_now_ms: Option<u64>,
 ) -> (Vec<String>, Vec<String>) {
-    let mut keys = vec![policy_main_key(prefix, call.tenant, call.algorithm)];
-    let r = &call.rate;
-    let mut main = vec![r.limit, r.per_ms, r.burst, call.cost];
-    if call.algorithm == Algorithm::LeakyBucket {
-        main.push(call.max_delay_ms);
+    let entry = call.entry(prefix);
+    batch_keys_and_args(prefix, &[&entry], Some(call.quota_part()), test_now_ms)
+}
+
+/// KEYS and ARGV of a policy call over `entries` (all under one hash tag) and, when given, a
+/// tier's quotas (under its tenant's tag).
+pub fn batch_keys_and_args(
+    prefix: &str,
+    entries: &[&LimitEntry],
+    quotas: Option<QuotaPart<'_>>,
+    test_now_ms: Option<u64>,
+) -> (Vec<String>, Vec<String>) {
+    let mut keys: Vec<String> = entries.iter().map(|e| e.key.clone()).collect();
+    let mut args = vec![entries.len().to_string()];
+    for e in entries {
+        let r = &e.rate;
+        let mut main = vec![r.limit, r.per_ms, r.burst, e.cost];
+        if e.algorithm == Algorithm::LeakyBucket {
+            main.push(e.max_delay_ms);
+        }
+        args.push(e.code().to_string());
+        args.push(u8::from(e.shadow).to_string());
+        args.push(main.len().to_string());
+        args.extend(main.iter().map(u64::to_string));
     }
-    let mut args = vec![main.len().to_string()];
-    args.extend(main.iter().map(u64::to_string));
-    args.push(call.cost.to_string());
-    args.push(call.quotas.len().to_string());
-    for q in call.quotas {
-        keys.push(policy_quota_key(prefix, call.tenant, q.period));
-        args.push(q.period.as_str().to_string());
-        args.push(q.limit.to_string());
+    let q = quotas.unwrap_or(QuotaPart {
+        tenant: "",
+        quotas: &[],
+        cost: 0,
+    });
+    args.push(q.cost.to_string());
+    args.push(q.quotas.len().to_string());
+    for quota in q.quotas {
+        keys.push(quota_base_key(prefix, q.tenant, quota.period));
+        args.push(quota.period.as_str().to_string());
+        args.push(quota.limit.to_string());
     }
     if let Some(now) = test_now_ms {
         args.push(now.to_string());
     }
+    (keys, args)
+}
+
+/// KEYS and ARGV of `lua/refund.lua` giving back the debits of `entries` and of `quotas` (a
+/// tier's quota part) made by a call whose clock was `now_ms`.
+pub fn refund_keys_and_args(
+    prefix: &str,
+    entries: &[&LimitEntry],
+    quotas: Option<QuotaPart<'_>>,
+    now_ms: u64,
+) -> (Vec<String>, Vec<String>) {
+    let mut keys: Vec<String> = entries.iter().map(|e| e.key.clone()).collect();
+    let mut values = Vec::new();
+    for e in entries {
+        let r = &e.rate;
+        values.push([e.code() as u64, now_ms, r.limit, r.per_ms, r.burst, e.cost]);
+    }
+    for q in quotas.iter() {
+        for quota in q.quotas {
+            let (start, _) = quota.period.window(now_ms);
+            keys.push(quota_key(prefix, q.tenant, quota.period, start));
+            values.push([0, now_ms, 0, 0, 0, q.cost]);
+        }
+    }
+    let mut args = vec![values.len().to_string()];
+    args.extend(values.iter().flatten().map(u64::to_string));
     (keys, args)
 }
 
@@ -141,32 +262,62 @@ fn decision(v: &[i64]) -> Decision {
     }
 }
 
-/// Parses the reply of `lua/policy.lua` for a main limit of `limit` tokens per period; `None`
-/// when it has an unexpected shape.
-pub fn parse_reply(reply: &[i64], limit: u64) -> Option<PolicyDecision> {
-    let n = *reply.get(1)? as usize;
-    let main = reply.get(2..2 + n)?;
-    if n < 4 {
+/// One entry's reply values (`n` ≥ 4): its outcome and, when an admitted `leaky_bucket` wrote
+/// one, its reservation (`scale` = the entry's limit).
+fn entry_outcome(v: &[i64], limit: u64) -> (Outcome, Option<TatState>) {
+    let reservation = (v.len() >= 7 && v[0] == 1).then(|| TatState {
+        tat_ms: v[5].max(0) as u64,
+        rem: v[6].max(0) as u64,
+        scale: limit,
+    });
+    let outcome = Outcome {
+        decision: decision(v),
+        delay_ms: v.get(4).map_or(0, |d| (*d).max(0) as u64),
+    };
+    (outcome, reservation)
+}
+
+/// Parses the reply of `lua/policy.lua` for entries of these `limits` (tokens per period, in
+/// call order); `None` when it has an unexpected shape.
+pub fn parse_batch(reply: &[i64], limits: &[u64]) -> Option<BatchDecision> {
+    let ne = *reply.get(2)? as usize;
+    if ne != limits.len() {
         return None;
     }
-    let nq = *reply.get(2 + n)? as usize;
-    let rest = reply.get(3 + n..)?;
+    let mut at = 3;
+    let mut entries = Vec::with_capacity(ne);
+    for limit in limits {
+        let n = *reply.get(at)? as usize;
+        let v = reply.get(at + 1..at + 1 + n)?;
+        if n < 4 {
+            return None;
+        }
+        entries.push(entry_outcome(v, *limit));
+        at += 1 + n;
+    }
+    let nq = *reply.get(at)? as usize;
+    let rest = reply.get(at + 1..)?;
     if rest.len() != 4 * nq {
         return None;
     }
-    let reservation = (n >= 7 && main[0] == 1).then(|| TatState {
-        tat_ms: main[5].max(0) as u64,
-        rem: main[6].max(0) as u64,
-        scale: limit,
-    });
-    Some(PolicyDecision {
+    Some(BatchDecision {
         admitted: reply[0] == 1,
-        main: Outcome {
-            decision: decision(main),
-            delay_ms: main.get(4).map_or(0, |d| (*d).max(0) as u64),
-        },
-        reservation,
+        now_ms: reply[1].max(0) as u64,
+        entries,
         quotas: rest.chunks(4).map(decision).collect(),
+    })
+}
+
+/// Parses the reply of a tier's policy call (one entry, main limit of `limit` tokens per
+/// period); `None` when it has an unexpected shape.
+pub fn parse_reply(reply: &[i64], limit: u64) -> Option<PolicyDecision> {
+    let b = parse_batch(reply, &[limit])?;
+    let (main, reservation) = b.entries.into_iter().next()?;
+    Some(PolicyDecision {
+        admitted: b.admitted,
+        main,
+        reservation,
+        quotas: b.quotas,
     })
 }
 

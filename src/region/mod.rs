@@ -107,6 +107,12 @@ impl RegionBudget {
         &self.settings.region
     }
 
+    /// The share of a budget not tied to one tenant held here (limit rules whose key has no
+    /// `tenant`): the static split.
+    pub fn static_share(&self) -> Share {
+        self.static_share
+    }
+
     /// The current share of `tenant`'s budget held here.
     pub fn share(&self, tenant: &str) -> Share {
         self.shares

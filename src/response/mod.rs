@@ -13,7 +13,7 @@ pub mod ratelimit;
 pub mod render;
 
 pub use problem::{Problem, QUOTA_EXCEEDED, REDUCED_CAPACITY};
-pub use ratelimit::{QuotaHeaders, QuotaReport};
+pub use ratelimit::{QuotaHeaders, QuotaReport, ReportKind};
 pub use render::{problem_response_bytes, send_problem};
 
 #[cfg(test)]

@@ -14,18 +14,29 @@ pub struct QuotaHeaders {
     pub decision: Decision,
     /// Set when the decision came from the local fallback bucket (Redis unavailable).
     pub degraded: bool,
-    /// The tier's calendar quotas decided with it (docs/DESIGN.md 4c), in config order.
+    /// The other policies decided with it: the tier's calendar quotas (docs/DESIGN.md 4c), in
+    /// config order, then the limit rules that applied (4e), in file order.
     pub quotas: Vec<QuotaReport>,
     /// A `RateLimit-Policy` item listed before this policy's (the tier's own policy when a burst
     /// pool admitted: `"pro";q=200;w=60, "pro.pool";q=1000;w=1`).
     pub listed_before: Option<String>,
 }
 
-/// One calendar quota's part of a decision, for the headers.
+/// Which kind of policy a [`QuotaReport`] is about (it words the problem detail).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportKind {
+    /// A tier's calendar quota (`<tier>.<period>`), renewed at a UTC boundary.
+    CalendarQuota,
+    /// A limit rule (`limits[].name`).
+    Rule,
+}
+
+/// One more policy's part of a decision (a calendar quota or a limit rule), for the headers.
 #[derive(Debug, Clone)]
 pub struct QuotaReport {
-    /// Policy name `<tier>.<period>`.
+    /// Policy name: `<tier>.<period>` for a calendar quota, the rule's name for a rule.
     pub name: String,
+    pub kind: ReportKind,
     /// Tokens per window (`q`).
     pub limit: u64,
     /// Nominal window in seconds (`w`).
@@ -145,23 +156,36 @@ impl QuotaHeaders {
         }
     }
 
-    /// The problem detail when the main limit admitted but a calendar quota refused.
+    /// The problem detail when the main limit admitted but another policy refused: the
+    /// refusing calendar quotas and rules, with what each has left.
     pub fn quota_detail(&self, cost: u64) -> String {
-        let refused: Vec<String> = self
-            .quotas
-            .iter()
-            .filter(|q| !q.decision.admitted)
-            .map(|q| {
-                format!(
-                    "\"{}\" ({} of {} left)",
-                    q.name, q.decision.remaining, q.limit
-                )
-            })
-            .collect();
-        format!(
-            "calendar quota {} exhausted, this request costs {cost}; it renews at the next UTC boundary",
-            refused.join(", ")
-        )
+        let refused = |kind| {
+            self.quotas
+                .iter()
+                .filter(|q| !q.decision.admitted && q.kind == kind)
+                .map(|q| {
+                    format!(
+                        "\"{}\" ({} of {} left)",
+                        q.name, q.decision.remaining, q.limit
+                    )
+                })
+                .collect::<Vec<String>>()
+        };
+        let (quotas, rules) = (
+            refused(ReportKind::CalendarQuota),
+            refused(ReportKind::Rule),
+        );
+        let mut parts = Vec::new();
+        if !quotas.is_empty() {
+            parts.push(format!(
+                "calendar quota {} exhausted (it renews at the next UTC boundary)",
+                quotas.join(", ")
+            ));
+        }
+        if !rules.is_empty() {
+            parts.push(format!("limit rule {} exhausted", rules.join(", ")));
+        }
+        format!("{}; this request costs {cost}", parts.join("; "))
     }
 }
 

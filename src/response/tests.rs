@@ -38,6 +38,7 @@ fn every_policy_listed_tightest_reported_longest_wait() {
         listed_before: None,
         quotas: vec![QuotaReport {
             name: "pro.day".into(),
+            kind: ReportKind::CalendarQuota,
             limit: 100_000,
             window_s: 86_400,
             decision: day,

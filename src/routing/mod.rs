@@ -36,7 +36,14 @@ fn host_rank(m: &HostMatch, host: &str) -> Option<usize> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AmbiguousParameters;
 
-fn prefix_matches(prefix: &str, path: &str) -> bool {
+/// True when `host` (normalised) is one `m` matches (as a route's `host` does).
+pub fn host_matches(m: &HostMatch, host: &str) -> bool {
+    host_rank(m, host).is_some()
+}
+
+/// True when `path` is at or below `prefix`, whole segments only (as a route's `path_prefix`
+/// matches).
+pub fn prefix_matches(prefix: &str, path: &str) -> bool {
     path.starts_with(prefix)
         && (prefix.ends_with('/')
             || path.len() == prefix.len()

@@ -14,6 +14,7 @@ fn identity(tenant: &str, tier: Option<&str>) -> Identity {
         tenant: tenant.into(),
         tier: tier.map(str::to_string),
         method: Method::ApiKey,
+        claims: None,
     }
 }
 

@@ -2,11 +2,12 @@ use super::*;
 use crate::limit::calendar::Period;
 
 #[test]
-fn composed_script_embeds_the_algorithm_once() {
+fn composed_script_embeds_every_algorithm_once() {
+    let s = compose();
+    assert!(!s.contains("--@@"));
+    assert_eq!(s.matches("function(KEYS, ARGV, redis)").count(), 6);
     for alg in Algorithm::ALL {
-        let s = compose(alg);
-        assert!(!s.contains("--@@MAIN@@"));
-        assert_eq!(s.matches("local function main_policy").count(), 1);
+        assert_eq!(s.matches(algorithm_lua(alg)).count(), 1, "{alg:?}");
     }
 }
 
@@ -47,17 +48,60 @@ fn keys_and_args_layout() {
     assert_eq!(k, ["tg:{acme}:lb", "tg:{acme}:q:day"]);
     assert_eq!(
         a,
-        ["5", "10", "1000", "5", "2", "300", "2", "1", "day", "100"]
+        ["1", "6", "0", "5", "10", "1000", "5", "2", "300", "2", "1", "day", "100"]
     );
 }
 
 #[test]
 fn reply_parsing() {
-    let r = parse_reply(&[0, 5, 1, 3, 0, 900, 0, 1, 0, 0, 5000, 5000], 10).unwrap();
+    let r = parse_reply(&[0, 9, 1, 5, 1, 3, 0, 900, 0, 1, 0, 0, 5000, 5000], 10).unwrap();
     assert!(!r.admitted && r.main.decision.admitted);
     assert_eq!(r.quotas[0].retry_after_ms, 5000);
-    let r = parse_reply(&[1, 7, 1, 0, 0, 400, 200, 1234, 2, 0], 10).unwrap();
+    let r = parse_reply(&[1, 9, 1, 7, 1, 0, 0, 400, 200, 1234, 2, 0], 10).unwrap();
     assert_eq!(r.main.delay_ms, 200);
     assert_eq!(r.reservation.unwrap().tat_ms, 1234);
-    assert!(parse_reply(&[1, 4, 1, 0, 0], 10).is_none());
+    assert!(parse_reply(&[1, 9, 1, 4, 1, 0, 0], 10).is_none());
+    assert!(parse_reply(&[1, 9, 2, 4, 1, 0, 0, 0, 4, 1, 0, 0, 0, 0], 10).is_none());
+    let b = parse_batch(&[0, 9, 2, 4, 1, 3, 0, 0, 4, 0, 0, 700, 800, 0], &[10, 5]).unwrap();
+    assert_eq!(b.now_ms, 9);
+    assert!(b.entries[0].0.decision.admitted && !b.entries[1].0.decision.admitted);
+    assert_eq!(b.entries[1].0.decision.retry_after_ms, 700);
+}
+
+#[test]
+fn batch_and_refund_layout() {
+    let e = |key: &str, algorithm, shadow| LimitEntry {
+        key: key.into(),
+        algorithm,
+        rate: Rate::new(10, 1_000, 20),
+        cost: 1,
+        max_delay_ms: 0,
+        shadow,
+    };
+    let (a, b) = (
+        e("k1", Algorithm::Gcra, false),
+        e("k2", Algorithm::SlidingWindowLog, true),
+    );
+    let (k, args) = batch_keys_and_args("tg", &[&a, &b], None, None);
+    assert_eq!(k, ["k1", "k2"]);
+    let expected = [
+        "2", "2", "0", "4", "10", "1000", "20", "1", "4", "1", "4", "10", "1000", "20", "1", "0",
+        "0",
+    ];
+    assert_eq!(args, expected);
+    let (k, args) = refund_keys_and_args("tg", &[&b], None, 77);
+    assert_eq!(k, ["k2"]);
+    assert_eq!(args, ["1", "4", "77", "10", "1000", "20", "1"]);
+    let quotas = [CalendarQuota {
+        limit: 100,
+        period: Period::Hour,
+    }];
+    let part = QuotaPart {
+        tenant: "acme",
+        quotas: &quotas,
+        cost: 3,
+    };
+    let (k, args) = refund_keys_and_args("tg", &[], Some(part), 3_600_001);
+    assert_eq!(k, ["tg:{acme}:q:hour:3600000"]);
+    assert_eq!(args, ["1", "0", "3600001", "0", "0", "0", "3"]);
 }

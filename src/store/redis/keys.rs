@@ -4,13 +4,13 @@
 //!
 //! The part in braces is the Redis Cluster hash tag: every key one script touches shares it, so
 //! one call stays on one slot. Tenant keys are tagged by the tenant, written percent-encoded
-//! ([`tenant_id::encode`]: no `{`/`}` inside) so the tag is exactly the tenant. The policy path's
-//! keys ([`policy_main_key`], [`policy_quota_key`]) are the exception: they hold the tenant as
-//! given.
+//! ([`tenant_id::encode`]: no `{`/`}` inside) so the tag is exactly the tenant.
 
 use crate::limit::algorithm::Algorithm;
 use crate::limit::calendar::Period;
 use crate::tenant_id;
+use percent_encoding::{percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use sha2::{Digest, Sha256};
 
 /// `<prefix>:{<encoded tenant>}:<suffix>`: a key of one tenant; every key of a tenant shares its
 /// Cluster slot.
@@ -39,16 +39,61 @@ pub fn quota_key(prefix: &str, tenant: &str, period: Period, start_ms: u64) -> S
     )
 }
 
-/// `<prefix>:{<tenant>}:<tb|gcra|fw|swl|swc|lb>`: the main limit's key of a policy call
-/// (`lua/policy.lua`) and of the leaky bucket refund, the tenant written as given (not encoded).
-pub fn policy_main_key(prefix: &str, tenant: &str, alg: Algorithm) -> String {
-    format!("{prefix}:{{{tenant}}}:{}", alg.key_suffix())
+/// `<prefix>:{<encoded tenant>}:q:<period>`: the key base of a calendar quota in a policy call;
+/// `lua/policy.lua` appends `:<window start ms>` ([`quota_key`]).
+pub fn quota_base_key(prefix: &str, tenant: &str, period: Period) -> String {
+    tenant_key(prefix, tenant, &format!("q:{}", period.as_str()))
 }
 
-/// `<prefix>:{<tenant>}:q:<period>`: the key base of a calendar quota in a policy call, the
-/// tenant written as given (not encoded); `lua/policy.lua` appends `:<window start ms>`.
-pub fn policy_quota_key(prefix: &str, tenant: &str, period: Period) -> String {
-    format!("{prefix}:{{{tenant}}}:q:{}", period.as_str())
+/// Longest encoded rule key kept as is; a longer one is replaced by its SHA-256.
+pub const MAX_RULE_KEY_BYTES: usize = 128;
+
+/// Bytes a rule key value keeps as they are: RFC 3986 unreserved characters. Every other byte
+/// (`:`, `=`, `{`, `}`, `%`, controls, non-ASCII) is percent-encoded.
+const RULE_VALUE: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
+/// The encoded key of one bucket of a limit rule: its parts, in order, each written
+/// `<part>=<byte length>.<percent-encoded value>` and joined by `:` (e.g.
+/// `tenant=4.acme:method=3.GET`), so neither a value's text nor its place can alias another key;
+/// past [`MAX_RULE_KEY_BYTES`] it is `sha256.<hex digest of that text>`. `parts` are (part as
+/// written in `key:`, value).
+pub fn rule_key_text(parts: &[(&str, &[u8])]) -> String {
+    let mut text = String::new();
+    for (i, (part, value)) in parts.iter().enumerate() {
+        if i > 0 {
+            text.push(':');
+        }
+        let (len, part) = (value.len(), percent_encode(part.as_bytes(), RULE_VALUE));
+        let value = percent_encode(value, RULE_VALUE);
+        text.push_str(&format!("{part}={len}.{value}"));
+    }
+    if text.len() > MAX_RULE_KEY_BYTES {
+        return format!("sha256.{}", hex::encode(Sha256::digest(text.as_bytes())));
+    }
+    text
+}
+
+/// The key of limit rule `rule` (algorithm `alg`) for the encoded key text `key`
+/// ([`rule_key_text`]): `<prefix>:{<encoded tenant>}:r:<rule>:<alg>:<key>` under the tenant's
+/// hash tag when the rule's key holds `tenant` (decided with the tier's policies in one call),
+/// else `<prefix>:{r:<rule>:<alg>:<key>}` under its own. The algorithm is part of the key, so a
+/// reload that changes it starts afresh instead of misreading the old state.
+pub fn rule_key(
+    prefix: &str,
+    rule: &str,
+    alg: Algorithm,
+    tenant: Option<&str>,
+    key: &str,
+) -> String {
+    let suffix = alg.key_suffix();
+    match tenant {
+        Some(t) => tenant_key(prefix, t, &format!("r:{rule}:{suffix}:{key}")),
+        None => format!("{prefix}:{{r:{rule}:{suffix}:{key}}}"),
+    }
 }
 
 /// `<prefix>:{pool:<tier>}:tb`: a tier's burst pool bucket, in its own hash tag.

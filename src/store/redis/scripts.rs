@@ -45,7 +45,12 @@ pub const LEAKY_BUCKET_LUA: &str = include_str!("../../../lua/leaky_bucket.lua")
 /// `lua/leaky_refund.lua`: gives a delayed request's leaky bucket slot back.
 pub const LEAKY_REFUND_LUA: &str = include_str!("../../../lua/leaky_refund.lua");
 
-/// `lua/policy.lua`: the all-or-nothing frame around one algorithm and the calendar quotas.
+/// `lua/refund.lua`: gives back what an earlier policy call debited (all or nothing across
+/// hash tags).
+pub const REFUND_LUA: &str = include_str!("../../../lua/refund.lua");
+
+/// `lua/policy.lua`: the all-or-nothing frame around the algorithms' entries and the calendar
+/// quotas.
 pub const POLICY_LUA: &str = include_str!("../../../lua/policy.lua");
 
 /// `lua/lib/prelude.lua`, put where a template says `--@@PRELUDE@@`: effects replication, the

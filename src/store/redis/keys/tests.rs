@@ -21,20 +21,77 @@ fn tenant_keys_are_tagged_by_the_encoded_tenant() {
 }
 
 #[test]
-fn policy_keys_hold_the_tenant_as_given() {
+fn quota_bases_are_tagged_by_the_encoded_tenant() {
     assert_eq!(
-        policy_main_key("tg", "acme", Algorithm::Gcra),
-        "tg:{acme}:gcra"
-    );
-    assert_eq!(
-        policy_main_key("tg", "a{b}", Algorithm::LeakyBucket),
-        "tg:{a{b}}:lb"
-    );
-    assert_eq!(
-        policy_quota_key("tg", "acme", Period::Month),
+        quota_base_key("tg", "acme", Period::Month),
         "tg:{acme}:q:month"
     );
-    assert_eq!(policy_quota_key("tg", "é", Period::Week), "tg:{é}:q:week");
+    assert_eq!(
+        quota_base_key("tg", "é", Period::Week),
+        "tg:{%C3%A9}:q:week"
+    );
+    assert_eq!(
+        quota_base_key("tg", "a{b}", Period::Day),
+        "tg:{a%7Bb%7D}:q:day"
+    );
+}
+
+#[test]
+fn rule_keys_are_tagged_by_tenant_or_by_rule() {
+    let text = rule_key_text(&[("tenant", b"acme"), ("method", b"GET")]);
+    assert_eq!(text, "tenant=4.acme:method=3.GET");
+    assert_eq!(
+        rule_key("tg", "search", Algorithm::TokenBucket, Some("a{b"), &text),
+        "tg:{a%7Bb}:r:search:tb:tenant=4.acme:method=3.GET"
+    );
+    let text = rule_key_text(&[("header:x-user", b"a:b}")]);
+    assert_eq!(text, "header%3Ax-user=4.a%3Ab%7D");
+    assert_eq!(
+        rule_key("tg", "login", Algorithm::Gcra, None, &text),
+        "tg:{r:login:gcra:header%3Ax-user=4.a%3Ab%7D}"
+    );
+}
+
+/// No two different part lists share a key: separators, braces, `%`, binary bytes, long values
+/// and the same text in another part or place all give distinct keys.
+#[test]
+fn rule_keys_never_alias() {
+    let long = "x".repeat(10 * 1024);
+    let bin: Vec<u8> = (1..=255u8).collect();
+    let cases: Vec<Vec<(&str, &[u8])>> = vec![
+        vec![("header:a", b"x:y")],
+        vec![("header:a", b"x%3Ay")],
+        vec![("header:a", b"x"), ("header:b", b"y")],
+        vec![("header:a", b"x:header%3Ab=1.y")],
+        vec![("header:a", b"y"), ("header:b", b"x")],
+        vec![("header:a", b""), ("header:b", b"xy")],
+        vec![("header:a", b"xy"), ("header:b", b"")],
+        vec![("query:a", b"x")],
+        vec![("header:a", b"x")],
+        vec![("claim:a", b"x")],
+        vec![("header:a", b"{x}")],
+        vec![("header:a", b"%7Bx%7D")],
+        vec![("header:a", b"x=1.y")],
+        vec![("header:a", long.as_bytes())],
+        vec![("header:a", &long.as_bytes()[1..])],
+        vec![("header:a", &bin)],
+        vec![("header:a", &bin[1..])],
+        vec![("header:a", "é".as_bytes())],
+        vec![("header:a", b"%C3%A9")],
+    ];
+    let keys: Vec<String> = cases.iter().map(|c| rule_key_text(c)).collect();
+    for (i, a) in keys.iter().enumerate() {
+        assert!(a.len() <= MAX_RULE_KEY_BYTES.max(71), "{a}");
+        assert!(!a.contains(['{', '}']), "{a}");
+        for (j, b) in keys.iter().enumerate().skip(i + 1) {
+            assert_ne!(a, b, "cases {i} and {j} alias");
+        }
+    }
+    let hashed = rule_key_text(&[("header:a", long.as_bytes())]);
+    assert!(
+        hashed.starts_with("sha256.") && hashed.len() == 7 + 64,
+        "{hashed}"
+    );
 }
 
 #[test]

@@ -1,0 +1,248 @@
+//! Stage 4 with limit rules: when rules (`limits:`) apply to a request, its tier's policies and
+//! every applied rule are decided together, all or nothing (docs/DESIGN.md 4e "Rules").
+//!
+//! [`plan`] (pure) says which rules apply and where their buckets are, [`run`] asks the quota
+//! store, [`judge`] (pure) turns the answer into the tenant stage's [`Verdict`]: every applied
+//! policy in `RateLimit-Policy`, the least room in `RateLimit`, the longest wait in
+//! `Retry-After`, the refusing names in `violated-policies`. Shadow rules are decided, counted
+//! (`tollgate_rule_decisions_total{outcome="shadow_limited"}`) and logged, never refuse, and
+//! are not listed in the headers.
+
+use super::tenant::{self, Plan, Verdict};
+use super::{Layer, Outcome, Rejection};
+use crate::observe::metrics::METRICS;
+use crate::observe::tier_fit::TierFit;
+use crate::policy::rules::{self as rules, AppliedRule, RequestView};
+use crate::quota::policy_script::LimitEntry;
+use crate::quota::rules::{Combined, RuleCall, RuleOutcome};
+use crate::quota::QuotaService;
+use crate::response::{self, Problem, QuotaHeaders, QuotaReport, ReportKind};
+use crate::snapshot::Snapshot;
+use crate::store::redis::keys::rule_key;
+use serde_json::json;
+
+/// The rules that apply to `req`, with their quota calls (costing `cost` tokens each). Empty
+/// when no rule's `match` holds (or no rules are configured). Errors: 400 when a rule with
+/// `missing: refuse` lacks a key part.
+pub fn plan<'a>(
+    snap: &'a Snapshot,
+    req: &RequestView<'_>,
+    cost: u64,
+) -> Result<Vec<(AppliedRule<'a>, RuleCall)>, Rejection> {
+    let (Some(quota), false) = (&snap.quota, snap.config.limits.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let region = snap.region.as_deref();
+    let share = region.map(|r| {
+        move |tenant: Option<&str>| tenant.map_or_else(|| r.static_share(), |t| r.share(t))
+    });
+    let share = share.as_ref().map(|f| f as &dyn Fn(Option<&str>) -> _);
+    let applied = rules::applicable(&snap.config.limits, req, share).map_err(|m| {
+        let detail = format!(
+            "limit rule \"{}\" is keyed by {}, which this request lacks",
+            m.rule, m.part
+        );
+        let p = Problem::status(400, detail)
+            .with("reason", json!("missing-limit-key"))
+            .with("policy", json!(m.rule))
+            .with("key-part", json!(m.part));
+        Rejection::new(Layer::Tenant, Outcome::Rejected, p)
+    })?;
+    let prefix = &quota.settings.key_prefix;
+    Ok(applied
+        .into_iter()
+        .map(|a| {
+            let r = a.rule;
+            let tenant = req.tenant.filter(|_| r.per_tenant());
+            let call = RuleCall {
+                name: r.name.clone(),
+                entry: LimitEntry {
+                    key: rule_key(prefix, &r.name, r.algorithm, tenant, &a.key),
+                    algorithm: r.algorithm,
+                    rate: a.rate,
+                    cost,
+                    max_delay_ms: 0,
+                    shadow: r.mode.is_shadow(),
+                },
+                on_failure: r.on_failure,
+            };
+            (a, call)
+        })
+        .collect())
+}
+
+/// Decides the tier's policies (`tier`, when one applies) and `rules` in the quota store, then
+/// [`judge`]s. `status` is the refusal status; `shadow` (a shadow route) makes any refusal a
+/// shadow one.
+pub async fn run(
+    quota: &QuotaService,
+    fit: &TierFit,
+    tier: Option<&Plan<'_>>,
+    rules: &[(AppliedRule<'_>, RuleCall)],
+    status: u16,
+    shadow: bool,
+) -> Verdict {
+    let request = tier.map(|p| p.request());
+    let tier_shadow = tier.is_some_and(|p| p.limits.tier.mode.is_shadow());
+    let asked = request.as_ref().map(|q| (q, tier_shadow));
+    let calls: Vec<RuleCall> = rules.iter().map(|(_, c)| c.clone()).collect();
+    // Boxed, as the tenant stage's call (see `tenant::run`).
+    let combined = Box::pin(quota.decide_with_rules(asked, &calls)).await;
+    if let (Some(p), Some(o)) = (tier, &combined.tier) {
+        o.record_fit(fit, &p.tenant, crate::observe::tier_fit::unix_ms());
+    }
+    judge(tier, rules, combined, status, shadow)
+}
+
+/// The verdict on `combined`: an admission with every enforced policy's headers, a 429-style
+/// (`status`) `quota-exceeded` refusal naming the refusing policies, or a 503 when a refusing
+/// policy failed closed; shadowed when `shadow`. A shadow tier's own refusal of an admitted
+/// request is a shadow refusal, as without rules.
+pub fn judge(
+    tier: Option<&Plan<'_>>,
+    rules: &[(AppliedRule<'_>, RuleCall)],
+    combined: Combined,
+    status: u16,
+    shadow: bool,
+) -> Verdict {
+    let mut reports = Vec::new();
+    let mut closed = None;
+    for ((_, call), o) in rules.iter().zip(&combined.rules) {
+        let label = rule_label(o, call.entry.shadow);
+        METRICS
+            .rule_decisions
+            .with_label_values(&[call.name.as_str(), label])
+            .inc();
+        match *o {
+            RuleOutcome::Decided { decision, .. } if call.entry.shadow => {
+                if !decision.admitted {
+                    tracing::info!(rule = %call.name, remaining = decision.remaining, "shadow limit rule would refuse");
+                }
+            }
+            RuleOutcome::Decided {
+                decision,
+                rate,
+                degraded,
+            } => reports.push((
+                QuotaReport {
+                    name: call.name.clone(),
+                    kind: ReportKind::Rule,
+                    limit: rate.burst,
+                    window_s: rate.window_s(),
+                    decision,
+                },
+                rate,
+                degraded,
+            )),
+            RuleOutcome::FailedClosed { retry_after_s } if !call.entry.shadow => {
+                closed = closed.max(Some(retry_after_s));
+            }
+            _ => {}
+        }
+    }
+    let tier_outcome = combined.tier.clone();
+    let tier_verdict = match (tier, tier_outcome) {
+        (Some(p), Some(o)) => {
+            let tier_shadow = p.limits.tier.mode.is_shadow();
+            Some(tenant::judge(p, status, o, None, shadow || tier_shadow))
+        }
+        _ => None,
+    };
+    let degraded = reports.iter().any(|(_, _, d)| *d);
+    let headers = merge_headers(tier_verdict.as_ref(), reports);
+    if combined.admitted {
+        let mut v = match tier_verdict {
+            // The tier's verdict stands (an admission, a delay, or a shadow tier's refusal).
+            Some(v) => Verdict { headers, ..v },
+            None => Verdict::admit(Outcome::Admitted, headers),
+        };
+        if degraded && v.outcome == Outcome::Admitted {
+            v.outcome = Outcome::Fallback;
+        }
+        return v;
+    }
+    let tier_closed = tier_verdict
+        .as_ref()
+        .is_some_and(|v| v.outcome == Outcome::FailedClosed);
+    if let (Some(s), false) = (closed, tier_closed) {
+        return Verdict::refuse(failed_closed(s), shadow, Outcome::FailedClosed, None);
+    }
+    if tier_closed {
+        let mut v = tier_verdict.expect("tier failed closed");
+        v.headers = None;
+        return v;
+    }
+    let Some(h) = headers else {
+        // Refused with nothing decided to show (cannot happen: a refusal comes from a decided
+        // policy or a closed one); answer as failed closed rather than admit.
+        return Verdict::refuse(failed_closed(1), shadow, Outcome::FailedClosed, None);
+    };
+    let cost = rules.first().map_or(1, |(_, c)| c.entry.cost);
+    let detail = if h.decision.admitted {
+        h.quota_detail(cost)
+    } else {
+        format!(
+            "\"{}\" exhausted: {} of {} tokens left, this request costs {cost}",
+            h.policy_name, h.decision.remaining, h.rate.burst
+        )
+    };
+    let problem = Problem::typed(status, response::QUOTA_EXCEEDED, "Quota exceeded", detail)
+        .with("violated-policies", json!(h.violated()));
+    let r = Rejection::new(Layer::Tenant, Outcome::Limited, problem).retry_after(h.retry_after_s());
+    Verdict::refuse(r, shadow, Outcome::Limited, Some(h))
+}
+
+/// The tier's headers with the rules' reports after its own policies; without a tier's
+/// headers, the first rule's report leads.
+fn merge_headers(
+    tier: Option<&Verdict>,
+    reports: Vec<(QuotaReport, crate::limit::Rate, bool)>,
+) -> Option<QuotaHeaders> {
+    let degraded = reports.iter().any(|(_, _, d)| *d);
+    match tier.and_then(|v| v.headers.clone()) {
+        Some(mut h) => {
+            h.quotas.extend(reports.into_iter().map(|(r, _, _)| r));
+            h.degraded |= degraded;
+            Some(h)
+        }
+        None => {
+            let mut it = reports.into_iter();
+            let (first, rate, _) = it.next()?;
+            Some(QuotaHeaders {
+                policy_name: first.name,
+                rate,
+                decision: first.decision,
+                degraded,
+                quotas: it.map(|(r, _, _)| r).collect(),
+                listed_before: None,
+            })
+        }
+    }
+}
+
+/// The metric outcome of one rule's decision.
+fn rule_label(o: &RuleOutcome, shadow: bool) -> &'static str {
+    match o {
+        RuleOutcome::Decided { decision, .. } if !decision.admitted && shadow => "shadow_limited",
+        RuleOutcome::Decided { decision, .. } if !decision.admitted => "limited",
+        RuleOutcome::Decided { degraded: true, .. } => "fallback",
+        RuleOutcome::Decided { .. } => "admitted",
+        RuleOutcome::FailedOpen => "failed_open",
+        RuleOutcome::FailedClosed { .. } => "failed_closed",
+        RuleOutcome::Unasked => "unasked",
+    }
+}
+
+/// The 503 when a rule's bucket is unavailable and it fails closed.
+fn failed_closed(retry_after_s: u64) -> Rejection {
+    let p = Problem::typed(
+        503,
+        response::REDUCED_CAPACITY,
+        "Rate limiter unavailable",
+        "the quota store is unavailable and a limit rule fails closed; retry later".into(),
+    );
+    Rejection::new(Layer::Tenant, Outcome::FailedClosed, p).retry_after(Some(retry_after_s))
+}
+
+#[cfg(test)]
+mod tests;

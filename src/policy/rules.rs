@@ -1,0 +1,159 @@
+//! Which limit rules (`limits:`) apply to a request, and the key of each one's bucket
+//! (docs/DESIGN.md 4e "Rules", "Keys"). Pure: the request is read through [`RequestView`].
+
+use crate::config::{KeyPart, LimitRule, Missing, RuleMatch};
+use crate::limit::share::Share;
+use crate::limit::Rate;
+use crate::routing::{host_matches, prefix_matches, without_parameters};
+use crate::store::redis::keys::rule_key_text;
+use http::HeaderMap;
+use serde_json::{Map, Value};
+use std::borrow::Cow;
+
+/// What rules read of a request, after the identity stage.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestView<'a> {
+    /// Method, as sent (`GET`).
+    pub method: &'a str,
+    /// The normalised path (no query).
+    pub path: &'a str,
+    /// The raw query (after `?`), if any.
+    pub query: Option<&'a str>,
+    /// Host, lower case without port (empty when none was sent).
+    pub host: &'a str,
+    pub headers: &'a HeaderMap,
+    /// The client's key: its address, IPv6 aggregated to `edge.ipv6_prefix`.
+    pub client_key: &'a str,
+    /// The path prefix of the route that matched.
+    pub route: Option<&'a str>,
+    /// The tenant id (the identity stage's; `ip:<address>` when anonymous).
+    pub tenant: Option<&'a str>,
+    /// The tier, if one applies.
+    pub tier: Option<&'a str>,
+    /// A verified JWT's claims.
+    pub claims: Option<&'a Map<String, Value>>,
+}
+
+/// A rule that applies to a request: its bucket's key and size.
+#[derive(Debug, Clone)]
+pub struct AppliedRule<'a> {
+    pub rule: &'a LimitRule,
+    /// The encoded key text ([`rule_key_text`]).
+    pub key: String,
+    /// The bucket: the rule's own or its `by_tier` size, cut to this region's share under
+    /// `multi_region:`.
+    pub rate: Rate,
+}
+
+/// A rule with `missing: refuse` whose key part the request lacks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingPart {
+    pub rule: String,
+    /// The part as written in `key:` (`header:x-user`).
+    pub part: String,
+}
+
+/// Every rule of `rules` whose `match` holds for `req`, in file order, with its key; rules
+/// lacking a key part are skipped (`missing: skip`). `share` gives this region's share of a
+/// tenant-keyed (`Some(tenant)`) or shared (`None`) bucket; `None` outside `multi_region:`.
+/// Errors: the first rule with `missing: refuse` whose key part is absent.
+pub fn applicable<'a>(
+    rules: &'a [LimitRule],
+    req: &RequestView<'_>,
+    share: Option<&dyn Fn(Option<&str>) -> Share>,
+) -> Result<Vec<AppliedRule<'a>>, MissingPart> {
+    let mut out = Vec::new();
+    for rule in rules.iter().filter(|r| matches(&r.matcher, req)) {
+        let mut parts: Vec<(String, Cow<'_, [u8]>)> = Vec::with_capacity(rule.key.len());
+        let mut lacking = None;
+        for part in &rule.key {
+            match value_of(part, req) {
+                Some(v) => parts.push((part.spec(), v)),
+                None => {
+                    lacking = Some(part);
+                    break;
+                }
+            }
+        }
+        if let Some(part) = lacking {
+            if rule.missing == Missing::Refuse {
+                return Err(MissingPart {
+                    rule: rule.name.clone(),
+                    part: part.spec(),
+                });
+            }
+            continue;
+        }
+        let borrowed: Vec<(&str, &[u8])> = parts.iter().map(|(p, v)| (p.as_str(), &**v)).collect();
+        let mut rate = rule.rate_for(req.tier);
+        if let Some(share) = share {
+            let tenant = req.tenant.filter(|_| rule.per_tenant());
+            rate = share(tenant).apply(rate);
+        }
+        out.push(AppliedRule {
+            rule,
+            key: rule_key_text(&borrowed),
+            rate,
+        });
+    }
+    Ok(out)
+}
+
+/// True when every condition `m` gives holds for `req`.
+pub fn matches(m: &RuleMatch, req: &RequestView<'_>) -> bool {
+    let path = without_parameters(req.path);
+    (m.routes.is_empty() || m.routes.iter().any(|p| prefix_matches(p, &path)))
+        && (m.methods.is_empty() || m.methods.iter().any(|x| x == req.method))
+        && (m.hosts.is_empty() || m.hosts.iter().any(|h| host_matches(h, req.host)))
+        && m.headers.iter().all(|(name, value)| {
+            req.headers
+                .get_all(name.as_str())
+                .iter()
+                .any(|v| v.as_bytes() == value.as_bytes())
+        })
+}
+
+/// The value of key part `part` in `req`, as bytes; `None` when the request has none.
+fn value_of<'r>(part: &KeyPart, req: &RequestView<'r>) -> Option<Cow<'r, [u8]>> {
+    let text = |s: &'r str| Some(Cow::Borrowed(s.as_bytes()));
+    match part {
+        KeyPart::Tenant => req.tenant.and_then(text),
+        KeyPart::ClientIp => text(req.client_key),
+        KeyPart::Route => req.route.and_then(text),
+        KeyPart::Method => text(req.method),
+        KeyPart::Host => Some(req.host).filter(|h| !h.is_empty()).and_then(text),
+        KeyPart::Header(name) => header_value(req.headers, name),
+        KeyPart::Claim(name) => match req.claims?.get(name)? {
+            Value::Null => None,
+            Value::String(s) => Some(Cow::Owned(s.clone().into_bytes())),
+            other => Some(Cow::Owned(other.to_string().into_bytes())),
+        },
+        KeyPart::Query(name) => query_value(req.query?, name).map(Cow::Owned),
+    }
+}
+
+/// Every value of header `name`, joined by `, ` (RFC 9110 5.3); `None` when absent.
+fn header_value<'r>(headers: &'r HeaderMap, name: &str) -> Option<Cow<'r, [u8]>> {
+    let mut values = headers.get_all(name).iter();
+    let first = values.next()?;
+    let Some(second) = values.next() else {
+        return Some(Cow::Borrowed(first.as_bytes()));
+    };
+    let mut joined = first.as_bytes().to_vec();
+    for v in std::iter::once(second).chain(values) {
+        joined.extend_from_slice(b", ");
+        joined.extend_from_slice(v.as_bytes());
+    }
+    Some(Cow::Owned(joined))
+}
+
+/// The first value of parameter `name` in `query` (`application/x-www-form-urlencoded`,
+/// percent-decoded, `+` as space); `None` when absent.
+fn query_value(query: &str, name: &str) -> Option<Vec<u8>> {
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned().into_bytes())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,172 @@
+use super::*;
+use crate::config::{FailurePolicy, HostMatch, Mode};
+use crate::limit::algorithm::Algorithm;
+use http::HeaderValue;
+
+fn rule(name: &str, matcher: RuleMatch, key: Vec<KeyPart>, missing: Missing) -> LimitRule {
+    LimitRule {
+        name: name.into(),
+        matcher,
+        key,
+        rate: Rate::new(10, 1_000, 10),
+        algorithm: Algorithm::TokenBucket,
+        by_tier: [("free".to_string(), Rate::new(2, 1_000, 2))].into(),
+        missing,
+        mode: Mode::Enforce,
+        on_failure: FailurePolicy::Local,
+    }
+}
+
+fn view<'a>(headers: &'a HeaderMap, claims: Option<&'a Map<String, Value>>) -> RequestView<'a> {
+    RequestView {
+        method: "POST",
+        path: "/charges/7",
+        query: Some("user=a%3Ab&x=1&user=second"),
+        host: "api.example.com",
+        headers,
+        client_key: "192.0.2.7",
+        route: Some("/charges"),
+        tenant: Some("acme"),
+        tier: Some("free"),
+        claims,
+    }
+}
+
+#[test]
+fn every_condition_must_hold() {
+    let mut headers = HeaderMap::new();
+    headers.insert("x-client", HeaderValue::from_static("beta"));
+    let req = view(&headers, None);
+    let m = |routes: &[&str], methods: &[&str], hosts: Vec<HostMatch>, hdr: &[(&str, &str)]| {
+        let m = RuleMatch {
+            routes: routes.iter().map(|s| s.to_string()).collect(),
+            methods: methods.iter().map(|s| s.to_string()).collect(),
+            hosts,
+            headers: hdr
+                .iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect(),
+        };
+        matches(&m, &req)
+    };
+    assert!(m(&[], &[], vec![], &[]));
+    assert!(m(
+        &["/charges"],
+        &["GET", "POST"],
+        vec![],
+        &[("x-client", "beta")]
+    ));
+    assert!(!m(&["/charge"], &[], vec![], &[]), "whole segments only");
+    assert!(!m(&[], &["GET"], vec![], &[]));
+    assert!(
+        !m(&[], &[], vec![], &[("x-client", "Beta")]),
+        "values are exact"
+    );
+    assert!(!m(&[], &[], vec![], &[("x-other", "beta")]));
+    assert!(m(
+        &[],
+        &[],
+        vec![HostMatch::Suffix(".example.com".into())],
+        &[]
+    ));
+    assert!(!m(
+        &[],
+        &[],
+        vec![HostMatch::Exact("example.com".into())],
+        &[]
+    ));
+}
+
+#[test]
+fn keys_read_every_part_kind() {
+    let mut headers = HeaderMap::new();
+    headers.append("x-user", HeaderValue::from_static("u1"));
+    headers.append("x-user", HeaderValue::from_static("u2"));
+    let claims: Map<String, Value> =
+        serde_json::from_str(r#"{"user": "bob", "org": 42, "none": null}"#).unwrap();
+    let req = view(&headers, Some(&claims));
+    let key = |part: KeyPart| {
+        let rules = [rule("r", RuleMatch::default(), vec![part], Missing::Skip)];
+        let applied = applicable(&rules, &req, None).unwrap();
+        applied.first().map(|a| a.key.clone())
+    };
+    assert_eq!(key(KeyPart::Tenant).unwrap(), "tenant=4.acme");
+    assert_eq!(key(KeyPart::ClientIp).unwrap(), "client_ip=9.192.0.2.7");
+    assert_eq!(key(KeyPart::Route).unwrap(), "route=8.%2Fcharges");
+    assert_eq!(key(KeyPart::Method).unwrap(), "method=4.POST");
+    assert_eq!(key(KeyPart::Host).unwrap(), "host=15.api.example.com");
+    let h = key(KeyPart::Header("x-user".into())).unwrap();
+    assert_eq!(h, "header%3Ax-user=6.u1%2C%20u2");
+    assert_eq!(
+        key(KeyPart::Claim("user".into())).unwrap(),
+        "claim%3Auser=3.bob"
+    );
+    assert_eq!(
+        key(KeyPart::Claim("org".into())).unwrap(),
+        "claim%3Aorg=2.42"
+    );
+    assert_eq!(
+        key(KeyPart::Query("user".into())).unwrap(),
+        "query%3Auser=3.a%3Ab"
+    );
+    assert_eq!(key(KeyPart::Claim("none".into())), None);
+    assert_eq!(key(KeyPart::Claim("absent".into())), None);
+    assert_eq!(key(KeyPart::Header("x-absent".into())), None);
+    assert_eq!(key(KeyPart::Query("absent".into())), None);
+}
+
+#[test]
+fn missing_parts_skip_or_refuse() {
+    let headers = HeaderMap::new();
+    let req = view(&headers, None);
+    let part = || vec![KeyPart::Tenant, KeyPart::Claim("user".into())];
+    let skip = [rule("a", RuleMatch::default(), part(), Missing::Skip)];
+    assert!(applicable(&skip, &req, None).unwrap().is_empty());
+    let refuse = [rule("b", RuleMatch::default(), part(), Missing::Refuse)];
+    let err = applicable(&refuse, &req, None).unwrap_err();
+    assert_eq!(
+        err,
+        MissingPart {
+            rule: "b".into(),
+            part: "claim:user".into()
+        }
+    );
+}
+
+#[test]
+fn sizes_follow_the_tier_and_the_regional_share() {
+    let headers = HeaderMap::new();
+    let mut req = view(&headers, None);
+    let rules = [
+        rule(
+            "a",
+            RuleMatch::default(),
+            vec![KeyPart::Tenant],
+            Missing::Skip,
+        ),
+        rule(
+            "b",
+            RuleMatch::default(),
+            vec![KeyPart::Method],
+            Missing::Skip,
+        ),
+    ];
+    let applied = applicable(&rules, &req, None).unwrap();
+    assert_eq!(applied[0].rate, Rate::new(2, 1_000, 2), "by_tier.free");
+    req.tier = Some("pro");
+    let applied = applicable(&rules, &req, None).unwrap();
+    assert_eq!(applied[0].rate, Rate::new(10, 1_000, 10), "the rule's own");
+    let share = |tenant: Option<&str>| match tenant {
+        Some(_) => Share::WHOLE,
+        None => Share { num: 1, den: 2 },
+    };
+    let applied = applicable(&rules, &req, Some(&share)).unwrap();
+    assert_eq!(
+        applied[0].rate,
+        Share::WHOLE.apply(Rate::new(10, 1_000, 10))
+    );
+    assert_eq!(
+        applied[1].rate,
+        Share { num: 1, den: 2 }.apply(Rate::new(10, 1_000, 10))
+    );
+}

@@ -1,0 +1,334 @@
+//! A request's tier policies and limit rules decided together, all or nothing
+//! (docs/DESIGN.md 4e "Rules", "Keys").
+//!
+//! Entries are grouped by Redis Cluster slot: the tier's main limit, its calendar quotas and
+//! every rule keyed by `tenant` share the tenant's hash tag and go in one call of
+//! `lua/policy.lua`; each other rule's bucket has a tag of its own. Groups are asked in turn
+//! (the tenant's first) and the asking stops at the first refusal. When the request is refused
+//! after a group was debited (a later group refused, or a fallback decision did), that group's
+//! debits are given back with `lua/refund.lua` before the answer: nothing stays debited on a
+//! refusal (a refunded token may be unavailable to others for that one round trip).
+//!
+//! A group Redis cannot decide follows each entry's failure policy: `open` admits without
+//! headers, `closed` refuses (503), `local` decides in this instance's memory at a
+//! `1 / fleet size` share: rules first only looked at, then the tier's fallback decided, then
+//! the rules debited, so a local refusal debits nothing locally either.
+
+use super::policy_script::{self as policy, BatchDecision, LimitEntry, QuotaPart};
+use super::TenantQuota;
+use super::{record_call, refused_wait, PolicyExtras, QuotaOutcome, QuotaService, Reservation};
+use crate::config::FailurePolicy;
+use crate::limit::algorithm::Algorithm;
+use crate::limit::{Decision, Rate};
+use crate::store::redis::client::RedisFault;
+use crate::store::redis::conn::key_slot;
+use crate::store::redis::guarded::{Answered, Budget, RetryOn};
+
+/// One limit rule to decide with a request.
+#[derive(Debug, Clone)]
+pub struct RuleCall {
+    /// Its policy name.
+    pub name: String,
+    /// Its bucket (key under the tenant's or its own hash tag), size, cost and mode.
+    pub entry: LimitEntry,
+    pub on_failure: FailurePolicy,
+}
+
+/// What became of one rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleOutcome {
+    /// Its bucket decided: in Redis, or (`degraded`) in the local fallback sized `rate`.
+    Decided {
+        decision: Decision,
+        rate: Rate,
+        degraded: bool,
+    },
+    /// Redis could not decide, policy `open`.
+    FailedOpen,
+    /// Redis could not decide, policy `closed`: 503 with this Retry-After (s).
+    FailedClosed { retry_after_s: u64 },
+    /// Not asked: an earlier call had already refused the request.
+    Unasked,
+}
+
+/// The decision over a request's tier policies and rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Combined {
+    /// The tier's outcome (`None`: no tier applies).
+    pub tier: Option<QuotaOutcome>,
+    /// Each rule's outcome, in the order asked.
+    pub rules: Vec<RuleOutcome>,
+    /// True when every enforced policy admitted (and all were debited); shadow entries do not
+    /// count.
+    pub admitted: bool,
+}
+
+/// A group of entries under one slot, by index into the request's entries (the tier's at 0).
+struct Group {
+    slot: u16,
+    members: Vec<usize>,
+}
+
+/// What Redis said to one group.
+enum Asked {
+    Answered(BatchDecision),
+    Failed { retry_in_ms: u64 },
+    Unasked,
+}
+
+impl QuotaService {
+    /// Decides `rules` with the tier's policies (`tier`: the tenant's quota request and whether
+    /// the tier is in shadow mode), all or nothing. Never fails: Redis faults become each
+    /// policy's declared failure outcome.
+    pub async fn decide_with_rules(
+        &self,
+        tier: Option<(&TenantQuota<'_>, bool)>,
+        rules: &[RuleCall],
+    ) -> Combined {
+        let prefix = self.redis.key_prefix();
+        let tier_entry = tier.map(|(q, shadow)| LimitEntry {
+            shadow,
+            ..self.policy_call(q).entry(prefix)
+        });
+        let quotas = tier.map(|(q, _)| QuotaPart {
+            tenant: q.tenant,
+            quotas: &q.tier_policy.quotas,
+            cost: q.cost,
+        });
+        let entries: Vec<&LimitEntry> = tier_entry
+            .iter()
+            .chain(rules.iter().map(|r| &r.entry))
+            .collect();
+        let groups = groups_of(&entries);
+        let mut asked: Vec<Asked> = Vec::with_capacity(groups.len());
+        for g in &groups {
+            if asked
+                .iter()
+                .any(|a| matches!(a, Asked::Answered(b) if !b.admitted))
+            {
+                asked.push(Asked::Unasked);
+                continue;
+            }
+            let members: Vec<&LimitEntry> = g.members.iter().map(|&i| entries[i]).collect();
+            let q = quotas.filter(|_| tier.is_some() && g.members.contains(&0));
+            asked.push(self.ask_group(&members, q).await);
+        }
+        let tier_offset = usize::from(tier.is_some());
+        let mut outcome = self.outcomes(tier, rules, &groups, &asked, tier_offset);
+        if !outcome.admitted {
+            for (g, a) in groups.iter().zip(&asked) {
+                if let Asked::Answered(b) = a {
+                    if b.admitted {
+                        let members: Vec<&LimitEntry> =
+                            g.members.iter().map(|&i| entries[i]).collect();
+                        let q = quotas.filter(|_| tier.is_some() && g.members.contains(&0));
+                        self.refund(g.slot, &members, q, b.now_ms).await;
+                    }
+                }
+            }
+            // A refunded tier admission keeps no leaky bucket delay or reservation.
+            if let Some(QuotaOutcome::Decided { extras, .. }) = &mut outcome.tier {
+                extras.delay_ms = 0;
+                extras.reservation = None;
+            }
+        }
+        outcome
+    }
+
+    /// One guarded call of the policy script over `members` (and the tier's quotas, when its
+    /// main limit is among them).
+    async fn ask_group(&self, members: &[&LimitEntry], quotas: Option<QuotaPart<'_>>) -> Asked {
+        let limits: Vec<u64> = members.iter().map(|e| e.rate.limit).collect();
+        let (keys, args) =
+            policy::batch_keys_and_args(self.redis.key_prefix(), members, quotas, None);
+        let call = || async {
+            let script = policy::policy_script();
+            let reply = self.redis.eval::<Vec<i64>, _>(script, &keys, &args).await?;
+            policy::parse_batch(&reply, &limits).ok_or(RedisFault::Other)
+        };
+        let answer = self
+            .guarded()
+            .call(
+                self.now_ms(),
+                self.retry(RetryOn::Connection, Budget::FromCall),
+                |_| call(),
+                record_call,
+            )
+            .await;
+        match answer {
+            Ok(Answered { value, .. }) => Asked::Answered(value),
+            Err(refused) => Asked::Failed {
+                retry_in_ms: refused_wait(refused),
+            },
+        }
+    }
+
+    /// Gives back what a group's call debited (errors are logged: the worst case is tokens
+    /// not given back, an under-admission).
+    async fn refund(&self, slot: u16, members: &[&LimitEntry], q: Option<QuotaPart<'_>>, at: u64) {
+        let (keys, args) = policy::refund_keys_and_args(self.redis.key_prefix(), members, q, at);
+        let script = policy::debit_refund_script();
+        match self.redis.eval::<i64, _>(script, &keys, &args).await {
+            Ok(n) => tracing::debug!(slot, given_back = n, "debits of a refused request"),
+            Err(e) => tracing::warn!(slot, fault = e.as_str(), "debits not given back"),
+        }
+    }
+
+    /// Every entry's outcome from what the groups answered, with the failure policies of those
+    /// that could not be asked, and whether the request is admitted.
+    fn outcomes(
+        &self,
+        tier: Option<(&TenantQuota<'_>, bool)>,
+        rules: &[RuleCall],
+        groups: &[Group],
+        asked: &[Asked],
+        tier_offset: usize,
+    ) -> Combined {
+        let at = |i: usize| {
+            groups.iter().zip(asked).find_map(|(g, a)| {
+                let pos = g.members.iter().position(|&m| m == i)?;
+                Some((a, pos))
+            })
+        };
+        let mut admitted = asked.iter().all(|a| match a {
+            Asked::Answered(b) => b.admitted,
+            Asked::Failed { .. } => true,
+            Asked::Unasked => false,
+        });
+        let mut rule_outcomes = Vec::with_capacity(rules.len());
+        let mut local = Vec::new();
+        for (r, rule) in rules.iter().enumerate() {
+            let o = match at(tier_offset + r) {
+                Some((Asked::Answered(b), pos)) => RuleOutcome::Decided {
+                    decision: b.entries[pos].0.decision,
+                    rate: rule.entry.rate,
+                    degraded: false,
+                },
+                Some((Asked::Failed { retry_in_ms }, _)) => match rule.on_failure {
+                    FailurePolicy::Open => RuleOutcome::FailedOpen,
+                    FailurePolicy::Closed => RuleOutcome::FailedClosed {
+                        retry_after_s: retry_in_ms.div_ceil(1000).max(1),
+                    },
+                    FailurePolicy::Local => {
+                        let rate = rule.entry.rate.divided(self.fleet_size());
+                        let e = &rule.entry;
+                        let peek = self.local_policies.peek(
+                            &e.key,
+                            e.algorithm,
+                            self.now_ms(),
+                            &rate,
+                            e.cost,
+                            0,
+                        );
+                        local.push(r);
+                        RuleOutcome::Decided {
+                            decision: peek.decision,
+                            rate,
+                            degraded: true,
+                        }
+                    }
+                },
+                _ => RuleOutcome::Unasked,
+            };
+            let enforced = !rule.entry.shadow;
+            admitted &= !enforced
+                || match o {
+                    RuleOutcome::Decided { decision, .. } => decision.admitted,
+                    RuleOutcome::FailedOpen => true,
+                    _ => false,
+                };
+            rule_outcomes.push(o);
+        }
+        let tier_outcome = tier.map(|(q, shadow)| {
+            let o = match at(0) {
+                Some((Asked::Answered(b), _)) => answered_tier(q, b, admitted),
+                Some((Asked::Failed { retry_in_ms }, _)) if admitted || shadow => {
+                    self.tier_fallback(q, *retry_in_ms)
+                }
+                // Refused elsewhere: the tier's fallback is not asked (nothing debited).
+                Some((Asked::Failed { .. }, _)) | Some((Asked::Unasked, _)) | None => {
+                    QuotaOutcome::FailedOpen
+                }
+            };
+            if !shadow {
+                admitted &= tier_admits(&o);
+            }
+            o
+        });
+        if admitted {
+            for r in local {
+                let e = &rules[r].entry;
+                let rate = e.rate.divided(self.fleet_size());
+                let now = self.now_ms();
+                let (o, _) = self
+                    .local_policies
+                    .decide(&e.key, e.algorithm, now, &rate, e.cost, 0);
+                rule_outcomes[r] = RuleOutcome::Decided {
+                    decision: o.decision,
+                    rate,
+                    degraded: true,
+                };
+            }
+        }
+        Combined {
+            tier: tier_outcome,
+            rules: rule_outcomes,
+            admitted,
+        }
+    }
+
+    /// The tier's failure outcome when its group could not be asked: as without rules.
+    fn tier_fallback(&self, q: &TenantQuota<'_>, retry_in_ms: u64) -> QuotaOutcome {
+        if q.tier_policy.algorithm == Algorithm::TokenBucket && q.tier_policy.quotas.is_empty() {
+            self.fallback(q, retry_in_ms)
+        } else {
+            self.policy_fallback(q, retry_in_ms)
+        }
+    }
+}
+
+/// The tier's outcome from its group's answer (`admitted`: the whole request so far).
+fn answered_tier(q: &TenantQuota<'_>, b: &BatchDecision, admitted: bool) -> QuotaOutcome {
+    let (main, reservation) = b.entries[0];
+    let admitted = admitted && b.admitted;
+    QuotaOutcome::Decided {
+        decision: main.decision,
+        rate: q.rate,
+        degraded: false,
+        extras: PolicyExtras {
+            quotas: b.quotas.clone(),
+            delay_ms: if admitted { main.delay_ms } else { 0 },
+            reservation: reservation.filter(|_| admitted).map(|state| Reservation {
+                state,
+                local: false,
+            }),
+        },
+    }
+}
+
+/// True when the tier's outcome lets the request through.
+fn tier_admits(o: &QuotaOutcome) -> bool {
+    match o {
+        QuotaOutcome::Decided {
+            decision, extras, ..
+        } => decision.admitted && extras.quotas.iter().all(|q| q.admitted),
+        QuotaOutcome::FailedOpen => true,
+        QuotaOutcome::FailedClosed { .. } => false,
+    }
+}
+
+/// `entries` grouped by Cluster slot, in order of first appearance (the tier's first).
+fn groups_of(entries: &[&LimitEntry]) -> Vec<Group> {
+    let mut groups: Vec<Group> = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        let slot = key_slot(&e.key);
+        match groups.iter_mut().find(|g| g.slot == slot) {
+            Some(g) => g.members.push(i),
+            None => groups.push(Group {
+                slot,
+                members: vec![i],
+            }),
+        }
+    }
+    groups
+}
