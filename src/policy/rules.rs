@@ -7,6 +7,7 @@ use crate::limit::Rate;
 use crate::routing::{host_matches, prefix_matches, without_parameters};
 use crate::store::redis::keys::rule_key_text;
 use http::HeaderMap;
+use percent_encoding::percent_decode;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 
@@ -147,12 +148,21 @@ fn header_value<'r>(headers: &'r HeaderMap, name: &str) -> Option<Cow<'r, [u8]>>
     Some(Cow::Owned(joined))
 }
 
-/// The first value of parameter `name` in `query` (`application/x-www-form-urlencoded`,
-/// percent-decoded, `+` as space); `None` when absent.
+/// The first value of parameter `name` in `query` (`application/x-www-form-urlencoded`: `&`
+/// between pairs, `+` for space), percent-decoded to its exact bytes (not necessarily UTF-8);
+/// `None` when absent.
 fn query_value(query: &str, name: &str) -> Option<Vec<u8>> {
-    form_urlencoded::parse(query.as_bytes())
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.into_owned().into_bytes())
+    let decode = |s: &str| -> Vec<u8> {
+        let plus: Vec<u8> = s
+            .bytes()
+            .map(|b| if b == b'+' { b' ' } else { b })
+            .collect();
+        percent_decode(&plus).collect()
+    };
+    query.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        (decode(k) == name.as_bytes()).then(|| decode(v))
+    })
 }
 
 #[cfg(test)]
