@@ -20,6 +20,7 @@ pub struct RawConfig {
     pub edge: Option<RawEdge>,
     pub identity: Option<RawIdentity>,
     pub tiers: Option<BTreeMap<String, RawTier>>,
+    pub limits: Option<Vec<RawLimitRule>>,
     pub tenants: Option<BTreeMap<String, RawTenant>>,
     pub upstreams: BTreeMap<String, RawUpstream>,
     pub routes: Vec<RawRoute>,
@@ -300,6 +301,77 @@ pub struct RawTier {
     #[schemars(extend("enum" = ["enforce", "shadow"]))]
     pub mode: Option<String>,
     pub lease: Option<RawLease>,
+}
+
+/// `limits[]` (docs/DESIGN.md 4d "Rules"): a limit keyed by request attributes, applied to
+/// every request its `match` selects, together with the tier's own policies.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimitRule {
+    /// Policy name in `RateLimit-Policy` and Redis keys; unique, and not the name of a tier.
+    #[schemars(regex(pattern = r"^[a-z0-9_-]{1,40}$"))]
+    pub name: String,
+    /// Which requests the rule applies to (every given condition must hold); absent: all.
+    #[serde(rename = "match")]
+    pub matcher: Option<RawRuleMatch>,
+    /// The parts whose values make the bucket key.
+    #[schemars(
+        length(min = 1),
+        inner(regex(pattern = r"^(tenant|client_ip|route|method|host|(header|claim|query):.+)$"))
+    )]
+    pub key: Vec<String>,
+    /// Requests admitted per `per` (refill rate).
+    #[schemars(range(min = 1))]
+    pub limit: i64,
+    /// The period of `limit`.
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub per: String,
+    /// Bucket size (default: `limit`).
+    #[schemars(range(min = 1))]
+    pub burst: Option<i64>,
+    /// The limiting algorithm, as in a tier (default `token_bucket`).
+    #[schemars(extend("enum" = ["token_bucket", "gcra", "fixed_window", "sliding_window_log", "sliding_window_counter", "leaky_bucket"]))]
+    pub algorithm: Option<String>,
+    /// Per-tier bucket sizes, by tier name; tiers not listed use the rule's own.
+    pub by_tier: Option<BTreeMap<String, RawRuleRate>>,
+    /// A request lacking a key part: `skip` (default, rule not applied) or `refuse` (400).
+    #[schemars(extend("enum" = ["skip", "refuse"]))]
+    pub missing: Option<String>,
+    /// `enforce` (default) or `shadow` (counted and logged, never refuses).
+    #[schemars(extend("enum" = ["enforce", "shadow"]))]
+    pub mode: Option<String>,
+    /// When Redis cannot decide (default: `redis.on_failure`).
+    #[schemars(extend("enum" = ["open", "closed", "local"]))]
+    pub on_failure: Option<String>,
+}
+
+/// `limits[].match`: conditions on the request, all of which must hold.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawRuleMatch {
+    /// Path prefixes, matched on segment boundaries as `routes[].path_prefix` is.
+    pub routes: Option<Vec<String>>,
+    /// HTTP methods (any case; stored upper case).
+    pub methods: Option<Vec<String>>,
+    /// Hosts, written as `routes[].host` is (`api.example.com`, `*.example.com`, `*`).
+    pub hosts: Option<Vec<String>>,
+    /// Header name (any case) → the exact value it must have.
+    pub headers: Option<BTreeMap<String, String>>,
+}
+
+/// `limits[].by_tier.<tier>`: the rule's bucket for requests of that tier.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawRuleRate {
+    /// Requests admitted per `per`.
+    #[schemars(range(min = 1))]
+    pub limit: i64,
+    /// The period of `limit`.
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub per: String,
+    /// Bucket size (default: `limit`).
+    #[schemars(range(min = 1))]
+    pub burst: Option<i64>,
 }
 
 /// `tiers.<name>.lease` (docs/DESIGN.md 4c "Lease"): an instance takes up to `tokens` from the

@@ -10,8 +10,13 @@
 //!   overlapping prefix on a more specific host (exact beats `*.suffix` beats any host), or the
 //!   very same prefix on a broader host to the same upstream (other `Host` values reach the
 //!   protected backend without credentials).
+//! - a limit rule keyed by values the client chooses (`header:`, `query:`) and otherwise only by
+//!   `route`, `method` or `host` (no `tenant`, `client_ip` or `claim:`): a client mints new
+//!   buckets by varying them.
+//! - a limit rule's `match.routes` entry under no configured route's prefix and above none (on
+//!   any host): no routed request has such a path, so it matches nothing.
 
-use super::{AuthMode, Config, ConfigError, HostMatch, RouteSettings};
+use super::{AuthMode, Config, ConfigError, HostMatch, KeyPart, LimitRule, RouteSettings};
 use ipnet::IpNet;
 
 /// Narrowest IPv4 prefix length that is not "broad" (a /16: 65 536 addresses).
@@ -56,6 +61,38 @@ pub fn warnings(config: &Config) -> Vec<ConfigError> {
                     ),
                 ));
             }
+        }
+    }
+    for (i, rule) in config.limits.iter().enumerate() {
+        out.extend(rule_warnings(i, rule, &config.routes));
+    }
+    out
+}
+
+/// The warnings for limit rule `limits[i]`.
+fn rule_warnings(i: usize, rule: &LimitRule, routes: &[RouteSettings]) -> Vec<ConfigError> {
+    let mut out = Vec::new();
+    // Who is asking is only told by tenant, client_ip or a (signed) claim; route, method and
+    // host take few values.
+    let identifies =
+        |p: &KeyPart| matches!(p, KeyPart::Tenant | KeyPart::ClientIp | KeyPart::Claim(_));
+    if rule.key.iter().any(KeyPart::client_chosen) && !rule.key.iter().any(identifies) {
+        out.push(ConfigError::new(
+            format!("limits[{i}].key"),
+            "identifies the client only by values it chooses (header:, query:): a client can mint new buckets by varying them; add tenant or client_ip",
+        ));
+    }
+    for (j, prefix) in rule.matcher.routes.iter().enumerate() {
+        if !routes
+            .iter()
+            .any(|r| under(prefix, &r.path_prefix) || under(&r.path_prefix, prefix))
+        {
+            out.push(ConfigError::new(
+                format!("limits[{i}].match.routes[{j}]"),
+                format!(
+                    "\"{prefix}\" is under no configured route: the rule matches no request by it"
+                ),
+            ));
         }
     }
     out
@@ -204,6 +241,46 @@ mod tests {
         ));
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("broader host"), "{w:?}");
+    }
+
+    #[test]
+    fn limit_rules_keyed_by_client_chosen_values_or_matching_no_route() {
+        let rules = |key: &str, routes: &str| {
+            format!(
+                "redis: {{ url: \"redis://127.0.0.1:6379\" }}\nlimits:\n  - {{ name: r, key: [{key}], limit: 1, per: 1s, match: {{ routes: [{routes}] }} }}\n"
+            )
+        };
+        let api = "  - { path_prefix: \"/api\", upstream: a }\n";
+        let w = texts(&config(&rules("\"header:x-user\", \"query:q\"", ""), api));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("limits[0].key: identifies the client only by values it chooses"),
+            "{w:?}"
+        );
+        assert!(w[0].ends_with("add tenant or client_ip"), "{w:?}");
+        let w = texts(&config(&rules("\"query:q\", method", ""), api));
+        assert_eq!(w.len(), 1, "{w:?}");
+        let w = texts(&config(
+            &rules("tenant", "\"/api/search\", \"/ap\", \"/\""),
+            api,
+        ));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("limits[0].match.routes[1]: \"/ap\" is under no configured route"),
+            "{w:?}"
+        );
+        for key in [
+            "\"header:x-user\", client_ip",
+            "tenant, \"query:q\"",
+            "\"claim:sub\", \"header:x\"",
+            "method",
+        ] {
+            assert_eq!(
+                texts(&config(&rules(key, "\"/api\""), api)),
+                Vec::<String>::new(),
+                "{key}"
+            );
+        }
     }
 
     #[test]

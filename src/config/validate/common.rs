@@ -149,6 +149,18 @@ impl Check {
         }
     }
 
+    /// An HTTP header name (any case; lower case in the result), or an error naming `path`.
+    pub(super) fn header_name(&mut self, path: &str, name: &str) -> Option<http::HeaderName> {
+        let lower = name.to_ascii_lowercase();
+        match http::HeaderName::from_bytes(lower.as_bytes()) {
+            Ok(h) => Some(h),
+            Err(_) => {
+                self.err(path, format!("\"{lower}\" is not a valid header name"));
+                None
+            }
+        }
+    }
+
     /// A tenant id (`tenant_id::validate`) found at `path`.
     pub(super) fn tenant_id(&mut self, path: &str, id: &str) {
         if let Err(e) = tenant_id::validate(id) {

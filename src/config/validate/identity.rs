@@ -16,19 +16,8 @@ pub(super) fn settings(
     tier_ref: &mut impl FnMut(&mut Check, &str, &str),
 ) -> IdentitySettings {
     let header = |c: &mut Check, path: &str, v: Option<&String>, default: &'static str| {
-        let name = v.map(|s| s.to_ascii_lowercase());
-        match name
-            .as_deref()
-            .map(|n| http::HeaderName::from_bytes(n.as_bytes()))
-        {
-            None => http::HeaderName::from_static(default),
-            Some(Ok(h)) => h,
-            Some(Err(_)) => {
-                let name = name.unwrap_or_default();
-                c.err(path, format!("\"{name}\" is not a valid header name"));
-                http::HeaderName::from_static(default)
-            }
-        }
+        v.and_then(|n| c.header_name(path, n))
+            .unwrap_or_else(|| http::HeaderName::from_static(default))
     };
     let tenant_header = header(
         c,

@@ -16,6 +16,7 @@ mod edge;
 mod host;
 mod identity;
 mod lease;
+mod limits;
 mod listen;
 mod multi_region;
 mod observability;
@@ -60,6 +61,11 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
     let tenants = tenants::settings(&mut c, raw.tenants.as_ref(), &tiers, &mut tier_ref);
     let upstreams = upstreams::settings(&mut c, &raw.upstreams);
     let routes = routes::settings(&mut c, &raw.routes, &raw.upstreams);
+    let rules = raw.limits.as_deref().unwrap_or_default();
+    if !rules.is_empty() && raw.redis.is_none() {
+        c.err("limits", "redis is required when limits are configured");
+    }
+    let limits = limits::settings(&mut c, rules, &tier_names, default_policy);
 
     routes::check_costs(&mut c, &tiers, &routes);
     tls::check_mtls_listener(&mut c, &identity, &listen);
@@ -81,7 +87,7 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
             edge,
             identity,
             tiers,
-            limits: Vec::new(),
+            limits,
             tenants,
             upstreams,
             routes,

@@ -73,14 +73,10 @@ pub(super) fn check_bounds(
     }
 }
 
-/// The policy of tier `path` (`tiers.<name>`) with main limit `rate` (None when invalid).
-pub(super) fn tier_policy(
-    c: &mut Check,
-    path: &str,
-    t: &RawTier,
-    rate: Option<&Rate>,
-) -> TierPolicy {
-    let algorithm = match t.algorithm.as_deref() {
+/// `<path>.algorithm`: any of [`Algorithm::ALL`], `token_bucket` when absent or unknown (then
+/// with an error).
+pub(super) fn algorithm(c: &mut Check, path: &str, name: Option<&str>) -> Algorithm {
+    match name {
         None => Algorithm::TokenBucket,
         Some(name) => Algorithm::parse(name).unwrap_or_else(|| {
             c.err(
@@ -92,7 +88,17 @@ pub(super) fn tier_policy(
             );
             Algorithm::TokenBucket
         }),
-    };
+    }
+}
+
+/// The policy of tier `path` (`tiers.<name>`) with main limit `rate` (None when invalid).
+pub(super) fn tier_policy(
+    c: &mut Check,
+    path: &str,
+    t: &RawTier,
+    rate: Option<&Rate>,
+) -> TierPolicy {
+    let algorithm = algorithm(c, path, t.algorithm.as_deref());
     let max_delay_ms = match t.max_delay.as_deref() {
         None => 0,
         Some(_) if algorithm != Algorithm::LeakyBucket => {

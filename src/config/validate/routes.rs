@@ -64,6 +64,32 @@ pub(super) fn check_auth(c: &mut Check, identity: &IdentitySettings, routes: &[R
     }
 }
 
+/// A path prefix at `path` (`routes[i].path_prefix`, `limits[i].match.routes[j]`): it starts
+/// with `/` and is written as requests are routed (normalised, no `;` parameters, no query), else
+/// it never matches.
+pub(super) fn check_path_prefix(c: &mut Check, path: &str, prefix: &str) {
+    if !prefix.starts_with('/') {
+        c.err(path, "must start with /");
+        return;
+    }
+    // Requests are routed on normalised paths: a prefix in any other spelling never matches.
+    match crate::http::target::normalise_target(prefix.as_bytes()) {
+        Ok(_) if prefix.contains(';') => c.err(
+            path,
+            "contains ';': routes match the path without its ; parameters, so this never matches",
+        ),
+        Ok(t) if t.path == prefix && t.query.is_none() => {}
+        Ok(t) => c.err(
+            path,
+            format!(
+                "\"{prefix}\" is not a normalised path (requests are routed on normalised paths); write \"{}\"",
+                t.path
+            ),
+        ),
+        Err(e) => c.err(path, e.detail()),
+    }
+}
+
 /// `routes[i]` at `path`.
 fn route_settings(
     c: &mut Check,
@@ -91,26 +117,7 @@ fn route_settings(
         }
     };
     let path_prefix = r.path_prefix.clone().unwrap_or_else(|| "/".into());
-    if !path_prefix.starts_with('/') {
-        c.err(format!("{path}.path_prefix"), "must start with /");
-    } else {
-        // Requests are routed on normalised paths: a prefix in any other spelling never matches.
-        match crate::http::target::normalise_target(path_prefix.as_bytes()) {
-            Ok(_) if path_prefix.contains(';') => c.err(
-                format!("{path}.path_prefix"),
-                "contains ';': routes match the path without its ; parameters, so this never matches",
-            ),
-            Ok(t) if t.path == path_prefix && t.query.is_none() => {}
-            Ok(t) => c.err(
-                format!("{path}.path_prefix"),
-                format!(
-                    "\"{path_prefix}\" is not a normalised path (requests are routed on normalised paths); write \"{}\"",
-                    t.path
-                ),
-            ),
-            Err(e) => c.err(format!("{path}.path_prefix"), e.detail()),
-        }
-    }
+    check_path_prefix(c, &format!("{path}.path_prefix"), &path_prefix);
     let auth = match r.auth.as_deref() {
         None | Some("optional") => AuthMode::Optional,
         Some("required") => AuthMode::Required,
