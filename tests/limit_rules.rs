@@ -217,16 +217,15 @@ fn tokens_taken(hash: &[(String, String)], burst: u64) -> u64 {
 async fn shared_route_limit_next_to_per_tenant_one_debits_neither_on_refusal() {
     let redis = RedisServer::start();
     let spec = standalone(&redis);
+    let get = |key: &str| {
+        let hash = redis.hgetall(key);
+        assert!(!hash.is_empty(), "no {key} among {:?}", redis.keys("*"));
+        hash
+    };
     let inspect = |what: &str| match what {
-        "k2 tenant rule" => tokens_taken(
-            &redis.hgetall("tollgate:{k2}:r:export-tenant:tb:tenant=2.k2"),
-            2,
-        ),
-        "k2 tier" => tokens_taken(&redis.hgetall("tollgate:{k2}:tb"), 1000),
-        _ => tokens_taken(
-            &redis.hgetall("tollgate:{r:export-all:tb:route=7.%2Fexport}"),
-            3,
-        ),
+        "k2 tenant rule" => tokens_taken(&get("tollgate:{k2}:r:export-tenant:tb:tenant=2.k2"), 2),
+        "k2 tier" => tokens_taken(&get("tollgate:{k2}:tb"), 1000),
+        _ => tokens_taken(&get("tollgate:{r:export-all:tb:route=1.%2F}"), 3),
     };
     shared_and_per_tenant_all_or_nothing(spec, inspect).await;
 }
@@ -247,7 +246,7 @@ async fn shared_route_limit_next_to_per_tenant_one_on_a_cluster() {
     let inspect = |what: &str| match what {
         "k2 tenant rule" => tokens_taken(&get("tollgate:{k2}:r:export-tenant:tb:tenant=2.k2"), 2),
         "k2 tier" => tokens_taken(&get("tollgate:{k2}:tb"), 1000),
-        _ => tokens_taken(&get("tollgate:{r:export-all:tb:route=7.%2Fexport}"), 3),
+        _ => tokens_taken(&get("tollgate:{r:export-all:tb:route=1.%2F}"), 3),
     };
     shared_and_per_tenant_all_or_nothing(spec, inspect).await;
 }
