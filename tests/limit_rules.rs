@@ -9,6 +9,7 @@ mod common;
 #[path = "common/redis_topology.rs"]
 mod redis_topology;
 
+use common::admin::{admin, ADMIN_TOKEN, ADMIN_TOKEN_ENV};
 use common::*;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use redis_topology::RedisCluster;
@@ -29,6 +30,9 @@ fn config(redis: &str, backend: &Backend, tier: &str, tenants: &[&str], rules: &
         .api_keys_always()
         .jwt("{ keys: [{ kid: h1, algorithm: HS256, secret_env: \"TOLLGATE_RULES_SECRET\" }] }")
         .default_tier("T")
+        .admin(&format!(
+            "{{ listen: \"{{admin}}\", token_env: \"{ADMIN_TOKEN_ENV}\" }}"
+        ))
         .section("limits", &format!("\n{rules}"));
     for t in tenants {
         c = c.api_key(&api_key(t), t, "T");
@@ -43,7 +47,11 @@ fn standalone(redis: &RedisServer) -> String {
 const BIG: &str = "{ limit: 1, per: 1h, burst: 1000 }";
 
 fn start(yaml: &str) -> Gateway {
-    Gateway::start_with_env(yaml, &[("TOLLGATE_RULES_SECRET", SECRET)])
+    let env = [
+        ("TOLLGATE_RULES_SECRET", SECRET),
+        (ADMIN_TOKEN_ENV, ADMIN_TOKEN),
+    ];
+    Gateway::start_with_env(yaml, &env)
 }
 
 fn token(tenant: &str, extra: Value) -> String {
@@ -397,4 +405,55 @@ async fn reload_keeps_rule_state_and_applies_new_numbers() {
     ))
     .await;
     assert_eq!(keyed(&http, "GET", &url, "k1").await.status, 200);
+}
+
+/// The admin API shows the rules that apply and their state, debiting nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_and_tenant_view_show_rules_without_debiting() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let rules = "  - { name: charges, match: { methods: [POST] }, key: [tenant, method], limit: 1, per: 1h, burst: 2 }\n  - { name: per-tenant, key: [tenant], limit: 1, per: 1h, burst: 5 }\n";
+    let gw = start(&config(&standalone(&redis), &backend, BIG, &["k1"], rules));
+    let http = client();
+    assert_eq!(keyed(&http, "POST", &gw.url("/c"), "k1").await.status, 200);
+    let body = json!({"method": "POST", "path": "/c", "headers": {"x-api-key": api_key("k1")}, "client_ip": "127.0.0.1"});
+    for _ in 0..3 {
+        let e = admin(gw.admin_addr(), "POST", "/v1/explain", Some(&body)).await;
+        let v = e.expect_ok();
+        let tenant = v["layers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["layer"] == "tenant")
+            .unwrap();
+        assert_eq!(tenant["decision"], "admitted", "{v}");
+        let charges = &tenant["rules"][0];
+        assert_eq!(charges["name"], "charges");
+        assert_eq!(charges["remaining"], 1, "{charges}");
+        assert_eq!(charges["would_admit"], true);
+        assert_eq!(
+            charges["key"],
+            "tollgate:{k1}:r:charges:tb:tenant=2.k1:method=4.POST"
+        );
+        assert_eq!(tenant["rules"][1]["remaining"], 4);
+        assert_eq!(v["debited"], false);
+    }
+    assert_eq!(keyed(&http, "POST", &gw.url("/c"), "k1").await.status, 200);
+    let e = admin(gw.admin_addr(), "POST", "/v1/explain", Some(&body)).await;
+    let v = e.expect_ok();
+    assert_eq!(v["outcome"]["decision"], "limited", "{v}");
+    assert_eq!(v["outcome"]["status"], 429);
+    // GET is not matched by `charges`.
+    let get = json!({"method": "GET", "path": "/c", "headers": {"x-api-key": api_key("k1")}});
+    let v = admin(gw.admin_addr(), "POST", "/v1/explain", Some(&get)).await;
+    let tenant = v.expect_ok()["layers"][3].clone();
+    assert_eq!(tenant["rules"].as_array().unwrap().len(), 1, "{tenant}");
+    let t = admin(gw.admin_addr(), "GET", "/v1/tenants/k1", None).await;
+    let t = t.expect_ok();
+    let rules = t["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), 2, "{t}");
+    assert_eq!(rules[0]["key_parts"], json!(["tenant", "method"]));
+    assert!(rules[0].get("remaining").is_none());
+    assert_eq!(rules[1]["remaining"], 3, "{t}");
+    assert_eq!(keyed(&http, "POST", &gw.url("/c"), "k1").await.status, 429);
 }

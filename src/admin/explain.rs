@@ -13,7 +13,7 @@
 //! script, see [`crate::quota::peek`]), the upstream's concurrency slots. The tier's burst pool,
 //! asked only when the tenant's bucket refuses, is not consulted.
 
-use super::tenants;
+use super::{rules_view, tenants};
 use crate::concurrency::claimant::claimant_of;
 use crate::config::{AuthMode, Config};
 use crate::edge::EdgeOutcome;
@@ -21,6 +21,7 @@ use crate::http::client_ip;
 use crate::identity::{Identity, Method};
 use crate::limit::Decision;
 use crate::pipeline;
+use crate::policy::rules::RequestView;
 use crate::response::Problem;
 use crate::snapshot::{App, Snapshot};
 use pingora::http::RequestHeader;
@@ -288,29 +289,68 @@ async fn run(
         json!({"layer": "identity", "decision": decision, "identity": identity_json(&identity)}),
     );
 
-    // 4. Tenant policies (an anonymous tenant only when `client_ip` says whose it is).
+    // 4. Tenant policies (an anonymous tenant only when `client_ip` says whose it is) and
+    // the limit rules that apply, decided together.
+    let client_key = client.map(|c| client_ip::key_of(c, config.ipv6_prefix()).to_string());
+    let host = head
+        .headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(crate::http::normalize_host)
+        .unwrap_or_default();
+    let view = RequestView {
+        method: head.method.as_str(),
+        path: head.uri.path(),
+        query: head.uri.query(),
+        host: &host,
+        headers,
+        client_key: client_key.as_deref(),
+        route: Some(route.path_prefix.as_str()),
+        tenant: Some(identity.tenant.as_str()).filter(|_| !anonymous_without_client),
+        tier: identity.tier.as_deref(),
+        claims: identity.claims.as_deref(),
+    };
+    let rules = match pipeline::rules::plan(snap, &view, route.cost) {
+        Ok(r) => r,
+        Err(r) => {
+            let status = r.problem.status;
+            let l = json!({"layer": "tenant", "decision": "rejected", "status": status, "detail": r.problem.detail});
+            let out = json!({"layer": "tenant", "decision": "rejected", "status": status});
+            return stop(layers, l, out);
+        }
+    };
     let tenant_tier = match &identity.tier {
         Some(tier) if !anonymous_without_client => Some((identity.tenant.clone(), tier.clone())),
         _ => None,
     };
     let mut tenant_admitted = true;
-    match (&tenant_tier, &snap.quota) {
+    let mut layer = match (&tenant_tier, &snap.quota) {
         (Some((tenant, tier)), Some(quota)) => {
-            let layer = tenant_layer(app, snap, quota, tenant, tier, route.cost).await;
-            tenant_admitted = layer["decision"] != "limited";
-            let refused = layer["decision"] == "limited";
-            layers.push(layer);
-            if refused {
-                let status = config.response.status;
-                return json!({"layer": "tenant", "decision": "limited", "status": status});
-            }
+            tenant_layer(app, snap, quota, tenant, tier, route.cost).await
         }
-        (None, _) => layers.push(
-            json!({"layer": "tenant", "decision": "skipped", "why": "no tenant with a tier"}),
-        ),
-        (_, None) => layers.push(
-            json!({"layer": "tenant", "decision": "skipped", "why": "no quota store configured"}),
-        ),
+        (None, _) => {
+            json!({"layer": "tenant", "decision": "skipped", "why": "no tenant with a tier"})
+        }
+        (_, None) => {
+            json!({"layer": "tenant", "decision": "skipped", "why": "no quota store configured"})
+        }
+    };
+    if let (Some(quota), false) = (&snap.quota, rules.is_empty()) {
+        let (json_rules, admitted) = rules_view::explained(quota, &rules).await;
+        layer["rules"] = json!(json_rules);
+        if layer["decision"] == "skipped" {
+            layer["decision"] = json!("admitted");
+            layer.as_object_mut().map(|m| m.remove("why"));
+        }
+        if !admitted {
+            layer["decision"] = json!("limited");
+        }
+    }
+    tenant_admitted &= layer["decision"] != "limited";
+    layers.push(layer);
+    if !tenant_admitted {
+        let status = config.response.status;
+        return json!({"layer": "tenant", "decision": "limited", "status": status});
     }
 
     // 5. Upstream slots.

@@ -9,6 +9,7 @@
 pub mod config_view;
 pub mod explain;
 pub mod reply;
+pub mod rules_view;
 pub mod tenants;
 pub mod v1;
 

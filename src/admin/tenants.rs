@@ -8,6 +8,7 @@
 //! tenant has state in Redis or was seen by this instance. Everything else is 404.
 
 use super::reply::store_problem;
+use super::rules_view;
 use crate::config::{Config, TierPolicy};
 use crate::limit::Rate;
 use crate::policy;
@@ -173,10 +174,15 @@ pub async fn get(app: &App, snap: &Snapshot, tenant: &str) -> Result<Value, Prob
         .tier_fit
         .report(tenant, crate::observe::tier_fit::unix_ms())
         .unwrap_or_default();
+    let rules = match &snap.quota {
+        Some(q) => rules_view::of_tenant(q, &snap.config.limits, tenant, &tier).await,
+        None => Vec::new(),
+    };
     Ok(json!({
         "tenant": tenant,
         "tier": tier,
         "policies": policies_json(&tier, &rate, &policy, &peeked, false),
+        "rules": rules,
         "fit": fit,
         "region": snap.region.as_ref().map(|r| r.region().to_string()),
     }))

@@ -23,8 +23,9 @@ pub struct RequestView<'a> {
     /// Host, lower case without port (empty when none was sent).
     pub host: &'a str,
     pub headers: &'a HeaderMap,
-    /// The client's key: its address, IPv6 aggregated to `edge.ipv6_prefix`.
-    pub client_key: &'a str,
+    /// The client's key: its address, IPv6 aggregated to `edge.ipv6_prefix` (`None`: unknown,
+    /// as in an admin explanation without `client_ip`).
+    pub client_key: Option<&'a str>,
     /// The path prefix of the route that matched.
     pub route: Option<&'a str>,
     /// The tenant id (the identity stage's; `ip:<address>` when anonymous).
@@ -119,7 +120,7 @@ fn value_of<'r>(part: &KeyPart, req: &RequestView<'r>) -> Option<Cow<'r, [u8]>> 
     let text = |s: &'r str| Some(Cow::Borrowed(s.as_bytes()));
     match part {
         KeyPart::Tenant => req.tenant.and_then(text),
-        KeyPart::ClientIp => text(req.client_key),
+        KeyPart::ClientIp => req.client_key.and_then(text),
         KeyPart::Route => req.route.and_then(text),
         KeyPart::Method => text(req.method),
         KeyPart::Host => Some(req.host).filter(|h| !h.is_empty()).and_then(text),

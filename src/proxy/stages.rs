@@ -216,7 +216,7 @@ fn rules_of<'a>(
         query: req.uri.query(),
         host: &host,
         headers: &req.headers,
-        client_key: &client_key,
+        client_key: Some(&client_key),
         route: ctx.route(snap).map(|r| r.path_prefix.as_str()),
         tenant: Some(identity.tenant.as_str()),
         tier: identity.tier.as_deref(),

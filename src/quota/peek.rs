@@ -196,11 +196,22 @@ async fn read_at(
             .iter()
             .map(|q| keys::quota_key(prefix, tenant, q.period, q.period.window(at_ms).0)),
     );
+    read_names(store, &names, alg, quotas.len()).await
+}
+
+/// One call of `lua/peek.lua` on `names`: the state of `alg` at `names[0]`, then `n_quotas`
+/// calendar quota counters.
+async fn read_names(
+    store: &RedisStore,
+    names: &[String],
+    alg: Algorithm,
+    n_quotas: usize,
+) -> Result<RawState, RedisFault> {
     let args: Vec<&str> = match fields(alg) {
         Some(f) => std::iter::once("hash").chain(f.iter().copied()).collect(),
         None => vec!["list"],
     };
-    let reply: Vec<Value> = store.eval(&PEEK, &names, &args).await?;
+    let reply: Vec<Value> = store.eval(&PEEK, names, &args).await?;
     let [secs, micros, Value::Array(main), Value::Array(counters)] = &reply[..] else {
         return Err(RedisFault::Other);
     };
@@ -209,12 +220,22 @@ async fn read_at(
         number(micros).ok_or(RedisFault::Other)?,
     );
     let mut quota_used: Vec<u64> = counters.iter().map(|v| number(v).unwrap_or(0)).collect();
-    quota_used.resize(quotas.len(), 0);
+    quota_used.resize(n_quotas, 0);
     Ok(RawState {
         now_ms: secs * 1000 + micros / 1000,
         main: parse_state(alg, main)?,
         quota_used,
     })
+}
+
+/// Reads the state of one bucket of algorithm `alg` at `key` (a limit rule's) without changing
+/// anything. Errors: the Redis fault (no retry, no breaker).
+pub async fn read_key(
+    store: &RedisStore,
+    key: &str,
+    alg: Algorithm,
+) -> Result<RawState, RedisFault> {
+    read_names(store, &[key.to_string()], alg, 0).await
 }
 
 /// Reads the state of `tenant`'s main limit (`alg`) and `quotas` without changing anything.

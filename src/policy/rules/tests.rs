@@ -24,7 +24,7 @@ fn view<'a>(headers: &'a HeaderMap, claims: Option<&'a Map<String, Value>>) -> R
         query: Some("user=a%3Ab&x=1&user=second"),
         host: "api.example.com",
         headers,
-        client_key: "192.0.2.7",
+        client_key: Some("192.0.2.7"),
         route: Some("/charges"),
         tenant: Some("acme"),
         tier: Some("free"),

@@ -1,0 +1,112 @@
+//! The limit rules of the admin views, read without debiting: which rules apply to an
+//! explained request and the state of each one's bucket (`POST /v1/explain`), and which rules
+//! a tenant's requests can meet (`GET /v1/tenants/{id}`).
+
+use crate::config::{KeyPart, LimitRule};
+use crate::limit::Rate;
+use crate::policy::rules::AppliedRule;
+use crate::quota::peek;
+use crate::quota::rules::RuleCall;
+use crate::quota::QuotaService;
+use crate::store::redis::keys;
+use serde_json::{json, Value};
+
+/// The size fields of a rule's bucket.
+fn size_json(rule: &LimitRule, rate: &Rate) -> Value {
+    json!({
+        "name": rule.name,
+        "mode": rule.mode.as_str(),
+        "algorithm": rule.algorithm.as_str(),
+        "key_parts": rule.key.iter().map(KeyPart::spec).collect::<Vec<_>>(),
+        "limit": rate.limit,
+        "per_ms": rate.per_ms,
+        "burst": rate.burst,
+        "on_failure": rule.on_failure.as_str(),
+    })
+}
+
+/// `v` with the state of the bucket at `key` (`remaining`, `seconds_until_full`) and, with
+/// `cost`, what a request of that cost would get; on a Redis fault, `state: unknown`.
+async fn with_state(
+    quota: &QuotaService,
+    mut v: Value,
+    key: &str,
+    rule: &LimitRule,
+    rate: &Rate,
+    cost: Option<u64>,
+) -> Value {
+    v["key"] = json!(key);
+    let raw = match peek::read_key(&quota.redis, key, rule.algorithm).await {
+        Ok(raw) => raw,
+        Err(fault) => {
+            v["state"] = json!("unknown");
+            v["why"] = json!(format!("quota store fault: {}", fault.as_str()));
+            return v;
+        }
+    };
+    let p = peek::evaluate(rule.algorithm, &raw, rate, 0, &[], cost.unwrap_or(1));
+    v["remaining"] = json!(p.main_view.remaining);
+    v["seconds_until_full"] = json!(p.main_view.full_ms.div_ceil(1000));
+    if cost.is_some() {
+        let d = &p.main_decision;
+        v["would_admit"] = json!(d.admitted);
+        v["remaining_after"] = json!(d.remaining);
+        v["retry_after_s"] = match d.admitted {
+            true => json!(0),
+            false => d.retry_after_s().map_or(Value::Null, |s| json!(s)),
+        };
+    }
+    v
+}
+
+/// Each applied rule with its bucket's state and what this request (of its cost) would get,
+/// and whether every enforced one would admit.
+pub async fn explained(
+    quota: &QuotaService,
+    applied: &[(AppliedRule<'_>, RuleCall)],
+) -> (Vec<Value>, bool) {
+    let mut out = Vec::with_capacity(applied.len());
+    let mut admitted = true;
+    for (a, call) in applied {
+        let v = size_json(a.rule, &a.rate);
+        let v = with_state(
+            quota,
+            v,
+            &call.entry.key,
+            a.rule,
+            &a.rate,
+            Some(call.entry.cost),
+        )
+        .await;
+        if !a.rule.mode.is_shadow() && v["would_admit"] == json!(false) {
+            admitted = false;
+        }
+        out.push(v);
+    }
+    (out, admitted)
+}
+
+/// Every rule a request of `tenant` in `tier` can meet, sized for the tier. A rule keyed by
+/// the tenant alone has one bucket per tenant, shown with its state; other rules have one
+/// bucket per value of their other parts (see `POST /v1/explain` for one request's).
+pub async fn of_tenant(
+    quota: &QuotaService,
+    rules: &[LimitRule],
+    tenant: &str,
+    tier: &str,
+) -> Vec<Value> {
+    let mut out = Vec::with_capacity(rules.len());
+    for rule in rules {
+        let rate = rule.rate_for(Some(tier));
+        let v = size_json(rule, &rate);
+        if rule.key != [KeyPart::Tenant] {
+            out.push(v);
+            continue;
+        }
+        let text = keys::rule_key_text(&[("tenant", tenant.as_bytes())]);
+        let prefix = quota.redis.key_prefix();
+        let key = keys::rule_key(prefix, &rule.name, rule.algorithm, Some(tenant), &text);
+        out.push(with_state(quota, v, &key, rule, &rate, None).await);
+    }
+    out
+}
