@@ -819,3 +819,54 @@ fn batch_form_matches_consecutive_decisions() {
         }
     }
 }
+
+/// `lua/refund.lua` gives back exactly what one debit of `lua/policy.lua` took, for every
+/// algorithm and for a calendar quota: after debit + refund the bucket admits its whole burst
+/// again, and not one more.
+#[test]
+fn a_refund_gives_back_exactly_one_debit_for_every_algorithm() {
+    let redis = RedisServer::start();
+    let mut con = redis.conn();
+    let now = redis_now_ms(&mut con);
+    let quotas = [CalendarQuota {
+        limit: 3,
+        period: Period::Day,
+    }];
+    for alg in Algorithm::ALL {
+        let tenant = format!("refund-{}", alg.key_suffix());
+        let call = PolicyCall {
+            tenant: &tenant,
+            algorithm: alg,
+            rate: Rate::new(1, 3_600_000, 3),
+            cost: 1,
+            max_delay_ms: 0,
+            quotas: &quotas,
+        };
+        assert!(
+            run_policy(&mut con, &tenant, &call, now).admitted,
+            "{alg:?}"
+        );
+        let entry = call.entry("ref");
+        let (keys, args) =
+            policy::refund_keys_and_args("ref", &[&entry], Some(call.quota_part()), now);
+        let script = redis::Script::new(policy::debit_refund_script().source());
+        let mut inv = script.prepare_invoke();
+        for k in &keys {
+            inv.key(k);
+        }
+        for a in &args {
+            inv.arg(a);
+        }
+        let given: i64 = inv.invoke(&mut con).expect("refund");
+        assert_eq!(given, 2, "{alg:?}: the limit and the quota");
+        for i in 0..3 {
+            let d = run_policy(&mut con, &tenant, &call, now);
+            assert!(d.admitted, "{alg:?}: request {i} after the refund");
+        }
+        let d = run_policy(&mut con, &tenant, &call, now);
+        assert!(
+            !d.admitted,
+            "{alg:?}: the refund gave back more than it took"
+        );
+    }
+}

@@ -1,1 +1,139 @@
 use super::*;
+use crate::identity::{Identity, Method};
+use crate::pipeline::test_support::{admitted, refused, snapshot};
+use crate::pipeline::Decision;
+use crate::quota::{PolicyExtras, QuotaOutcome};
+use http::HeaderMap;
+
+fn snap() -> Snapshot {
+    snapshot(
+        "routes:\n  - { path_prefix: \"/\", upstream: orders }\nredis: { url: \"redis://127.0.0.1:1\" }\ntiers:\n  free: { limit: 1, per: 1h, burst: 10 }\nlimits:\n  - { name: per-method, key: [tenant, method], limit: 1, per: 1h, burst: 2 }\n  - { name: shared, key: [route], limit: 1, per: 1h, burst: 3 }\n  - { name: watch, key: [tenant], limit: 1, per: 1h, burst: 1, mode: shadow }\n",
+    )
+}
+
+fn view(headers: &HeaderMap) -> RequestView<'_> {
+    RequestView {
+        method: "POST",
+        path: "/x",
+        query: None,
+        host: "",
+        headers,
+        client_key: Some("127.0.0.1"),
+        route: Some("/"),
+        tenant: Some("acme"),
+        tier: Some("free"),
+        claims: None,
+    }
+}
+
+fn identity() -> Identity {
+    Identity {
+        tenant: "acme".into(),
+        tier: Some("free".into()),
+        method: Method::ApiKey,
+        claims: None,
+    }
+}
+
+fn decided(d: crate::limit::Decision, rate: crate::limit::Rate) -> RuleOutcome {
+    RuleOutcome::Decided {
+        decision: d,
+        rate,
+        degraded: false,
+    }
+}
+
+#[test]
+fn plan_places_tenant_rules_under_the_tenant_and_others_under_their_own_tag() {
+    let s = snap();
+    let headers = HeaderMap::new();
+    let rules = plan(&s, &view(&headers), 2).unwrap();
+    let keys: Vec<&str> = rules.iter().map(|(_, c)| c.entry.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "tollgate:{acme}:r:per-method:tb:tenant=4.acme:method=4.POST",
+            "tollgate:{r:shared:tb:route=1.%2F}",
+            "tollgate:{acme}:r:watch:tb:tenant=4.acme",
+        ]
+    );
+    assert!(rules.iter().all(|(_, c)| c.entry.cost == 2));
+    assert!(rules[2].1.entry.shadow && !rules[0].1.entry.shadow);
+}
+
+#[test]
+fn a_refusing_rule_refuses_with_every_enforced_policy_in_the_headers() {
+    let s = snap();
+    let headers = HeaderMap::new();
+    let rules = plan(&s, &view(&headers), 1).unwrap();
+    let tier = tenant::plan(&s, &identity(), 1).unwrap().unwrap();
+    let combined = Combined {
+        tier: Some(QuotaOutcome::Decided {
+            decision: admitted(9),
+            rate: tier.limits.rate,
+            degraded: false,
+            extras: PolicyExtras::default(),
+        }),
+        rules: vec![
+            decided(admitted(1), rules[0].0.rate),
+            decided(refused(2_500), rules[1].0.rate),
+            decided(refused(1_000), rules[2].0.rate),
+        ],
+        admitted: false,
+    };
+    let v = judge(Some(&tier), &rules, combined, 429, false);
+    let Decision::Reject(r) = &v.decision else {
+        panic!("not a rejection: {:?}", v.decision)
+    };
+    assert_eq!(r.problem.extensions["violated-policies"], json!(["shared"]));
+    assert_eq!(r.retry_after, Some(3));
+    let pairs = v.headers.unwrap().pairs(crate::config::HeaderMode::Ietf);
+    assert_eq!(
+        pairs[0].1,
+        "\"free\";q=10;w=36000, \"per-method\";q=2;w=7200, \"shared\";q=3;w=10800"
+    );
+    assert_eq!(pairs[1].1, "\"shared\";r=0;t=60");
+}
+
+#[test]
+fn rules_without_a_tier_lead_the_headers_and_shadow_rules_never_refuse() {
+    let s = snap();
+    let headers = HeaderMap::new();
+    let rules = plan(&s, &view(&headers), 1).unwrap();
+    let combined = Combined {
+        tier: None,
+        rules: vec![
+            decided(admitted(1), rules[0].0.rate),
+            decided(admitted(2), rules[1].0.rate),
+            decided(refused(1_000), rules[2].0.rate),
+        ],
+        admitted: true,
+    };
+    let v = judge(None, &rules, combined, 429, false);
+    assert!(matches!(v.decision, Decision::Admit));
+    let h = v.headers.unwrap();
+    assert_eq!(h.policy_name, "per-method");
+    assert_eq!(h.quotas.len(), 1, "the shadow rule is not listed");
+}
+
+#[test]
+fn a_rule_failing_closed_is_a_503() {
+    let s = snap();
+    let headers = HeaderMap::new();
+    let rules = plan(&s, &view(&headers), 1).unwrap();
+    let combined = Combined {
+        tier: None,
+        rules: vec![
+            RuleOutcome::FailedClosed { retry_after_s: 2 },
+            RuleOutcome::Unasked,
+            RuleOutcome::Unasked,
+        ],
+        admitted: false,
+    };
+    let v = judge(None, &rules, combined, 429, false);
+    let Decision::Reject(r) = &v.decision else {
+        panic!("not a rejection")
+    };
+    assert_eq!((r.problem.status, r.retry_after), (503, Some(2)));
+    assert_eq!(v.outcome, Outcome::FailedClosed);
+}
