@@ -85,7 +85,17 @@ def throughput_report(res, verdicts):
         lines.append(f"  G: tier limit {gl:.0f}/s (burst = 1 s), offered {g('G', 'rps'):.0f} req/s "
                      f"= {g('G', 'rps') / gl:.1f}x the limit; admitted {g('G', 'ok_rps'):.0f}/s, "
                      f"rejected {g('G', 'non2xx_rps'):.0f}/s")
-    for v in ("D", "E", "F", "G"):
+    for v in ("F", "R"):
+        recs = [r for r in res["records"] if r["variant"] == v and "redis" in r]
+        if recs:
+            calls = sum(r["redis"]["evalsha"] + r["redis"].get("eval", 0) for r in recs)
+            dec = sum(r.get("tenant_decisions", 0) for r in recs)
+            req = sum(r["requests"] for r in recs)
+            lines.append(f"  {v}: Redis script calls {calls} for {dec} tenant decisions "
+                         f"({req} requests) over {len(recs)} reps: "
+                         f"{calls / dec if dec else float('nan'):.4f} per decision"
+                         + (f" ({dec / calls:.2f} decisions per call)" if calls else ""))
+    for v in ("D", "E", "F", "R", "G"):
         t = (s.get(v) or {}).get("tollgate")
         if t:
             lines.append(f"  {v} tollgate counters per run (median): " +
