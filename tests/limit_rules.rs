@@ -456,4 +456,9 @@ async fn explain_and_tenant_view_show_rules_without_debiting() {
     assert!(rules[0].get("remaining").is_none());
     assert_eq!(rules[1]["remaining"], 3, "{t}");
     assert_eq!(keyed(&http, "POST", &gw.url("/c"), "k1").await.status, 429);
+    // A reset gives the tenant-keyed rule its whole burst back.
+    let r = admin(gw.admin_addr(), "POST", "/v1/tenants/k1/reset", None).await;
+    r.expect_ok();
+    let t = admin(gw.admin_addr(), "GET", "/v1/tenants/k1", None).await;
+    assert_eq!(t.expect_ok()["rules"][1]["remaining"], 5);
 }
