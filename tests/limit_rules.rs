@@ -456,4 +456,31 @@ async fn explain_and_tenant_view_show_rules_without_debiting() {
     assert!(rules[0].get("remaining").is_none());
     assert_eq!(rules[1]["remaining"], 3, "{t}");
     assert_eq!(keyed(&http, "POST", &gw.url("/c"), "k1").await.status, 429);
+    // A reset gives the tenant-keyed rule its whole burst back.
+    let r = admin(gw.admin_addr(), "POST", "/v1/tenants/k1/reset", None).await;
+    r.expect_ok();
+    let t = admin(gw.admin_addr(), "GET", "/v1/tenants/k1", None).await;
+    assert_eq!(t.expect_ok()["rules"][1]["remaining"], 5);
+}
+
+/// Under `multi_region:` a rule gets this region's share, as a tier does: a static half of
+/// burst 4 is 2 here, for a rule keyed by the tenant and for a shared one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_get_the_regional_share() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let rules = "  - { name: mine, match: { routes: [\"/m\"] }, key: [tenant], limit: 1, per: 1h, burst: 4 }\n  - { name: ours, match: { routes: [\"/o\"] }, key: [route], limit: 1, per: 1h, burst: 4 }\n";
+    let mut yaml = config(&standalone(&redis), &backend, BIG, &["k1"], rules);
+    yaml.push_str("multi_region: { region: eu, shares: { eu: 1, us: 1 }, mode: static }\n");
+    let gw = start(&yaml);
+    let http = client();
+    for path in ["/m", "/o"] {
+        let mut replies = Vec::new();
+        for _ in 0..3 {
+            replies.push(keyed(&http, "GET", &gw.url(path), "k1").await);
+        }
+        assert_eq!(statuses(&replies), [200, 200, 429], "{path}");
+        let policy = replies[0].header("ratelimit-policy").unwrap_or_default();
+        assert!(policy.contains(";q=2;"), "{path}: {policy}");
+    }
 }

@@ -103,10 +103,25 @@ pub async fn of_tenant(
             out.push(v);
             continue;
         }
-        let text = keys::rule_key_text(&[("tenant", tenant.as_bytes())]);
-        let prefix = quota.redis.key_prefix();
-        let key = keys::rule_key(prefix, &rule.name, rule.algorithm, Some(tenant), &text);
+        let key = tenant_rule_key(quota, rule, tenant);
         out.push(with_state(quota, v, &key, rule, &rate, None).await);
     }
     out
+}
+
+/// The bucket of `tenant` in a rule keyed by the tenant alone.
+fn tenant_rule_key(quota: &QuotaService, rule: &LimitRule, tenant: &str) -> String {
+    let text = keys::rule_key_text(&[("tenant", tenant.as_bytes())]);
+    let prefix = quota.redis.key_prefix();
+    keys::rule_key(prefix, &rule.name, rule.algorithm, Some(tenant), &text)
+}
+
+/// The buckets a tenant reset deletes besides the tier's: those of every rule keyed by the
+/// tenant alone (a rule with more parts has one bucket per value, left to expire).
+pub fn tenant_rule_keys(quota: &QuotaService, rules: &[LimitRule], tenant: &str) -> Vec<String> {
+    rules
+        .iter()
+        .filter(|r| r.key == [KeyPart::Tenant])
+        .map(|r| tenant_rule_key(quota, r, tenant))
+        .collect()
 }

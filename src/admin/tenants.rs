@@ -199,7 +199,8 @@ pub async fn reset(app: &App, snap: &Snapshot, tenant: &str) -> Result<Value, Pr
         .quota
         .as_ref()
         .ok_or_else(|| Problem::status(503, "no quota store is configured (redis:)"))?;
-    let deleted = peek::reset(&quota.redis, tenant)
+    let rules = rules_view::tenant_rule_keys(quota, &snap.config.limits, tenant);
+    let deleted = peek::reset(&quota.redis, tenant, &rules)
         .await
         .map_err(store_problem)?;
     quota.forget(tenant);

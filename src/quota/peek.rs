@@ -275,13 +275,14 @@ pub fn tenant_keys(store: &RedisStore, tenant: &str, now_ms: u64) -> Vec<String>
     all
 }
 
-/// Deletes every key of `tenant` ([`tenant_keys`]) in one script call; returns how many
-/// existed. Idempotent: a second call deletes 0.
-pub async fn reset(store: &RedisStore, tenant: &str) -> Result<u64, RedisFault> {
+/// Deletes every key of `tenant` ([`tenant_keys`]) and `also` (more keys under the tenant's
+/// hash tag: its limit rules' buckets) in one script call; returns how many existed. Idempotent: a second call deletes 0.
+pub async fn reset(store: &RedisStore, tenant: &str, also: &[String]) -> Result<u64, RedisFault> {
     let now = read_at(store, tenant, Algorithm::TokenBucket, &[], unix_ms())
         .await?
         .now_ms;
-    let names = tenant_keys(store, tenant, now);
+    let mut names = tenant_keys(store, tenant, now);
+    names.extend(also.iter().cloned());
     let deleted: i64 = store.eval(&RESET, &names, &[] as &[&str]).await?;
     Ok(deleted.max(0) as u64)
 }
