@@ -24,8 +24,11 @@ def build(args):
         if r.returncode != 0:
             raise BenchError("cargo build --release failed (use --skip-build to bench the "
                              "last built binaries)")
-    binary = target_dir / "release" / "tollgate"
-    floor = target_dir / "release" / "examples" / "pingora_floor"
+    # --tollgate-binary / --floor-binary replace the target dir's builds.
+    binary = Path(args.tollgate_binary) if getattr(args, "tollgate_binary", None) else \
+        target_dir / "release" / "tollgate"
+    floor = Path(args.floor_binary) if getattr(args, "floor_binary", None) else \
+        target_dir / "release" / "examples" / "pingora_floor"
     for b in (binary, floor):
         if not b.exists():
             raise BenchError(f"{b} not found (build first, or set CARGO_TARGET_DIR)")
