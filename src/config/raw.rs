@@ -146,6 +146,10 @@ pub struct RawRedis {
     #[schemars(extend("enum" = ["open", "closed", "local"]))]
     pub on_failure: Option<String>,
     pub fleet_size: Option<RawFleetSize>,
+    /// Fleet-wide concurrency leases (`max_in_flight`) expire this long after they were taken
+    /// or last renewed (default 30s, 1s..=1h).
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub lease_ttl: Option<String>,
 }
 
 /// `redis.fleet_size`: a number, or `auto`.
@@ -301,6 +305,9 @@ pub struct RawTier {
     #[schemars(extend("enum" = ["enforce", "shadow"]))]
     pub mode: Option<String>,
     pub lease: Option<RawLease>,
+    /// Requests of one tenant in flight at once across the whole fleet (leases in Redis).
+    #[schemars(range(min = 1))]
+    pub max_in_flight: Option<i64>,
 }
 
 /// `limits[]` (docs/DESIGN.md 4d "Rules"): a limit keyed by request attributes, applied to

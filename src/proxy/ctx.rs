@@ -4,6 +4,7 @@ use crate::concurrency::slots::SlotGuard;
 use crate::config::RouteSettings;
 use crate::identity::Identity;
 use crate::pipeline::{Layer, Outcome};
+use crate::quota::inflight::InflightLease;
 use crate::response::QuotaHeaders;
 use crate::snapshot::Snapshot;
 use http::HeaderValue;
@@ -30,6 +31,8 @@ pub struct Ctx {
     pub(super) tier: Option<String>,
     pub(super) quota_headers: Option<QuotaHeaders>,
     pub(super) slot: Option<SlotGuard>,
+    /// The request's fleet-wide concurrency lease (`max_in_flight`), given back when dropped.
+    pub(super) inflight: Option<InflightLease>,
     /// Layer that decided the request's fate and how (for the access log).
     pub(super) decided: (Layer, Outcome),
     pub(super) connect_tries: usize,
@@ -52,6 +55,7 @@ impl Ctx {
             tier: None,
             quota_headers: None,
             slot: None,
+            inflight: None,
             decided: (Layer::Upstream, Outcome::Admitted),
             connect_tries: 0,
             body_bytes: 0,

@@ -163,6 +163,16 @@ pub(super) async fn tenant_stage(
     ctx.tenant = Some(identity.tenant.clone());
     ctx.tier = plan.as_ref().map(|p| p.limits.tier.name.clone());
     let status = snap.config.response.status;
+    if let Some(p) = &plan {
+        let mode = snap.config.response.headers;
+        match pipeline::inflight::take(quota, p, status, mode).await {
+            Ok(lease) => ctx.inflight = lease,
+            Err(r) => {
+                let shadow = p.limits.tier.mode.is_shadow() || ctx.shadow_route();
+                return settle(session, ctx, Layer::Tenant, Decision::refuse(r, shadow)).await;
+            }
+        }
+    }
     let fit = &app.tier_fit;
     let verdict = match &plan {
         Some(p) if rules.is_empty() => {
@@ -193,7 +203,13 @@ pub(super) async fn tenant_stage(
             }
             Ok(false)
         }
-        d => settle(session, ctx, Layer::Tenant, d).await,
+        d => {
+            if matches!(d, Decision::Reject(_)) {
+                // A refused request gives its concurrency lease back at once.
+                ctx.inflight = None;
+            }
+            settle(session, ctx, Layer::Tenant, d).await
+        }
     }
 }
 

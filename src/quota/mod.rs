@@ -7,6 +7,7 @@
 
 pub mod coalesce;
 pub mod deny_cache;
+pub mod inflight;
 pub mod lease;
 pub mod peek;
 pub mod policies;
@@ -98,6 +99,8 @@ pub struct QuotaService {
     fleet: Arc<Fleet>,
     /// Leased tokens of `lease` tiers (times on `epoch`).
     leases: Arc<lease::LeaseStore>,
+    /// Fleet-wide concurrency leases held by this instance (`max_in_flight`).
+    inflight: Arc<inflight::InflightBook>,
     epoch: Instant,
 }
 
@@ -137,6 +140,7 @@ impl QuotaService {
             coalesce: coalesce::Coalescer::new(settings.timeout),
             fleet: Arc::new(Fleet::new(settings.fleet_size)),
             leases: Default::default(),
+            inflight: Default::default(),
             epoch: Instant::now(),
         })
     }
@@ -181,6 +185,13 @@ impl QuotaService {
             // Leases stay while they are tokens of the same buckets.
             leases: if same_buckets {
                 previous.leases.clone()
+            } else {
+                Default::default()
+            },
+            // Concurrency leases in flight are renewed by the newest service while the
+            // buckets are the same (a changed store: the old service's leases expire there).
+            inflight: if same_buckets {
+                previous.inflight.clone()
             } else {
                 Default::default()
             },

@@ -96,6 +96,12 @@ pub fn rule_key(
     }
 }
 
+/// `<prefix>:{<encoded tenant>}:inflight`: the tenant's fleet-wide concurrency leases (a sorted
+/// set scored by expiry).
+pub fn inflight_key(prefix: &str, tenant: &str) -> String {
+    tenant_key(prefix, tenant, "inflight")
+}
+
 /// `<prefix>:{pool:<tier>}:tb`: a tier's burst pool bucket, in its own hash tag.
 pub fn pool_key(prefix: &str, tier: &str) -> String {
     format!("{prefix}:{{pool:{tier}}}:tb")

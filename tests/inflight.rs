@@ -1,0 +1,268 @@
+//! Fleet-wide concurrency per tenant (`tiers.<name>.max_in_flight`, docs/DESIGN.md 4e) through
+//! real gateways, a real `redis-server` and the real echo backend (`delay_ms` keeps a request in
+//! flight; the backend counts its peak). Leases live in `tollgate:{<tenant>}:inflight`.
+//!
+//! Where time matters the tests poll with wide deadlines; they assert counts and statuses.
+
+mod common;
+#[path = "common/tls.rs"]
+mod tls_common;
+
+use common::*;
+use std::time::{Duration, Instant};
+use tls_common::{h2_get, h2_read, h2c};
+use tokio::task::JoinSet;
+
+fn api_key(tenant: &str) -> String {
+    format!("key-{tenant}-0123456789")
+}
+
+/// A gateway config: tier `T` (`tier` flow-map fields), API key of tenant `k1`, `redis:`
+/// options `redis_opts`, listener `listen` (a YAML scalar).
+fn config(
+    redis: &RedisServer,
+    backend: &Backend,
+    tier: &str,
+    redis_opts: &str,
+    listen: &str,
+) -> String {
+    GatewayConfig::echo(&backend.addr(), "required")
+        .listen(&[listen])
+        .redis(&redis.url(), redis_opts)
+        .tier(
+            "T",
+            &format!("{{ limit: 1, per: 1h, burst: 1000, {tier} }}"),
+        )
+        .api_keys_always()
+        .api_key(&api_key("k1"), "k1", "T")
+        .yaml()
+}
+
+const PLAIN: &str = "\"{listen}\"";
+const REDIS: &str = "timeout_ms: 2000, on_failure: closed";
+const KEY: &str = "tollgate:{k1}:inflight";
+
+fn held(redis: &RedisServer) -> u64 {
+    redis::cmd("ZCARD")
+        .arg(KEY)
+        .query(&mut redis.conn())
+        .expect("ZCARD")
+}
+
+async fn get(http: &reqwest::Client, url: &str) -> Reply {
+    let resp = http
+        .get(url)
+        .header("x-api-key", api_key("k1"))
+        .send()
+        .await
+        .expect("send");
+    Reply::read(resp).await.expect("read")
+}
+
+/// `n` slow requests at once, round robin over `urls`.
+async fn slow_burst(urls: &[String], n: usize, delay_ms: u64) -> Vec<Reply> {
+    let http = client();
+    let mut set = JoinSet::new();
+    for i in 0..n {
+        let (http, url) = (
+            http.clone(),
+            format!("{}?delay_ms={delay_ms}", urls[i % urls.len()]),
+        );
+        set.spawn(async move { get(&http, &url).await });
+    }
+    let mut out = Vec::new();
+    while let Some(r) = set.join_next().await {
+        out.push(r.expect("task"));
+    }
+    out
+}
+
+/// Two gateways, cap 3, ten slow concurrent requests: exactly three reach the backend at once;
+/// the others are 429 naming `T.concurrency` with `Retry-After: 1`; every lease is given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_gateways_hold_exactly_the_cap() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let yaml = config(&redis, &backend, "max_in_flight: 3", REDIS, PLAIN);
+    let gws = [Gateway::start(&yaml), Gateway::start(&yaml)];
+    let urls: Vec<String> = gws.iter().map(|g| g.url("/s")).collect();
+    let replies = slow_burst(&urls, 10, 3000).await;
+    let ok = replies.iter().filter(|r| r.status == 200).count();
+    assert_eq!(
+        ok,
+        3,
+        "{:?}",
+        replies.iter().map(|r| r.status).collect::<Vec<_>>()
+    );
+    assert_eq!(backend.stats().peak_in_flight, 3);
+    let refused = replies.iter().find(|r| r.status == 429).expect("a refusal");
+    assert_eq!(refused.header("retry-after"), Some("1"));
+    assert_eq!(
+        refused.header("ratelimit-policy"),
+        Some("\"T.concurrency\";q=3")
+    );
+    assert!(refused.body.contains("T.concurrency"), "{}", refused.body);
+    assert!(eventually(Duration::from_secs(5), || held(&redis) == 0).await);
+    // Leases back: the next request is admitted.
+    assert_eq!(get(&client(), &gws[0].url("/s")).await.status, 200);
+    let acquired = "tollgate_inflight_lease_events_total{event=\"acquired\"}";
+    let total = gws[0].metric_or_zero(acquired) + gws[1].metric_or_zero(acquired);
+    assert_eq!(total, 4.0);
+}
+
+/// A gateway killed with SIGKILL while holding the tenant's three leases: the other gateway
+/// refuses until the leases expire (`lease_ttl: 2s`), then admits again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_gateway_leaks_nothing_beyond_lease_ttl() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let opts = format!("{REDIS}, lease_ttl: 2s");
+    let yaml = config(&redis, &backend, "max_in_flight: 3", &opts, PLAIN);
+    let mut doomed = Gateway::start(&yaml);
+    let survivor = Gateway::start(&yaml);
+    let url = doomed.url("/s?delay_ms=30000");
+    let http = client();
+    let mut hung = JoinSet::new();
+    for _ in 0..3 {
+        let (http, url) = (http.clone(), url.clone());
+        hung.spawn(async move {
+            http.get(&url)
+                .header("x-api-key", api_key("k1"))
+                .send()
+                .await
+        });
+    }
+    assert!(eventually(Duration::from_secs(10), || held(&redis) == 3).await);
+    doomed.kill();
+    assert_eq!(
+        get(&http, &survivor.url("/s")).await.status,
+        429,
+        "leases still held"
+    );
+    let killed_at = Instant::now();
+    let mut back = false;
+    while killed_at.elapsed() < Duration::from_secs(15) {
+        if get(&http, &survivor.url("/s")).await.status == 200 {
+            back = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(back, "the dead gateway's leases never expired");
+    hung.abort_all();
+}
+
+/// A request running three times `lease_ttl` keeps its lease (renewed in the background):
+/// with a cap of 1 every other request is refused until it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_request_keeps_its_lease() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let opts = format!("{REDIS}, lease_ttl: 1s");
+    let gw = Gateway::start(&config(&redis, &backend, "max_in_flight: 1", &opts, PLAIN));
+    let http = client();
+    let long = {
+        let (http, url) = (http.clone(), gw.url("/s?delay_ms=6000"));
+        tokio::spawn(async move { get(&http, &url).await })
+    };
+    assert!(eventually(Duration::from_secs(5), || held(&redis) == 1).await);
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        assert_eq!(get(&http, &gw.url("/s")).await.status, 429, "lease renewed");
+    }
+    assert_eq!(long.await.expect("long request").status, 200);
+    assert!(eventually(Duration::from_secs(5), || held(&redis) == 0).await);
+    assert!(gw.metric_or_zero("tollgate_inflight_lease_events_total{event=\"renewed\"}") >= 2.0);
+}
+
+/// A client that gives up (HTTP/1.1 connection closed, h2 stream reset) gives its lease back at
+/// once, long before it would expire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_abort_and_h2_reset_give_the_lease_back() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let listen = "{ addr: \"{listen}\", h2: true }";
+    let gw = Gateway::start(&config(&redis, &backend, "max_in_flight: 1", REDIS, listen));
+    // HTTP/1.1: the client times out and closes its connection.
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(700))
+        .build()
+        .unwrap();
+    let url = gw.url("/s?delay_ms=20000");
+    let r = impatient
+        .get(&url)
+        .header("x-api-key", api_key("k1"))
+        .send()
+        .await;
+    assert!(r.is_err(), "the client gave up");
+    assert!(
+        eventually(Duration::from_secs(5), || held(&redis) == 0).await,
+        "HTTP/1.1 abort"
+    );
+    // h2c: RST_STREAM while the request is at the backend.
+    let mut h2 = h2c(gw.listen_addr()).await;
+    let key = api_key("k1");
+    let slow = h2_get(
+        &mut h2,
+        "http",
+        gw.listen_addr(),
+        "/s?delay_ms=20000",
+        &[("x-api-key", &key)],
+    );
+    assert!(eventually(Duration::from_secs(5), || held(&redis) == 1).await);
+    drop(slow);
+    assert!(
+        eventually(Duration::from_secs(5), || held(&redis) == 0).await,
+        "h2 reset"
+    );
+    let ok = h2_get(
+        &mut h2,
+        "http",
+        gw.listen_addr(),
+        "/s",
+        &[("x-api-key", &key)],
+    );
+    assert_eq!(h2_read(ok).await.0, 200);
+}
+
+/// Redis frozen: the tier's failure policy answers (`closed`: 503); Redis down with `local`:
+/// each instance allows `ceil(max / fleet_size)` at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_faults_follow_the_failure_policy() {
+    let mut redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let closed = config(
+        &redis,
+        &backend,
+        "max_in_flight: 3",
+        "timeout_ms: 300, on_failure: closed",
+        PLAIN,
+    );
+    let gw = Gateway::start(&closed);
+    let http = client();
+    assert_eq!(get(&http, &gw.url("/s")).await.status, 200);
+    redis.pause();
+    let r = get(&http, &gw.url("/s")).await;
+    redis.resume();
+    assert_eq!(r.status, 503, "{}", r.body);
+    let local = config(
+        &redis,
+        &backend,
+        "max_in_flight: 3, on_failure: local",
+        "timeout_ms: 300, fleet_size: 2",
+        PLAIN,
+    );
+    let gw = Gateway::start(&local);
+    assert_eq!(get(&http, &gw.url("/s")).await.status, 200);
+    redis.kill();
+    let replies = slow_burst(&[gw.url("/s")], 3, 2000).await;
+    let mut statuses: Vec<u16> = replies.iter().map(|r| r.status).collect();
+    statuses.sort_unstable();
+    assert_eq!(
+        statuses,
+        [200, 200, 429],
+        "ceil(3 / 2) = 2 on this instance"
+    );
+    let refused = replies.iter().find(|r| r.status == 429).unwrap();
+    assert_eq!(refused.header("tollgate-degraded"), Some("redis"));
+}
