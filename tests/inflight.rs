@@ -266,3 +266,106 @@ async fn redis_faults_follow_the_failure_policy() {
     let refused = replies.iter().find(|r| r.status == 429).unwrap();
     assert_eq!(refused.header("tollgate-degraded"), Some("redis"));
 }
+
+/// A WebSocket holds its lease while open and gives it back when the client closes it. The
+/// backend is a minimal upgrade endpoint on a raw socket: it answers `101` and then keeps the
+/// connection until the other side closes (the gateway only relays bytes after the upgrade).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_holds_its_lease_until_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let redis = RedisServer::start();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let ws_addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let mut head = Vec::new();
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let answer = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n";
+                let _ = s.write_all(answer.as_bytes()).await;
+                // Echo until the other side closes.
+                loop {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => {
+                            let _ = s.write_all(&buf[..n]).await;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let yaml = GatewayConfig::echo(&ws_addr, "required")
+        .redis(&redis.url(), REDIS)
+        .tier("T", "{ limit: 1, per: 1h, burst: 1000, max_in_flight: 1 }")
+        .api_keys_always()
+        .api_key(&api_key("k1"), "k1", "T")
+        .yaml();
+    let gw = Gateway::start(&yaml);
+    let mut ws = tokio::net::TcpStream::connect(gw.listen_addr())
+        .await
+        .unwrap();
+    let request = format!(
+        "GET /ws HTTP/1.1\r\nHost: gw.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nX-Api-Key: {}\r\n\r\n",
+        api_key("k1")
+    );
+    ws.write_all(request.as_bytes()).await.unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = ws.read(&mut buf).await.unwrap();
+    let head = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    // Bytes flow both ways, and the lease is held meanwhile.
+    ws.write_all(b"ping").await.unwrap();
+    let mut got = Vec::new();
+    while !got.ends_with(b"ping") {
+        let n = ws.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed early");
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(held(&redis), 1);
+    assert_eq!(get(&client(), &gw.url("/other")).await.status, 429);
+    drop(ws);
+    assert!(
+        eventually(Duration::from_secs(5), || held(&redis) == 0).await,
+        "closed WebSocket"
+    );
+}
+
+/// `GET /v1/tenants/{id}` shows the tenant's leases in flight across the fleet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_api_shows_leases_in_flight() {
+    use common::admin::{admin, ADMIN_TOKEN, ADMIN_TOKEN_ENV};
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let yaml = GatewayConfig::echo(&backend.addr(), "required")
+        .admin(&format!(
+            "{{ listen: \"{{admin}}\", token_env: \"{ADMIN_TOKEN_ENV}\" }}"
+        ))
+        .redis(&redis.url(), REDIS)
+        .tier("T", "{ limit: 1, per: 1h, burst: 1000, max_in_flight: 4 }")
+        .api_keys_always()
+        .api_key(&api_key("k1"), "k1", "T")
+        .yaml();
+    let gw = Gateway::start_with_env(&yaml, &[(ADMIN_TOKEN_ENV, ADMIN_TOKEN)]);
+    let url = gw.url("/s");
+    let slow = tokio::spawn(async move { slow_burst(&[url], 2, 3000).await });
+    assert!(eventually(Duration::from_secs(5), || held(&redis) == 2).await);
+    let t = admin(gw.admin_addr(), "GET", "/v1/tenants/k1", None).await;
+    let v = t.expect_ok();
+    assert_eq!(
+        v["in_flight"],
+        serde_json::json!({"max": 4, "held": 2}),
+        "{v}"
+    );
+    let replies = slow.await.unwrap();
+    assert!(replies.iter().all(|r| r.status == 200));
+}
