@@ -369,3 +369,44 @@ async fn the_admin_api_shows_leases_in_flight() {
     let replies = slow.await.unwrap();
     assert!(replies.iter().all(|r| r.status == 200));
 }
+
+/// A concurrency rule (`limits[].max_in_flight`) caps the requests in flight per key on its
+/// routes, across the fleet, next to the tier's own limits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_concurrency_rule_caps_its_routes() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let yaml = GatewayConfig::echo(&backend.addr(), "required")
+        .redis(&redis.url(), REDIS)
+        .tier("T", "{ limit: 1, per: 1h, burst: 1000 }")
+        .api_keys_always()
+        .api_key(&api_key("k1"), "k1", "T")
+        .section(
+            "limits",
+            "\n  - { name: uploads, match: { routes: [\"/upload\"] }, key: [tenant], max_in_flight: 2 }\n",
+        )
+        .yaml();
+    let gws = [Gateway::start(&yaml), Gateway::start(&yaml)];
+    let urls: Vec<String> = gws.iter().map(|g| g.url("/upload")).collect();
+    let replies = slow_burst(&urls, 5, 3000).await;
+    let mut statuses: Vec<u16> = replies.iter().map(|r| r.status).collect();
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 200, 429, 429, 429]);
+    let refused = replies.iter().find(|r| r.status == 429).unwrap();
+    assert_eq!(
+        refused.header("ratelimit-policy"),
+        Some("\"uploads.concurrency\";q=2")
+    );
+    assert_eq!(refused.header("retry-after"), Some("1"));
+    // Other routes are not capped.
+    let others = slow_burst(&[gws[0].url("/other")], 4, 500).await;
+    assert!(others.iter().all(|r| r.status == 200));
+    let key = "tollgate:{k1}:c:uploads:tenant=2.k1";
+    let zcard = || -> u64 {
+        redis::cmd("ZCARD")
+            .arg(key)
+            .query(&mut redis.conn())
+            .unwrap()
+    };
+    assert!(eventually(Duration::from_secs(5), || zcard() == 0).await);
+}

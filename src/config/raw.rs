@@ -327,15 +327,19 @@ pub struct RawLimitRule {
         inner(regex(pattern = r"^(tenant|client_ip|route|method|host|(header|claim|query):.+)$"))
     )]
     pub key: Vec<String>,
-    /// Requests admitted per `per` (refill rate).
+    /// Requests admitted per `per` (refill rate); required unless `max_in_flight` is given.
     #[schemars(range(min = 1))]
-    pub limit: i64,
-    /// The period of `limit`.
+    pub limit: Option<i64>,
+    /// The period of `limit`; required with `limit`.
     #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
-    pub per: String,
+    pub per: Option<String>,
     /// Bucket size (default: `limit`).
     #[schemars(range(min = 1))]
     pub burst: Option<i64>,
+    /// A concurrency rule instead: requests in flight at once per key, across the fleet (leases
+    /// in Redis); takes no `limit`, `per`, `burst`, `algorithm` or `by_tier`.
+    #[schemars(range(min = 1))]
+    pub max_in_flight: Option<i64>,
     /// The limiting algorithm, as in a tier (default `token_bucket`).
     #[schemars(extend("enum" = ["token_bucket", "gcra", "fixed_window", "sliding_window_log", "sliding_window_counter", "leaky_bucket"]))]
     pub algorithm: Option<String>,

@@ -18,11 +18,12 @@ use crate::quota::rules::{Combined, RuleCall, RuleOutcome};
 use crate::quota::QuotaService;
 use crate::response::{self, Problem, QuotaHeaders, QuotaReport, ReportKind};
 use crate::snapshot::Snapshot;
-use crate::store::redis::keys::rule_key;
+use crate::store::redis::keys::{inflight_rule_key, rule_key};
 use serde_json::json;
 
-/// The rules that apply to `req`, with their quota calls (costing `cost` tokens each). Empty
-/// when no rule's `match` holds (or no rules are configured). Errors: 400 when a rule with
+/// The rules that apply to `req`, with their quota calls (costing `cost` tokens each; a
+/// concurrency rule's entry key is its lease set). Empty when no rule's `match` holds (or no
+/// rules are configured). Errors: 400 when a rule with
 /// `missing: refuse` lacks a key part.
 pub fn plan<'a>(
     snap: &'a Snapshot,
@@ -54,10 +55,14 @@ pub fn plan<'a>(
         .map(|a| {
             let r = a.rule;
             let tenant = req.tenant.filter(|_| r.per_tenant());
+            let key = match r.max_in_flight {
+                Some(_) => inflight_rule_key(prefix, &r.name, tenant, &a.key),
+                None => rule_key(prefix, &r.name, r.algorithm, tenant, &a.key),
+            };
             let call = RuleCall {
                 name: r.name.clone(),
                 entry: LimitEntry {
-                    key: rule_key(prefix, &r.name, r.algorithm, tenant, &a.key),
+                    key,
                     algorithm: r.algorithm,
                     rate: a.rate,
                     cost,

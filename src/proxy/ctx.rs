@@ -31,8 +31,9 @@ pub struct Ctx {
     pub(super) tier: Option<String>,
     pub(super) quota_headers: Option<QuotaHeaders>,
     pub(super) slot: Option<SlotGuard>,
-    /// The request's fleet-wide concurrency lease (`max_in_flight`), given back when dropped.
-    pub(super) inflight: Option<InflightLease>,
+    /// The request's fleet-wide concurrency leases (`max_in_flight` of its tier and of its
+    /// concurrency rules), given back when dropped.
+    pub(super) inflight: Vec<InflightLease>,
     /// Layer that decided the request's fate and how (for the access log).
     pub(super) decided: (Layer, Outcome),
     pub(super) connect_tries: usize,
@@ -55,7 +56,7 @@ impl Ctx {
             tier: None,
             quota_headers: None,
             slot: None,
-            inflight: None,
+            inflight: Vec::new(),
             decided: (Layer::Upstream, Outcome::Admitted),
             connect_tries: 0,
             body_bytes: 0,

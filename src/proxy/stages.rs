@@ -163,15 +163,31 @@ pub(super) async fn tenant_stage(
     ctx.tenant = Some(identity.tenant.clone());
     ctx.tier = plan.as_ref().map(|p| p.limits.tier.name.clone());
     let status = snap.config.response.status;
+    let mode = snap.config.response.headers;
     if let Some(p) = &plan {
-        let mode = snap.config.response.headers;
         match pipeline::inflight::take(quota, p, status, mode).await {
-            Ok(lease) => ctx.inflight = lease,
+            Ok(lease) => ctx.inflight.extend(lease),
             Err(r) => {
                 let shadow = p.limits.tier.mode.is_shadow() || ctx.shadow_route();
                 return settle(session, ctx, Layer::Tenant, Decision::refuse(r, shadow)).await;
             }
         }
+    }
+    let (concurrency, rules): (Vec<_>, Vec<_>) = rules
+        .into_iter()
+        .partition(|(a, _)| a.rule.max_in_flight.is_some());
+    match pipeline::inflight::take_rules(quota, &concurrency, status, mode).await {
+        Ok(leases) => ctx.inflight.extend(leases),
+        Err(r) => {
+            let shadow = ctx.shadow_route();
+            if !shadow {
+                ctx.inflight.clear();
+            }
+            return settle(session, ctx, Layer::Tenant, Decision::refuse(r, shadow)).await;
+        }
+    }
+    if plan.is_none() && rules.is_empty() {
+        return Ok(false);
     }
     let fit = &app.tier_fit;
     let verdict = match &plan {
@@ -205,8 +221,8 @@ pub(super) async fn tenant_stage(
         }
         d => {
             if matches!(d, Decision::Reject(_)) {
-                // A refused request gives its concurrency lease back at once.
-                ctx.inflight = None;
+                // A refused request gives its concurrency leases back at once.
+                ctx.inflight.clear();
             }
             settle(session, ctx, Layer::Tenant, d).await
         }

@@ -130,6 +130,17 @@ impl QuotaService {
         on_failure: FailurePolicy,
     ) -> InflightOutcome {
         let key = inflight_key(self.redis.key_prefix(), tenant);
+        self.acquire_inflight_at(key, max, on_failure).await
+    }
+
+    /// Takes one of `max` leases in the lease set `key` (a tier's, or a concurrency rule's).
+    /// Never fails: a Redis fault follows `on_failure`.
+    pub async fn acquire_inflight_at(
+        self: &Arc<Self>,
+        key: String,
+        max: u64,
+        on_failure: FailurePolicy,
+    ) -> InflightOutcome {
         let n = self.inflight.next.fetch_add(1, Ordering::Relaxed);
         let id = format!("{}:{n}", *INSTANCE);
         let ttl_ms = self.settings.lease_ttl.as_millis() as u64;
@@ -258,7 +269,13 @@ impl QuotaService {
     /// Leases of `tenant` held now across the fleet (admin API), read without changing
     /// anything.
     pub async fn inflight_of(&self, tenant: &str) -> Result<u64, RedisFault> {
-        let key = inflight_key(self.redis.key_prefix(), tenant);
+        self.inflight_at(&inflight_key(self.redis.key_prefix(), tenant))
+            .await
+    }
+
+    /// Leases held now in the lease set `key` (admin API), read without changing anything.
+    pub async fn inflight_at(&self, key: &str) -> Result<u64, RedisFault> {
+        let key = key.to_string();
         self.redis
             .eval::<i64, _>(&COUNT, &[key], &[] as &[&str])
             .await
