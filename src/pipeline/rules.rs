@@ -37,7 +37,7 @@ pub fn plan<'a>(
     let share = region.map(|r| {
         move |tenant: Option<&str>| tenant.map_or_else(|| r.static_share(), |t| r.share(t))
     });
-    let share = share.as_ref().map(|f| f as &dyn Fn(Option<&str>) -> _);
+    let share = share.as_ref().map(|f| f as &rules::ShareOf);
     let applied = rules::applicable(&snap.config.limits, req, share).map_err(|m| {
         let detail = format!(
             "limit rule \"{}\" is keyed by {}, which this request lacks",
@@ -119,11 +119,10 @@ pub fn judge(
             .with_label_values(&[call.name.as_str(), label])
             .inc();
         match *o {
-            RuleOutcome::Decided { decision, .. } if call.entry.shadow => {
-                if !decision.admitted {
-                    tracing::info!(rule = %call.name, remaining = decision.remaining, "shadow limit rule would refuse");
-                }
+            RuleOutcome::Decided { decision, .. } if call.entry.shadow && !decision.admitted => {
+                tracing::info!(rule = %call.name, remaining = decision.remaining, "shadow limit rule would refuse");
             }
+            RuleOutcome::Decided { .. } if call.entry.shadow => {}
             RuleOutcome::Decided {
                 decision,
                 rate,

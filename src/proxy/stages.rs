@@ -138,7 +138,10 @@ fn unix_now_s() -> u64 {
 }
 
 /// Tenant stage: `Ok(true)` when it answered. With limit rules that apply to the request, the
-/// tier's policies and the rules are decided together ([`pipeline::rules`]).
+/// tier's policies and the rules are decided together ([`pipeline::rules`]); concurrency caps
+/// take their leases first ([`pipeline::inflight`]). The Redis futures are boxed (one
+/// allocation next to a Redis call): nested in the proxy's request future they would exceed the
+/// compiler's layout depth.
 pub(super) async fn tenant_stage(
     app: &App,
     session: &mut Session,
@@ -165,7 +168,7 @@ pub(super) async fn tenant_stage(
     let status = snap.config.response.status;
     let mode = snap.config.response.headers;
     if let Some(p) = &plan {
-        match pipeline::inflight::take(quota, p, status, mode).await {
+        match Box::pin(pipeline::inflight::take(quota, p, status, mode)).await {
             Ok(lease) => ctx.inflight.extend(lease),
             Err(r) => {
                 let shadow = p.limits.tier.mode.is_shadow() || ctx.shadow_route();
@@ -176,7 +179,14 @@ pub(super) async fn tenant_stage(
     let (concurrency, rules): (Vec<_>, Vec<_>) = rules
         .into_iter()
         .partition(|(a, _)| a.rule.max_in_flight.is_some());
-    match pipeline::inflight::take_rules(quota, &concurrency, status, mode).await {
+    match Box::pin(pipeline::inflight::take_rules(
+        quota,
+        &concurrency,
+        status,
+        mode,
+    ))
+    .await
+    {
         Ok(leases) => ctx.inflight.extend(leases),
         Err(r) => {
             let shadow = ctx.shadow_route();
@@ -197,7 +207,15 @@ pub(super) async fn tenant_stage(
         }
         _ => {
             let shadow = ctx.shadow_route();
-            pipeline::rules::run(quota, fit, plan.as_ref(), &rules, status, shadow).await
+            Box::pin(pipeline::rules::run(
+                quota,
+                fit,
+                plan.as_ref(),
+                &rules,
+                status,
+                shadow,
+            ))
+            .await
         }
     };
     ctx.quota_headers = verdict.headers;
