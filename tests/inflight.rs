@@ -410,3 +410,44 @@ async fn a_concurrency_rule_caps_its_routes() {
     };
     assert!(eventually(Duration::from_secs(5), || zcard() == 0).await);
 }
+
+/// A request refused at a later stage (a full upstream) and one whose backend fails both give
+/// their leases back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn later_refusals_and_backend_errors_give_the_lease_back() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let dead = free_addr();
+    let yaml = GatewayConfig::new()
+        .upstream_with("echo", &backend.addr(), "max_concurrency: 1")
+        .upstream("dead", &dead)
+        .route("{ path_prefix: \"/dead\", upstream: dead, auth: required }")
+        .route("{ path_prefix: \"/\", upstream: echo, auth: required }")
+        .redis(&redis.url(), REDIS)
+        .tier("T", "{ limit: 1, per: 1h, burst: 1000, max_in_flight: 5 }")
+        .api_keys_always()
+        .api_key(&api_key("k1"), "k1", "T")
+        .yaml();
+    let gw = Gateway::start(&yaml);
+    let http = client();
+    let slow = {
+        let (http, url) = (http.clone(), gw.url("/s?delay_ms=4000"));
+        tokio::spawn(async move { get(&http, &url).await })
+    };
+    assert!(eventually(Duration::from_secs(5), || held(&redis) == 1).await);
+    // The upstream's one slot is taken: refused by the slot stage after taking a lease.
+    let full = get(&http, &gw.url("/s")).await;
+    assert_eq!(full.status, 503, "{}", full.body);
+    assert!(
+        eventually(Duration::from_secs(5), || held(&redis) == 1).await,
+        "the refused request's lease"
+    );
+    let failed = get(&http, &gw.url("/dead")).await;
+    assert_eq!(failed.status, 502, "{}", failed.body);
+    assert!(
+        eventually(Duration::from_secs(5), || held(&redis) == 1).await,
+        "the failed request's lease"
+    );
+    assert_eq!(slow.await.unwrap().status, 200);
+    assert!(eventually(Duration::from_secs(5), || held(&redis) == 0).await);
+}
