@@ -46,17 +46,8 @@ pub async fn take(
             Err(refused(&tier.name, &owner, max, degraded, status, headers))
         }
         InflightOutcome::FailedClosed { retry_after_s } => {
-            let p = Problem::typed(
-                503,
-                response::REDUCED_CAPACITY,
-                "Rate limiter unavailable",
-                format!(
-                    "the quota store is unavailable and tier \"{}\" fails closed; retry later",
-                    tier.name
-                ),
-            );
-            let r = Rejection::new(Layer::Tenant, Outcome::FailedClosed, p);
-            Err(r.retry_after(Some(retry_after_s)))
+            let owner = format!("tier \"{}\"", tier.name);
+            Err(Rejection::failed_closed(&owner, retry_after_s))
         }
     }
 }
@@ -123,15 +114,8 @@ pub async fn take_rules(
                 return Err(refused(&call.name, &owner, max, degraded, status, headers));
             }
             InflightOutcome::FailedClosed { retry_after_s } if !shadow => {
-                let p = Problem::typed(
-                    503,
-                    response::REDUCED_CAPACITY,
-                    "Rate limiter unavailable",
-                    "the quota store is unavailable and a limit rule fails closed; retry later"
-                        .into(),
-                );
-                let r = Rejection::new(Layer::Tenant, Outcome::FailedClosed, p);
-                return Err(r.retry_after(Some(retry_after_s)));
+                let owner = format!("limit rule \"{}\"", call.name);
+                return Err(Rejection::failed_closed(&owner, retry_after_s));
             }
             InflightOutcome::FailedClosed { .. } => "failed_closed",
         };

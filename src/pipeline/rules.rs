@@ -169,7 +169,12 @@ pub fn judge(
         .as_ref()
         .is_some_and(|v| v.outcome == Outcome::FailedClosed);
     if let (Some(s), false) = (closed, tier_closed) {
-        return Verdict::refuse(failed_closed(s), shadow, Outcome::FailedClosed, None);
+        return Verdict::refuse(
+            Rejection::failed_closed("a limit rule", s),
+            shadow,
+            Outcome::FailedClosed,
+            None,
+        );
     }
     if tier_closed {
         let mut v = tier_verdict.expect("tier failed closed");
@@ -179,7 +184,12 @@ pub fn judge(
     let Some(h) = headers else {
         // Refused with nothing decided to show (cannot happen: a refusal comes from a decided
         // policy or a closed one); answer as failed closed rather than admit.
-        return Verdict::refuse(failed_closed(1), shadow, Outcome::FailedClosed, None);
+        return Verdict::refuse(
+            Rejection::failed_closed("a limit rule", 1),
+            shadow,
+            Outcome::FailedClosed,
+            None,
+        );
     };
     let cost = rules.first().map_or(1, |(_, c)| c.entry.cost);
     let detail = if h.decision.admitted {
@@ -235,17 +245,6 @@ fn rule_label(o: &RuleOutcome, shadow: bool) -> &'static str {
         RuleOutcome::FailedClosed { .. } => "failed_closed",
         RuleOutcome::Unasked => "unasked",
     }
-}
-
-/// The 503 when a rule's bucket is unavailable and it fails closed.
-fn failed_closed(retry_after_s: u64) -> Rejection {
-    let p = Problem::typed(
-        503,
-        response::REDUCED_CAPACITY,
-        "Rate limiter unavailable",
-        "the quota store is unavailable and a limit rule fails closed; retry later".into(),
-    );
-    Rejection::new(Layer::Tenant, Outcome::FailedClosed, p).retry_after(Some(retry_after_s))
 }
 
 #[cfg(test)]

@@ -14,12 +14,11 @@
 //! a lease, `closed` refuses (503), `local` counts the tenant's requests in this instance's
 //! memory, at most `ceil(max / fleet size)`.
 
-use super::{record_call, refused_wait, QuotaService};
+use super::QuotaService;
 use crate::config::FailurePolicy;
 use crate::hashing::HashMap;
 use crate::observe::metrics::METRICS;
 use crate::store::redis::client::{LuaScript, RedisFault};
-use crate::store::redis::guarded::{Answered, Budget, RetryOn};
 use crate::store::redis::keys::inflight_key;
 use crate::store::redis::scripts::{
     INFLIGHT_ACQUIRE_LUA, INFLIGHT_COUNT_LUA, INFLIGHT_RELEASE_LUA, INFLIGHT_RENEW_LUA,
@@ -146,21 +145,10 @@ impl QuotaService {
         let ttl_ms = self.settings.lease_ttl.as_millis() as u64;
         let args = [id.clone(), max.to_string(), ttl_ms.to_string()];
         let keys = [key.clone()];
-        let call = || self.redis.eval::<Vec<i64>, _>(&ACQUIRE, &keys, &args);
-        let answer = self
-            .guarded()
-            .call(
-                self.now_ms(),
-                self.retry(RetryOn::Connection, Budget::FromCall),
-                |_| call(),
-                record_call,
-            )
-            .await;
-        let reply = match answer {
-            Ok(Answered { value, .. }) => value,
-            Err(refused) => {
-                return self.inflight_fallback(key, max, on_failure, refused_wait(refused))
-            }
+        let call = |_| self.redis.eval::<Vec<i64>, _>(&ACQUIRE, &keys, &args);
+        let reply = match self.ask(call).await {
+            Ok(reply) => reply,
+            Err(retry_in_ms) => return self.inflight_fallback(key, max, on_failure, retry_in_ms),
         };
         let [taken, _, expired] = reply[..] else {
             return self.inflight_fallback(key, max, on_failure, 1000);

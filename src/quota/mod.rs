@@ -24,10 +24,11 @@ use crate::store::memory::algo_store::AlgoStore;
 use crate::store::memory::bucket_store::BucketStore;
 use crate::store::redis::breaker::{Breaker, BreakerState};
 use crate::store::redis::client::{RedisFault, RedisStore};
-use crate::store::redis::guarded::{Answered, Budget, Guarded, Refused, Retry, RetryOn};
+use crate::store::redis::guarded::{Answered, Attempt, Budget, Guarded, Refused, Retry, RetryOn};
 use crate::store::redis::membership::Fleet;
 use deny_cache::DenyCache;
 pub use policies::{PolicyExtras, Reservation};
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -266,6 +267,25 @@ impl QuotaService {
             on,
             timeout: self.settings.timeout,
             budget,
+        }
+    }
+
+    /// One guarded Redis call made now, retried once on a connection error within
+    /// `redis.timeout_ms` (the policy script, the refunds' callers, concurrency leases); the
+    /// failure policy's wait when it has no answer.
+    async fn ask<T, F, Fut>(&self, call: F) -> Result<T, u64>
+    where
+        F: FnMut(Attempt) -> Fut,
+        Fut: Future<Output = Result<T, RedisFault>>,
+    {
+        let retry = self.retry(RetryOn::Connection, Budget::FromCall);
+        match self
+            .guarded()
+            .call(self.now_ms(), retry, call, record_call)
+            .await
+        {
+            Ok(Answered { value, .. }) => Ok(value),
+            Err(refused) => Err(refused_wait(refused)),
         }
     }
 
