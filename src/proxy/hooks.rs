@@ -6,7 +6,7 @@ use super::finish::finish;
 use super::forward::{forward_headers, request_id};
 use super::stages::{self, backend_peer, body_stage};
 use crate::pipeline::{Layer, Outcome};
-use crate::response::{send_problem, Problem};
+use crate::response::{send_refusal, Problem};
 use crate::snapshot::App;
 use async_trait::async_trait;
 use pingora::http::ResponseHeader;
@@ -101,7 +101,7 @@ impl ProxyHttp for Proxy {
             session.set_keepalive(None);
             let p = Problem::status(status, detail);
             let headers = ctx.quota_pairs();
-            let _ = send_problem(session, &p, ctx.request_id(), &headers).await;
+            let _ = send_refusal(session, &p, ctx.request_id(), &headers).await;
         }
         FailToProxy {
             error_code: status,

@@ -1,11 +1,12 @@
 //! Where a stage's decision takes effect: a refusal becomes the response (problem+json, its
 //! headers and the rate-limit headers), every decision is counted, and the deciding layer is
-//! recorded for the access log. The one place a refusal is written.
+//! recorded for the access log. The one place a refusal is written (problem+json, or a gRPC status
+//! for a gRPC call).
 
 use super::ctx::Ctx;
 use crate::observe::metrics::METRICS;
 use crate::pipeline::{Decision, Layer, Outcome, Rejection};
-use crate::response::send_problem;
+use crate::response::send_refusal;
 use pingora::prelude::*;
 use pingora::proxy::Session;
 
@@ -27,7 +28,7 @@ pub(super) async fn refuse(session: &mut Session, ctx: &mut Ctx, r: Rejection) -
     let mut headers = r.response_headers();
     headers.extend(ctx.quota_pairs());
     // A client that went away cannot be answered; that is not our error.
-    let _ = send_problem(session, &r.problem, ctx.request_id(), &headers).await;
+    let _ = send_refusal(session, &r.problem, ctx.request_id(), &headers).await;
     Ok(true)
 }
 

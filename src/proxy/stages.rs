@@ -244,7 +244,7 @@ pub(super) async fn slot_stage(
 }
 
 /// Backend stage (Pingora's `upstream_peer`): a healthy backend of the route's upstream, with
-/// the upstream's TLS and timeouts.
+/// the upstream's TLS, HTTP version and timeouts.
 pub(super) fn backend_peer(ctx: &Ctx) -> Result<Box<HttpPeer>> {
     let snap = &ctx.snapshot;
     let upstream = ctx
@@ -260,6 +260,7 @@ pub(super) fn backend_peer(ctx: &Ctx) -> Result<Box<HttpPeer>> {
         tls.apply(&mut peer);
     }
     let s = &upstream.settings;
+    crate::upstream::h2::apply(&mut peer, s.h2);
     peer.options.connection_timeout = Some(s.connect_timeout);
     peer.options.total_connection_timeout = Some(s.connect_timeout);
     peer.options.read_timeout = Some(s.read_timeout);
