@@ -1,0 +1,266 @@
+//! gRPC through tollgate, black-box, with the real `grpcio` client and server of `demo/grpc/`:
+//! every refusal a gRPC client gets is a gRPC status it can act on (RESOURCE_EXHAUSTED with the
+//! `RetryInfo` delay, UNAUTHENTICATED, UNAVAILABLE, UNIMPLEMENTED, DEADLINE_EXCEEDED), admitted
+//! calls reach the server over h2c or TLS h2 with their metadata, a streaming call is charged
+//! once, a held stream keeps its upstream slot until it is cancelled, and a backend's own status
+//! and trailers pass through untouched.
+//!
+//! Limits are sized so that refill cannot change a count during a test (`per: 1d`).
+
+mod common;
+#[path = "common/grpc.rs"]
+mod grpc_common;
+#[path = "common/tls.rs"]
+mod tls_common;
+
+use common::*;
+use grpc_common::{call, calls, GrpcServer, HeldCall};
+use serde_json::Value;
+use std::time::Duration;
+
+const KEY: &str = "--metadata=x-api-key=key-of-acme";
+
+/// A plaintext h2 (prior knowledge) listener.
+const H2C_LISTENER: &str = "{ addr: \"{listen}\", h2: true }";
+
+/// A gateway config: h2c listener, upstream `grpc` (h2) → `server` with `settings`, one route
+/// `/demo.Echo/` (API key required), tenant `acme` on tier `T` sized `tier`.
+fn config(server: &str, settings: &str, tier: &str) -> GatewayConfig {
+    let redis = RedisServer::start();
+    let settings = if settings.is_empty() {
+        "h2: true".to_string()
+    } else {
+        format!("h2: true, {settings}")
+    };
+    GatewayConfig::new()
+        .listen(&[H2C_LISTENER])
+        .upstream_with("grpc", server, &settings)
+        .route("{ path_prefix: \"/demo.Echo/\", upstream: grpc, auth: required }")
+        .tier("T", tier)
+        .api_key("key-of-acme", "acme", "T")
+}
+
+fn code(v: &Value) -> &str {
+    v["code"].as_str().unwrap_or_default()
+}
+
+/// The trailing metadata `name` of a call.
+fn trailer<'a>(v: &'a Value, name: &str) -> &'a str {
+    v["trailing"][name].as_str().unwrap_or_default()
+}
+
+/// What the backend saw (the Unary reply: its metadata and the request).
+fn seen_by_backend(v: &Value) -> Value {
+    serde_json::from_str(v["replies"][0].as_str().expect("a reply")).expect("reply JSON")
+}
+
+#[test]
+fn limited_calls_are_resource_exhausted_with_the_retry_delay() {
+    let redis = RedisServer::start();
+    let server = GrpcServer::start();
+    let yaml = config(&server.addr(), "", "{ limit: 1, per: 1d, burst: 3 }")
+        .redis(&redis.url(), STRICT_REDIS)
+        .yaml();
+    let gw = Gateway::start(&yaml);
+    let target = gw.listen_addr();
+
+    // A streaming call of 5 messages is one request: charged once.
+    let stream = call(target, &[KEY], &["stream", "--count", "5"]);
+    assert_eq!(code(&stream), "OK", "{stream}");
+    assert_eq!(stream["replies"].as_array().unwrap().len(), 5);
+
+    let unary = calls(
+        target,
+        &[KEY, "--metadata=x-trace=t-1"],
+        &["unary", "--n", "3"],
+    );
+    assert_eq!(code(&unary[0]), "OK", "{}", unary[0]);
+    assert_eq!(code(&unary[1]), "OK", "{}", unary[1]);
+    // Admitted calls carry the metadata the client sent, and the tenant tollgate found.
+    let seen = seen_by_backend(&unary[0]);
+    assert_eq!(seen["metadata"]["x-trace"], "t-1", "{seen}");
+    assert_eq!(seen["metadata"]["x-tollgate-tenant"], "acme", "{seen}");
+    assert_eq!(seen["request"], "hello");
+    assert!(unary[1]["initial"]["ratelimit"].is_string(), "{}", unary[1]);
+
+    let limited = &unary[2];
+    assert_eq!(code(limited), "RESOURCE_EXHAUSTED", "{limited}");
+    assert_eq!(limited["rich_status"], 8, "{limited}");
+    assert!(limited["details"].as_str().unwrap().contains("exhausted"));
+    // RetryInfo carries the wait that Retry-After gives, and the RateLimit fields are metadata.
+    let retry_after: f64 = trailer(limited, "retry-after")
+        .parse()
+        .expect("retry-after");
+    assert!(retry_after > 0.0, "{limited}");
+    assert_eq!(
+        limited["retry_delay_s"].as_f64(),
+        Some(retry_after),
+        "{limited}"
+    );
+    assert!(
+        trailer(limited, "ratelimit").starts_with("\"T\";r=0"),
+        "{limited}"
+    );
+    assert!(
+        !trailer(limited, "ratelimit-policy").is_empty(),
+        "{limited}"
+    );
+    assert!(!trailer(limited, "x-request-id").is_empty(), "{limited}");
+
+    // A streaming call is refused the same way.
+    let stream = call(target, &[KEY], &["stream", "--count", "5"]);
+    assert_eq!(code(&stream), "RESOURCE_EXHAUSTED", "{stream}");
+    assert_eq!(stream["replies"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn calls_without_credentials_are_unauthenticated_and_unknown_methods_unimplemented() {
+    let redis = RedisServer::start();
+    let server = GrpcServer::start();
+    let yaml = config(&server.addr(), "", "{ limit: 1, per: 1d, burst: 3 }")
+        .redis(&redis.url(), STRICT_REDIS)
+        .no_routes()
+        .route("{ path_prefix: \"/demo.Echo/Unary\", upstream: grpc, auth: required }")
+        .yaml();
+    let gw = Gateway::start(&yaml);
+    let target = gw.listen_addr();
+
+    let anonymous = call(target, &[], &["unary"]);
+    assert_eq!(code(&anonymous), "UNAUTHENTICATED", "{anonymous}");
+    assert_eq!(anonymous["rich_status"], 16);
+    assert_eq!(anonymous["retry_delay_s"], Value::Null);
+
+    // Routes match `/package.Service/Method` prefixes: Stream has none.
+    let unrouted = call(target, &[KEY], &["stream", "--count", "1"]);
+    assert_eq!(code(&unrouted), "UNIMPLEMENTED", "{unrouted}");
+
+    let routed = call(target, &[KEY], &["unary"]);
+    assert_eq!(code(&routed), "OK", "{routed}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_stream_keeps_its_slot_and_a_full_upstream_is_unavailable() {
+    let redis = RedisServer::start();
+    let server = GrpcServer::start();
+    let settings = "max_concurrency: 1, retry_after_s: 2";
+    let yaml = config(
+        &server.addr(),
+        settings,
+        "{ limit: 1, per: 1d, burst: 100 }",
+    )
+    .redis(&redis.url(), STRICT_REDIS)
+    .yaml();
+    let gw = Gateway::start(&yaml);
+    let target = gw.listen_addr().to_string();
+    let in_flight = || metric_or_zero(&gw, "tollgate_upstream_in_flight", &[("upstream", "grpc")]);
+
+    let held = HeldCall::open(&target, &[KEY]);
+    assert_eq!(in_flight(), 1.0);
+    let full = call(&target, &[KEY], &["unary"]);
+    assert_eq!(code(&full), "UNAVAILABLE", "{full}");
+    assert_eq!(full["rich_status"], 14);
+    assert_eq!(full["retry_delay_s"].as_f64(), Some(2.0), "{full}");
+    assert_eq!(trailer(&full, "retry-after"), "2");
+    // Still held: another call is refused too.
+    let again = call(&target, &[KEY], &["stream", "--count", "1"]);
+    assert_eq!(code(&again), "UNAVAILABLE", "{again}");
+
+    let cancelled = held.cancel();
+    assert_eq!(code(&cancelled), "CANCELLED", "{cancelled}");
+    server.wait_hold_ended(1);
+    assert!(
+        eventually(Duration::from_secs(30), || in_flight() == 0.0).await,
+        "the cancelled stream's slot was not released"
+    );
+    let after = call(&target, &[KEY], &["unary"]);
+    assert_eq!(code(&after), "OK", "{after}");
+}
+
+#[test]
+fn backend_statuses_pass_through_and_backend_failures_are_grpc_statuses() {
+    let redis = RedisServer::start();
+    let mut server = GrpcServer::start();
+    let settings = "read_timeout_ms: 1000";
+    let yaml = config(
+        &server.addr(),
+        settings,
+        "{ limit: 1, per: 1d, burst: 100 }",
+    )
+    .redis(&redis.url(), STRICT_REDIS)
+    .yaml();
+    let gw = Gateway::start(&yaml);
+    let target = gw.listen_addr();
+
+    // The backend's own status, message and trailers reach the client untouched.
+    let failed = call(target, &[KEY], &["fail"]);
+    assert_eq!(code(&failed), "NOT_FOUND", "{failed}");
+    assert_eq!(failed["details"], "no such thing");
+    assert_eq!(trailer(&failed, "x-backend-trailer"), "kept", "{failed}");
+
+    let slow = call(target, &[KEY], &["slow", "--seconds", "20"]);
+    assert_eq!(code(&slow), "DEADLINE_EXCEEDED", "{slow}");
+    assert_eq!(slow["rich_status"], 4);
+
+    server.stop();
+    let down = call(target, &[KEY], &["unary"]);
+    assert_eq!(code(&down), "UNAVAILABLE", "{down}");
+    assert_eq!(down["rich_status"], 14);
+}
+
+#[test]
+fn a_quota_store_down_with_on_failure_closed_is_unavailable() {
+    let server = GrpcServer::start();
+    let dead_redis = format!("redis://{}", free_addr());
+    let yaml = config(&server.addr(), "", "{ limit: 1, per: 1d, burst: 3 }")
+        .redis(&dead_redis, "timeout_ms: 200, on_failure: closed")
+        .yaml();
+    let gw = Gateway::start(&yaml);
+    let refused = call(gw.listen_addr(), &[KEY], &["unary"]);
+    assert_eq!(code(&refused), "UNAVAILABLE", "{refused}");
+    assert!(refused["retry_delay_s"].as_f64().is_some(), "{refused}");
+}
+
+#[test]
+fn the_edge_limit_is_resource_exhausted() {
+    let redis = RedisServer::start();
+    let server = GrpcServer::start();
+    let yaml = config(&server.addr(), "", "{ limit: 1, per: 1d, burst: 100 }")
+        .redis(&redis.url(), STRICT_REDIS)
+        .edge("{ limit: 1, per: 1d, burst: 1 }")
+        .yaml();
+    let gw = Gateway::start(&yaml);
+    let both = calls(gw.listen_addr(), &[KEY], &["unary", "--n", "2"]);
+    assert_eq!(code(&both[0]), "OK", "{}", both[0]);
+    assert_eq!(code(&both[1]), "RESOURCE_EXHAUSTED", "{}", both[1]);
+    assert!(both[1]["retry_delay_s"].as_f64().unwrap_or(0.0) > 0.0);
+}
+
+#[test]
+fn grpc_over_a_tls_listener_to_a_tls_h2_backend() {
+    let redis = RedisServer::start();
+    let ca = tls_common::Ca::new("grpc");
+    let gateway_cert = ca.server("gateway.test", &["localhost", "127.0.0.1"]);
+    let backend_cert = ca.server("backend.test", &["backend.test"]);
+    let server = GrpcServer::start_tls(&backend_cert.cert_file, &backend_cert.key_file);
+    let tls = format!(
+        "tls: {{ sni: backend.test, ca_file: \"{}\" }}",
+        ca.cert_file
+    );
+    let listener = format!(
+        "{{ addr: \"{{listen}}\", tls: {{ {} }}, h2: true }}",
+        gateway_cert.yaml_pair()
+    );
+    let yaml = config(&server.addr(), &tls, "{ limit: 1, per: 1d, burst: 2 }")
+        .redis(&redis.url(), STRICT_REDIS)
+        .listen(&[&listener])
+        .yaml();
+    let gw = Gateway::start(&yaml);
+    let tls_opt = format!("--tls={}", ca.cert_file);
+    let both = calls(gw.listen_addr(), &[KEY, &tls_opt], &["unary", "--n", "3"]);
+    assert_eq!(code(&both[0]), "OK", "{}", both[0]);
+    assert_eq!(
+        seen_by_backend(&both[0])["metadata"]["x-forwarded-proto"],
+        "https"
+    );
+    assert_eq!(code(&both[2]), "RESOURCE_EXHAUSTED", "{}", both[2]);
+}
