@@ -20,7 +20,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT" || exit 1
 PROFILE=${TOLLGATE_DEMO_PROFILE:-debug}
 
-"$ROOT/scripts/prereqs.sh" || exit 1
+"$ROOT/scripts/prereqs.sh" curl || exit 1
 # shellcheck disable=SC2046 # one requirement per word
 VENV=$("$ROOT/scripts/venv.sh" $(cat demo/grpc/requirements.txt)) || exit 1
 PY=$VENV/bin/python
