@@ -26,7 +26,6 @@ const H2C_LISTENER: &str = "{ addr: \"{listen}\", h2: true }";
 /// A gateway config: h2c listener, upstream `grpc` (h2) → `server` with `settings`, one route
 /// `/demo.Echo/` (API key required), tenant `acme` on tier `T` sized `tier`.
 fn config(server: &str, settings: &str, tier: &str) -> GatewayConfig {
-    let redis = RedisServer::start();
     let settings = if settings.is_empty() {
         "h2: true".to_string()
     } else {
