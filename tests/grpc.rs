@@ -113,13 +113,16 @@ fn limited_calls_are_resource_exhausted_with_the_retry_delay() {
 }
 
 #[test]
-fn calls_without_credentials_are_unauthenticated_and_unknown_methods_unimplemented() {
+fn refusals_before_the_backend_map_to_their_codes() {
     let redis = RedisServer::start();
     let server = GrpcServer::start();
     let yaml = config(&server.addr(), "", "{ limit: 1, per: 1d, burst: 3 }")
         .redis(&redis.url(), STRICT_REDIS)
         .no_routes()
-        .route("{ path_prefix: \"/demo.Echo/Unary\", upstream: grpc, auth: required }")
+        .route(
+            "{ path_prefix: \"/demo.Echo/Unary\", upstream: grpc, auth: required, \
+             max_body_bytes: 64 }",
+        )
         .yaml();
     let gw = Gateway::start(&yaml);
     let target = gw.listen_addr();
@@ -135,6 +138,52 @@ fn calls_without_credentials_are_unauthenticated_and_unknown_methods_unimplement
 
     let routed = call(target, &[KEY], &["unary"]);
     assert_eq!(code(&routed), "OK", "{routed}");
+
+    // A request message over the route's body limit, noticed while it streams.
+    let big = "x".repeat(200);
+    let too_big = call(target, &[KEY], &["unary", "--request", &big]);
+    assert_eq!(code(&too_big), "RESOURCE_EXHAUSTED", "{too_big}");
+    assert_eq!(too_big["rich_status"], 8);
+}
+
+/// The server's view of the connection a Unary call came on.
+fn peer_of(v: &Value) -> String {
+    seen_by_backend(v)["peer"]
+        .as_str()
+        .expect("peer")
+        .to_string()
+}
+
+#[test]
+fn h2_connections_to_a_backend_are_pooled_and_bounded_by_h2_max_streams() {
+    // (settings, whether a call made while a stream is held shares the held stream's connection)
+    for (settings, multiplexed) in [("", true), ("h2_max_streams: 1", false)] {
+        let redis = RedisServer::start();
+        let server = GrpcServer::start();
+        let yaml = config(
+            &server.addr(),
+            settings,
+            "{ limit: 1, per: 1d, burst: 100 }",
+        )
+        .redis(&redis.url(), STRICT_REDIS)
+        .yaml();
+        let gw = Gateway::start(&yaml);
+        let target = gw.listen_addr();
+
+        let held = HeldCall::open(target, &[KEY]);
+        let during = call(target, &[KEY], &["unary"]);
+        assert_eq!(code(&during), "OK", "{during}");
+        let same = peer_of(&during) == held.first_reply;
+        assert_eq!(
+            same, multiplexed,
+            "{settings:?}: held on {}, {during}",
+            held.first_reply
+        );
+        // Calls one after another reuse the pooled connection.
+        let after = calls(target, &[KEY], &["unary", "--n", "2"]);
+        assert_eq!(peer_of(&after[0]), peer_of(&after[1]), "{settings:?}");
+        held.cancel();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

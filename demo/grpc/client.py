@@ -14,7 +14,7 @@ Usage:
   python client.py TARGET ... fail
   python client.py TARGET ... slow --seconds S
   python client.py TARGET ... hold
-      opens /demo.Echo/Hold, prints {"event": "open"} after its first message, then cancels the
+      opens /demo.Echo/Hold, prints {"event": "open", "reply": <first message>}, then cancels the
       call when a line "cancel" arrives on stdin and prints the call's line.
 Exit status 0 (the outcomes are in the output).
 """
@@ -75,15 +75,15 @@ def stream(channel, metadata, name, request, on_first=None):
         for reply in call:
             replies.append(reply.decode())
             if on_first is not None and len(replies) == 1:
-                on_first(call)
+                on_first(call, replies[0])
         report(name, call.code(), call.details(), call.trailing_metadata(), call.initial_metadata(), replies)
     except grpc.RpcError as e:
         err = e if e.code() != grpc.StatusCode.CANCELLED else None
         report(name, e.code(), e.details(), e.trailing_metadata(), e.initial_metadata(), replies, err)
 
 
-def hold_until_cancel(call):
-    print(json.dumps({"event": "open"}), flush=True)
+def hold_until_cancel(call, first):
+    print(json.dumps({"event": "open", "reply": first}), flush=True)
     for line in sys.stdin:
         if line.strip() == "cancel":
             break

@@ -1,11 +1,12 @@
 """A small real gRPC server (grpcio, no generated code) behind tollgate in the gRPC tests and demo.
 
 Service `demo.Echo`, messages as raw bytes:
-  /demo.Echo/Unary   unary: replies with JSON {"metadata": {...}, "request": "<text>"}: the
-                     invocation metadata the server received and the request.
+  /demo.Echo/Unary   unary: replies with JSON {"metadata": {...}, "request": "<text>",
+                     "peer": "ipv4:127.0.0.1:<port>"}: the invocation metadata the server received,
+                     the request and the connection it came on.
   /demo.Echo/Stream  server streaming: the request is a count N; replies N messages "0".."N-1".
-  /demo.Echo/Hold    server streaming: one message "open", then holds the call open until the
-                     client cancels it (or 120 s pass).
+  /demo.Echo/Hold    server streaming: one message (the peer, as in Unary), then holds the
+                     call open until the client cancels it (or 120 s pass).
   /demo.Echo/Slow    unary: the request is a number of seconds; replies "slept" after them.
   /demo.Echo/Fail    unary: fails with NOT_FOUND "no such thing" and trailing metadata
                      x-backend-trailer: kept (a backend's own status and trailers).
@@ -36,7 +37,8 @@ def say(line):
 
 def unary(request, context):
     metadata = {k: v for k, v in context.invocation_metadata() if not k.endswith("-bin")}
-    return json.dumps({"metadata": metadata, "request": request.decode()}).encode()
+    reply = {"metadata": metadata, "request": request.decode(), "peer": context.peer()}
+    return json.dumps(reply).encode()
 
 
 def stream(request, context):
@@ -49,7 +51,7 @@ def hold(request, context):
     ended = threading.Event()
     context.add_callback(ended.set)
     try:
-        yield b"open"
+        yield context.peer().encode()
         ended.wait(120)
     finally:
         with lock:

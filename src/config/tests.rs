@@ -66,9 +66,15 @@ fn h2_upstreams_and_their_stream_limit() {
     let c = parse(BASE).unwrap();
     assert_eq!(c.upstreams["orders"].h2, None, "HTTP/1.1 by default");
     let c = parse(&with("h2: true")).unwrap();
-    assert_eq!(c.upstreams["orders"].h2, Some(H2Settings { max_streams: 100 }));
+    assert_eq!(
+        c.upstreams["orders"].h2,
+        Some(H2Settings { max_streams: 100 })
+    );
     let c = parse(&with("h2: true, h2_max_streams: 8")).unwrap();
-    assert_eq!(c.upstreams["orders"].h2, Some(H2Settings { max_streams: 8 }));
+    assert_eq!(
+        c.upstreams["orders"].h2,
+        Some(H2Settings { max_streams: 8 })
+    );
     assert_eq!(
         errors(&with("h2_max_streams: 8")),
         ["upstreams.orders.h2_max_streams: needs h2: true"]

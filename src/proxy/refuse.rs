@@ -6,7 +6,7 @@
 use super::ctx::Ctx;
 use crate::observe::metrics::METRICS;
 use crate::pipeline::{Decision, Layer, Outcome, Rejection};
-use crate::response::send_refusal;
+use crate::response::{send_refusal, Problem};
 use pingora::prelude::*;
 use pingora::proxy::Session;
 
@@ -30,6 +30,20 @@ pub(super) async fn refuse(session: &mut Session, ctx: &mut Ctx, r: Rejection) -
     // A client that went away cannot be answered; that is not our error.
     let _ = send_refusal(session, &r.problem, ctx.request_id(), &headers).await;
     Ok(true)
+}
+
+/// Writes `problem` (with the request's rate-limit headers) as the answer, unless one was written
+/// already; for refusals found after the request was handed to Pingora's proxying (an error
+/// `fail_to_proxy` would otherwise answer). Counting is the caller's.
+pub(super) async fn answer_now(session: &mut Session, ctx: &Ctx, problem: &Problem) {
+    if session.response_written().is_some() {
+        return;
+    }
+    // Pingora closes the downstream after an error: say so in the response.
+    session.set_keepalive(None);
+    let headers = ctx.quota_pairs();
+    // A client that went away cannot be answered; that is not our error.
+    let _ = send_refusal(session, problem, ctx.request_id(), &headers).await;
 }
 
 /// Counts one decision of `layer` (and, for the tenant layer, the per-tenant counter).

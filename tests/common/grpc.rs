@@ -154,6 +154,9 @@ pub struct HeldCall {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
+    /// The call's first message: the server's view of the connection it came on
+    /// (`ipv4:127.0.0.1:<port>`).
+    pub first_reply: String,
 }
 
 impl HeldCall {
@@ -171,12 +174,13 @@ impl HeldCall {
             .expect("spawn client.py hold");
         let stdin = child.stdin.take();
         let lines = lines_of(&mut child);
-        let first = next_line(&lines, "{");
-        assert_eq!(first, r#"{"event": "open"}"#, "held call did not open");
+        let first: Value = serde_json::from_str(&next_line(&lines, "{")).expect("JSON line");
+        assert_eq!(first["event"], "open", "held call did not open: {first}");
         HeldCall {
             child,
             stdin,
             lines,
+            first_reply: first["reply"].as_str().unwrap_or_default().to_string(),
         }
     }
 
