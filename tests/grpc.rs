@@ -23,20 +23,51 @@ const KEY: &str = "--metadata=x-api-key=key-of-acme";
 /// A plaintext h2 (prior knowledge) listener.
 const H2C_LISTENER: &str = "{ addr: \"{listen}\", h2: true }";
 
-/// A gateway config: h2c listener, upstream `grpc` (h2) → `server` with `settings`, one route
-/// `/demo.Echo/` (API key required), tenant `acme` on tier `T` sized `tier`.
-fn config(server: &str, settings: &str, tier: &str) -> GatewayConfig {
-    let settings = if settings.is_empty() {
-        "h2: true".to_string()
-    } else {
-        format!("h2: true, {settings}")
-    };
-    GatewayConfig::new()
-        .listen(&[H2C_LISTENER])
-        .upstream_with("grpc", server, &settings)
-        .route("{ path_prefix: \"/demo.Echo/\", upstream: grpc, auth: required }")
-        .tier("T", tier)
-        .api_key("key-of-acme", "acme", "T")
+/// A real gRPC server behind a gateway with its own Redis: h2c listener, upstream `grpc` (h2) →
+/// the server with extra `settings`, one route `/demo.Echo/` (API key required), tenant `acme` on
+/// tier `T` sized `tier`.
+struct Rig {
+    _redis: RedisServer,
+    server: GrpcServer,
+    gw: Gateway,
+}
+
+impl Rig {
+    fn start(settings: &str, tier: &str) -> Rig {
+        Rig::start_with(GrpcServer::start(), settings, tier, |c| c)
+    }
+
+    /// [`start`](Self::start) with `server`, and `edit` applied to the config before it starts.
+    fn start_with(
+        server: GrpcServer,
+        settings: &str,
+        tier: &str,
+        edit: impl FnOnce(GatewayConfig) -> GatewayConfig,
+    ) -> Rig {
+        let redis = RedisServer::start();
+        let settings = match settings {
+            "" => "h2: true".to_string(),
+            more => format!("h2: true, {more}"),
+        };
+        let config = GatewayConfig::new()
+            .listen(&[H2C_LISTENER])
+            .redis(&redis.url(), STRICT_REDIS)
+            .upstream_with("grpc", &server.addr(), &settings)
+            .route("{ path_prefix: \"/demo.Echo/\", upstream: grpc, auth: required }")
+            .tier("T", tier)
+            .api_key("key-of-acme", "acme", "T");
+        let gw = Gateway::start(&edit(config).yaml());
+        Rig {
+            _redis: redis,
+            server,
+            gw,
+        }
+    }
+
+    /// The gateway's listener, `127.0.0.1:P`.
+    fn target(&self) -> &str {
+        self.gw.listen_addr()
+    }
 }
 
 fn code(v: &Value) -> &str {
@@ -55,13 +86,8 @@ fn seen_by_backend(v: &Value) -> Value {
 
 #[test]
 fn limited_calls_are_resource_exhausted_with_the_retry_delay() {
-    let redis = RedisServer::start();
-    let server = GrpcServer::start();
-    let yaml = config(&server.addr(), "", "{ limit: 1, per: 1d, burst: 3 }")
-        .redis(&redis.url(), STRICT_REDIS)
-        .yaml();
-    let gw = Gateway::start(&yaml);
-    let target = gw.listen_addr();
+    let rig = Rig::start("", "{ limit: 1, per: 1d, burst: 3 }");
+    let target = rig.target();
 
     // A streaming call of 5 messages is one request: charged once.
     let stream = call(target, &[KEY], &["stream", "--count", "5"]);
@@ -114,18 +140,19 @@ fn limited_calls_are_resource_exhausted_with_the_retry_delay() {
 
 #[test]
 fn refusals_before_the_backend_map_to_their_codes() {
-    let redis = RedisServer::start();
-    let server = GrpcServer::start();
-    let yaml = config(&server.addr(), "", "{ limit: 1, per: 1d, burst: 3 }")
-        .redis(&redis.url(), STRICT_REDIS)
-        .no_routes()
-        .route(
+    let unary_only = |c: GatewayConfig| {
+        c.no_routes().route(
             "{ path_prefix: \"/demo.Echo/Unary\", upstream: grpc, auth: required, \
              max_body_bytes: 64 }",
         )
-        .yaml();
-    let gw = Gateway::start(&yaml);
-    let target = gw.listen_addr();
+    };
+    let rig = Rig::start_with(
+        GrpcServer::start(),
+        "",
+        "{ limit: 1, per: 1d, burst: 3 }",
+        unary_only,
+    );
+    let target = rig.target();
 
     let anonymous = call(target, &[], &["unary"]);
     assert_eq!(code(&anonymous), "UNAUTHENTICATED", "{anonymous}");
@@ -158,17 +185,8 @@ fn peer_of(v: &Value) -> String {
 fn h2_connections_to_a_backend_are_pooled_and_bounded_by_h2_max_streams() {
     // (settings, whether a call made while a stream is held shares the held stream's connection)
     for (settings, multiplexed) in [("", true), ("h2_max_streams: 1", false)] {
-        let redis = RedisServer::start();
-        let server = GrpcServer::start();
-        let yaml = config(
-            &server.addr(),
-            settings,
-            "{ limit: 1, per: 1d, burst: 100 }",
-        )
-        .redis(&redis.url(), STRICT_REDIS)
-        .yaml();
-        let gw = Gateway::start(&yaml);
-        let target = gw.listen_addr();
+        let rig = Rig::start(settings, "{ limit: 1, per: 1d, burst: 100 }");
+        let target = rig.target();
 
         let held = HeldCall::open(target, &[KEY]);
         let during = call(target, &[KEY], &["unary"]);
@@ -188,56 +206,44 @@ fn h2_connections_to_a_backend_are_pooled_and_bounded_by_h2_max_streams() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_stream_keeps_its_slot_and_a_full_upstream_is_unavailable() {
-    let redis = RedisServer::start();
-    let server = GrpcServer::start();
     let settings = "max_concurrency: 1, retry_after_s: 2";
-    let yaml = config(
-        &server.addr(),
-        settings,
-        "{ limit: 1, per: 1d, burst: 100 }",
-    )
-    .redis(&redis.url(), STRICT_REDIS)
-    .yaml();
-    let gw = Gateway::start(&yaml);
-    let target = gw.listen_addr().to_string();
-    let in_flight = || metric_or_zero(&gw, "tollgate_upstream_in_flight", &[("upstream", "grpc")]);
+    let rig = Rig::start(settings, "{ limit: 1, per: 1d, burst: 100 }");
+    let target = rig.target();
+    let in_flight = || {
+        metric_or_zero(
+            &rig.gw,
+            "tollgate_upstream_in_flight",
+            &[("upstream", "grpc")],
+        )
+    };
 
-    let held = HeldCall::open(&target, &[KEY]);
+    let held = HeldCall::open(target, &[KEY]);
     assert_eq!(in_flight(), 1.0);
-    let full = call(&target, &[KEY], &["unary"]);
+    let full = call(target, &[KEY], &["unary"]);
     assert_eq!(code(&full), "UNAVAILABLE", "{full}");
     assert_eq!(full["rich_status"], 14);
     assert_eq!(full["retry_delay_s"].as_f64(), Some(2.0), "{full}");
     assert_eq!(trailer(&full, "retry-after"), "2");
     // Still held: another call is refused too.
-    let again = call(&target, &[KEY], &["stream", "--count", "1"]);
+    let again = call(target, &[KEY], &["stream", "--count", "1"]);
     assert_eq!(code(&again), "UNAVAILABLE", "{again}");
 
     let cancelled = held.cancel();
     assert_eq!(code(&cancelled), "CANCELLED", "{cancelled}");
-    server.wait_hold_ended(1);
+    rig.server.wait_hold_ended(1);
     assert!(
         eventually(Duration::from_secs(30), || in_flight() == 0.0).await,
         "the cancelled stream's slot was not released"
     );
-    let after = call(&target, &[KEY], &["unary"]);
+    let after = call(target, &[KEY], &["unary"]);
     assert_eq!(code(&after), "OK", "{after}");
 }
 
 #[test]
 fn backend_statuses_pass_through_and_backend_failures_are_grpc_statuses() {
-    let redis = RedisServer::start();
-    let mut server = GrpcServer::start();
-    let settings = "read_timeout_ms: 1000";
-    let yaml = config(
-        &server.addr(),
-        settings,
-        "{ limit: 1, per: 1d, burst: 100 }",
-    )
-    .redis(&redis.url(), STRICT_REDIS)
-    .yaml();
-    let gw = Gateway::start(&yaml);
-    let target = gw.listen_addr();
+    let mut rig = Rig::start("read_timeout_ms: 1000", "{ limit: 1, per: 1d, burst: 100 }");
+    let target = rig.target().to_string();
+    let target = target.as_str();
 
     // The backend's own status, message and trailers reach the client untouched.
     let failed = call(target, &[KEY], &["fail"]);
@@ -249,7 +255,7 @@ fn backend_statuses_pass_through_and_backend_failures_are_grpc_statuses() {
     assert_eq!(code(&slow), "DEADLINE_EXCEEDED", "{slow}");
     assert_eq!(slow["rich_status"], 4);
 
-    server.stop();
+    rig.server.stop();
     let down = call(target, &[KEY], &["unary"]);
     assert_eq!(code(&down), "UNAVAILABLE", "{down}");
     assert_eq!(down["rich_status"], 14);
@@ -257,27 +263,29 @@ fn backend_statuses_pass_through_and_backend_failures_are_grpc_statuses() {
 
 #[test]
 fn a_quota_store_down_with_on_failure_closed_is_unavailable() {
-    let server = GrpcServer::start();
     let dead_redis = format!("redis://{}", free_addr());
-    let yaml = config(&server.addr(), "", "{ limit: 1, per: 1d, burst: 3 }")
-        .redis(&dead_redis, "timeout_ms: 200, on_failure: closed")
-        .yaml();
-    let gw = Gateway::start(&yaml);
-    let refused = call(gw.listen_addr(), &[KEY], &["unary"]);
+    let redis_down = |c: GatewayConfig| c.redis(&dead_redis, "timeout_ms: 200, on_failure: closed");
+    let rig = Rig::start_with(
+        GrpcServer::start(),
+        "",
+        "{ limit: 1, per: 1d, burst: 3 }",
+        redis_down,
+    );
+    let refused = call(rig.target(), &[KEY], &["unary"]);
     assert_eq!(code(&refused), "UNAVAILABLE", "{refused}");
     assert!(refused["retry_delay_s"].as_f64().is_some(), "{refused}");
 }
 
 #[test]
 fn the_edge_limit_is_resource_exhausted() {
-    let redis = RedisServer::start();
-    let server = GrpcServer::start();
-    let yaml = config(&server.addr(), "", "{ limit: 1, per: 1d, burst: 100 }")
-        .redis(&redis.url(), STRICT_REDIS)
-        .edge("{ limit: 1, per: 1d, burst: 1 }")
-        .yaml();
-    let gw = Gateway::start(&yaml);
-    let both = calls(gw.listen_addr(), &[KEY], &["unary", "--n", "2"]);
+    let edge = |c: GatewayConfig| c.edge("{ limit: 1, per: 1d, burst: 1 }");
+    let rig = Rig::start_with(
+        GrpcServer::start(),
+        "",
+        "{ limit: 1, per: 1d, burst: 100 }",
+        edge,
+    );
+    let both = calls(rig.target(), &[KEY], &["unary", "--n", "2"]);
     assert_eq!(code(&both[0]), "OK", "{}", both[0]);
     assert_eq!(code(&both[1]), "RESOURCE_EXHAUSTED", "{}", both[1]);
     assert!(both[1]["retry_delay_s"].as_f64().unwrap_or(0.0) > 0.0);
@@ -285,7 +293,6 @@ fn the_edge_limit_is_resource_exhausted() {
 
 #[test]
 fn grpc_over_a_tls_listener_to_a_tls_h2_backend() {
-    let redis = RedisServer::start();
     let ca = tls_common::Ca::new("grpc");
     let gateway_cert = ca.server("gateway.test", &["localhost", "127.0.0.1"]);
     let backend_cert = ca.server("backend.test", &["backend.test"]);
@@ -298,13 +305,15 @@ fn grpc_over_a_tls_listener_to_a_tls_h2_backend() {
         "{{ addr: \"{{listen}}\", tls: {{ {} }}, h2: true }}",
         gateway_cert.yaml_pair()
     );
-    let yaml = config(&server.addr(), &tls, "{ limit: 1, per: 1d, burst: 2 }")
-        .redis(&redis.url(), STRICT_REDIS)
-        .listen(&[&listener])
-        .yaml();
-    let gw = Gateway::start(&yaml);
+    let tls_listener = |c: GatewayConfig| c.listen(&[&listener]);
+    let rig = Rig::start_with(
+        server,
+        &tls,
+        "{ limit: 1, per: 1d, burst: 2 }",
+        tls_listener,
+    );
     let tls_opt = format!("--tls={}", ca.cert_file);
-    let both = calls(gw.listen_addr(), &[KEY, &tls_opt], &["unary", "--n", "3"]);
+    let both = calls(rig.target(), &[KEY, &tls_opt], &["unary", "--n", "3"]);
     assert_eq!(code(&both[0]), "OK", "{}", both[0]);
     assert_eq!(
         seen_by_backend(&both[0])["metadata"]["x-forwarded-proto"],
