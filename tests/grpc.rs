@@ -1,9 +1,9 @@
 //! gRPC through tollgate, black-box, with the real `grpcio` client and server of `demo/grpc/`:
 //! every refusal a gRPC client gets is a gRPC status it can act on (RESOURCE_EXHAUSTED with the
-//! `RetryInfo` delay, UNAUTHENTICATED, UNAVAILABLE, UNIMPLEMENTED, DEADLINE_EXCEEDED), admitted
-//! calls reach the server over h2c or TLS h2 with their metadata, a streaming call is charged
-//! once, a held stream keeps its upstream slot until it is cancelled, and a backend's own status
-//! and trailers pass through untouched.
+//! `RetryInfo` delay, UNAUTHENTICATED, PERMISSION_DENIED, UNAVAILABLE, UNIMPLEMENTED,
+//! DEADLINE_EXCEEDED), admitted calls reach the server over h2c or TLS h2 with their metadata,
+//! a streaming call is charged once, a held stream keeps its upstream slot until it is
+//! cancelled, and a backend's own status and trailers pass through untouched.
 //!
 //! Limits are sized so that refill cannot change a count during a test (`per: 1d`).
 
@@ -320,4 +320,40 @@ fn grpc_over_a_tls_listener_to_a_tls_h2_backend() {
         "https"
     );
     assert_eq!(code(&both[2]), "RESOURCE_EXHAUSTED", "{}", both[2]);
+}
+
+#[test]
+fn a_token_naming_a_tier_that_does_not_exist_is_permission_denied() {
+    let secrets = tempfile::tempdir().expect("temp dir");
+    let secret_file = secrets.path().join("hs256.secret");
+    let secret = "grpc-test-hmac-secret-0123456789abcdef";
+    std::fs::write(&secret_file, secret).expect("write secret");
+    let jwt = format!(
+        "{{ tier_claim: tier, keys: [{{ kid: h1, algorithm: HS256, secret_file: \"{}\" }}] }}",
+        secret_file.display()
+    );
+    let with_jwt = |c: GatewayConfig| c.jwt(&jwt);
+    let rig = Rig::start_with(
+        GrpcServer::start(),
+        "",
+        "{ limit: 1, per: 1d, burst: 3 }",
+        with_jwt,
+    );
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+        + 3600;
+    let claims = serde_json::json!({ "sub": "acme", "tier": "platinum", "exp": exp });
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
+    header.kid = Some("h1".to_string());
+    let key = jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()).expect("HMAC key");
+    let token = jsonwebtoken::encode(&header, &claims, &key).expect("token");
+    let bearer = format!("--metadata=authorization=Bearer {token}");
+    let denied = call(rig.target(), &[&bearer], &["unary"]);
+    assert_eq!(code(&denied), "PERMISSION_DENIED", "{denied}");
+    assert!(
+        denied["details"].as_str().unwrap().contains("platinum"),
+        "{denied}"
+    );
 }
