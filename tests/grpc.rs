@@ -357,3 +357,25 @@ fn a_token_naming_a_tier_that_does_not_exist_is_permission_denied() {
         "{denied}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_without_a_healthy_backend_is_unavailable() {
+    // The health check's GET goes over h2c, which a plain gRPC server refuses: the backend is
+    // marked unhealthy after the first round.
+    let settings = "health_check: { path: \"/healthz\", interval_s: 1 }";
+    let rig = Rig::start(settings, "{ limit: 1, per: 1d, burst: 1000 }");
+    let mut last = Value::Null;
+    let unhealthy = eventually(Duration::from_secs(30), || {
+        last = call(rig.target(), &[KEY], &["unary"]);
+        code(&last) == "UNAVAILABLE"
+    })
+    .await;
+    assert!(unhealthy, "{last}");
+    assert!(
+        last["details"]
+            .as_str()
+            .unwrap()
+            .contains("no healthy backend"),
+        "{last}"
+    );
+}
