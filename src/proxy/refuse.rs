@@ -6,7 +6,8 @@
 use super::ctx::Ctx;
 use crate::observe::metrics::METRICS;
 use crate::pipeline::{Decision, Layer, Outcome, Rejection};
-use crate::response::{send_refusal, Problem};
+use crate::response::render::send_refusal;
+use crate::response::Problem;
 use pingora::prelude::*;
 use pingora::proxy::Session;
 

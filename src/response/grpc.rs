@@ -17,6 +17,8 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
 pub enum Code {
     /// 2: a refusal with no better match.
     Unknown = 2,
+    /// 3: the request itself is malformed or lacks what a limit needs, whatever the state.
+    InvalidArgument = 3,
     /// 4: the upstream or the request head did not arrive in time.
     DeadlineExceeded = 4,
     /// 7: the caller is known but may not do this.
@@ -25,8 +27,6 @@ pub enum Code {
     ResourceExhausted = 8,
     /// 12: no route for this service or method.
     Unimplemented = 12,
-    /// 13: a malformed request.
-    Internal = 13,
     /// 14: no capacity now: upstream full or unhealthy, rate limiter failed closed, backend
     /// unreachable or failed.
     Unavailable = 14,
@@ -39,11 +39,11 @@ impl Code {
     pub fn as_str(self) -> &'static str {
         match self {
             Code::Unknown => "2",
+            Code::InvalidArgument => "3",
             Code::DeadlineExceeded => "4",
             Code::PermissionDenied => "7",
             Code::ResourceExhausted => "8",
             Code::Unimplemented => "12",
-            Code::Internal => "13",
             Code::Unavailable => "14",
             Code::Unauthenticated => "16",
         }
@@ -56,8 +56,9 @@ impl Code {
 /// The problem type decides first, so a quota refusal is `RESOURCE_EXHAUSTED` whatever
 /// `response.status` says, and a capacity refusal (upstream full, rate limiter failed closed) is
 /// `UNAVAILABLE`. Otherwise the HTTP status: 401 → 16, 403 → 7, 404 → 12, 408/504 → 4,
-/// 413/429/431 → 8, 502/503 → 14, 400 → 13, anything else → 2 (the gRPC HTTP-to-status
-/// mapping, grpc/grpc `doc/http-grpc-status-mapping.md`, for the ones the contract leaves open).
+/// 413/429/431 → 8, 502/503 → 14, 400 → 3, anything else → 2 (as gRPC's own HTTP-to-status
+/// mapping, grpc/grpc `doc/http-grpc-status-mapping.md`, except that tollgate's 400 is a refusal
+/// of the client's request, not a transport failure: `INVALID_ARGUMENT`, not `INTERNAL`).
 pub fn code_for(status: u16, type_uri: &str) -> Code {
     if type_uri == QUOTA_EXCEEDED {
         return Code::ResourceExhausted;
@@ -72,7 +73,7 @@ pub fn code_for(status: u16, type_uri: &str) -> Code {
         408 | 504 => Code::DeadlineExceeded,
         413 | 429 | 431 => Code::ResourceExhausted,
         502 | 503 => Code::Unavailable,
-        400 => Code::Internal,
+        400 => Code::InvalidArgument,
         _ => Code::Unknown,
     }
 }

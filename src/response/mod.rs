@@ -17,7 +17,7 @@ pub mod rpc_status;
 
 pub use problem::{Problem, QUOTA_EXCEEDED, REDUCED_CAPACITY};
 pub use ratelimit::{QuotaHeaders, QuotaReport};
-pub use render::{problem_response_bytes, send_problem, send_refusal};
+pub use render::{problem_response_bytes, send_problem};
 
 #[cfg(test)]
 mod tests;

@@ -13,7 +13,7 @@ fn problem_types_decide_before_the_status() {
 #[test]
 fn statuses_map_as_the_table_says() {
     let table = [
-        (400, Code::Internal),
+        (400, Code::InvalidArgument),
         (401, Code::Unauthenticated),
         (403, Code::PermissionDenied),
         (404, Code::Unimplemented),
