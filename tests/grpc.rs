@@ -136,6 +136,22 @@ fn limited_calls_are_resource_exhausted_with_the_retry_delay() {
     let stream = call(target, &[KEY], &["stream", "--count", "5"]);
     assert_eq!(code(&stream), "RESOURCE_EXHAUSTED", "{stream}");
     assert_eq!(stream["replies"].as_array().unwrap().len(), 0);
+
+    // Metrics count the refusals by the status they have for other clients (429), not by the
+    // 200 of a trailers-only answer.
+    let by_class = |class: &str| {
+        let labels = [("route", "routes[0]"), ("status_class", class)];
+        metric_or_zero(&rig.gw, "tollgate_requests_total", &labels)
+    };
+    let counted = wait_until(Duration::from_secs(30), || {
+        (by_class("4xx"), by_class("2xx")) == (2.0, 3.0)
+    });
+    assert!(
+        counted,
+        "4xx: {}, 2xx: {}",
+        by_class("4xx"),
+        by_class("2xx")
+    );
 }
 
 #[test]

@@ -29,14 +29,19 @@ pub(super) async fn refuse(session: &mut Session, ctx: &mut Ctx, r: Rejection) -
     let mut headers = r.response_headers();
     headers.extend(ctx.quota_pairs());
     // A client that went away cannot be answered; that is not our error.
-    let _ = send_refusal(session, &r.problem, ctx.request_id(), &headers).await;
+    if send_refusal(session, &r.problem, ctx.request_id(), &headers)
+        .await
+        .is_ok()
+    {
+        ctx.refused_with = Some(r.problem.status);
+    }
     Ok(true)
 }
 
 /// Writes `problem` (with the request's rate-limit headers) as the answer, unless one was written
 /// already; for refusals found after the request was handed to Pingora's proxying (an error
 /// `fail_to_proxy` would otherwise answer). Counting is the caller's.
-pub(super) async fn answer_now(session: &mut Session, ctx: &Ctx, problem: &Problem) {
+pub(super) async fn answer_now(session: &mut Session, ctx: &mut Ctx, problem: &Problem) {
     if session.response_written().is_some() {
         return;
     }
@@ -44,7 +49,12 @@ pub(super) async fn answer_now(session: &mut Session, ctx: &Ctx, problem: &Probl
     session.set_keepalive(None);
     let headers = ctx.quota_pairs();
     // A client that went away cannot be answered; that is not our error.
-    let _ = send_refusal(session, problem, ctx.request_id(), &headers).await;
+    if send_refusal(session, problem, ctx.request_id(), &headers)
+        .await
+        .is_ok()
+    {
+        ctx.refused_with = Some(problem.status);
+    }
 }
 
 /// Counts one decision of `layer` (and, for the tenant layer, the per-tenant counter).
