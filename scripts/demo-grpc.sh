@@ -35,15 +35,8 @@ TOLLGATE=$TARGET_DIR/$PROFILE/tollgate
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tollgate-grpc-demo.XXXXXX")
 PIDS=()
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  if [[ ${KEEP:-0} == 1 ]]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
-  exit "$rc"
-}
-trap cleanup EXIT
+# On exit: stop what was started (by pid), then drop $WORK unless KEEP=1.
+trap 'kill "${PIDS[@]}" 2>/dev/null; wait; [[ ${KEEP:-0} == 1 ]] && echo "kept $WORK" || rm -rf "$WORK"' EXIT
 trap 'exit 130' INT TERM
 
 read -r P_REDIS P_GW P_ADMIN < <(python3 - <<'PY'
