@@ -79,7 +79,8 @@ pub fn code_for(status: u16, type_uri: &str) -> Code {
 }
 
 /// True for a gRPC request: `content-type` is `application/grpc` or starts with
-/// `application/grpc+` / `application/grpc-` (`+proto`, `-web`, ...), in any case.
+/// `application/grpc+`, `application/grpc-` or `application/grpc;` (`+proto`, `-web`, ...), in
+/// any case.
 pub fn is_grpc(content_type: &[u8]) -> bool {
     const PREFIX: &[u8] = b"application/grpc";
     content_type.len() >= PREFIX.len()

@@ -40,6 +40,7 @@ fn grpc_content_types() {
         b"application/grpc+proto",
         b"Application/GRPC+json",
         b"application/grpc-web+proto",
+        b"application/grpc; charset=utf-8",
     ] {
         assert!(is_grpc(yes), "{}", String::from_utf8_lossy(yes));
     }
