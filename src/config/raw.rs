@@ -452,6 +452,11 @@ pub struct RawUpstream {
     pub read_timeout_ms: Option<i64>,
     pub health_check: Option<RawHealthCheck>,
     pub tls: Option<RawUpstreamTls>,
+    /// HTTP/2 to the backends: h2c (prior knowledge) to plain ones, ALPN `h2` with `tls`.
+    pub h2: Option<bool>,
+    /// Streams per pooled HTTP/2 connection (needs `h2: true`; default 100).
+    #[schemars(range(min = 1, max = 1000))]
+    pub h2_max_streams: Option<i64>,
 }
 
 /// `upstreams.<name>.tls`: HTTPS to the backends.

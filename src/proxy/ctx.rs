@@ -39,6 +39,10 @@ pub struct Ctx {
     pub(super) connect_tries: usize,
     /// Request body bytes received so far (for `routes[].max_body_bytes`).
     pub(super) body_bytes: u64,
+    /// The HTTP status of the refusal tollgate wrote, for the route metrics and the access log:
+    /// what the refusal is whatever the wire says (a gRPC call's refusal is HTTP 200 on the wire,
+    /// docs/grpc.md#what-a-refused-call-carries).
+    pub(super) refused_with: Option<u16>,
 }
 
 impl Ctx {
@@ -60,6 +64,7 @@ impl Ctx {
             decided: (Layer::Upstream, Outcome::Admitted),
             connect_tries: 0,
             body_bytes: 0,
+            refused_with: None,
         }
     }
 
