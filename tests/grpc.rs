@@ -395,3 +395,30 @@ async fn an_upstream_without_a_healthy_backend_is_unavailable() {
         "{last}"
     );
 }
+
+/// A streaming call holds its tenant's fleet-wide concurrency lease (`max_in_flight`) for its
+/// whole life: another call is RESOURCE_EXHAUSTED until it is cancelled, then the lease is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_stream_keeps_its_concurrency_lease() {
+    let rig = Rig::start("", "{ limit: 1, per: 1d, burst: 100, max_in_flight: 1 }");
+    let target = rig.target();
+    let held = HeldCall::open(target, &[KEY]);
+    let refused = call(target, &[KEY], &["unary"]);
+    assert_eq!(code(&refused), "RESOURCE_EXHAUSTED", "{refused}");
+    assert_eq!(
+        trailer(&refused, "ratelimit-policy"),
+        "\"T.concurrency\";q=1"
+    );
+    let cancelled = held.cancel();
+    assert_eq!(code(&cancelled), "CANCELLED", "{cancelled}");
+    let mut after = Value::Null;
+    let back = eventually(Duration::from_secs(10), || {
+        after = call(target, &[KEY], &["unary"]);
+        code(&after) == "OK"
+    })
+    .await;
+    assert!(
+        back,
+        "the cancelled stream's lease was not given back: {after}"
+    );
+}
