@@ -167,7 +167,11 @@ pub(super) async fn tenant_stage(
     ctx.tier = plan.as_ref().map(|p| p.limits.tier.name.clone());
     let status = snap.config.response.status;
     let mode = snap.config.response.headers;
-    if let Some(p) = &plan {
+    // Only a capped tier or a concurrency rule pays for a boxed future and a Redis call.
+    if let Some(p) = plan
+        .as_ref()
+        .filter(|p| p.limits.tier.max_in_flight.is_some())
+    {
         match Box::pin(pipeline::inflight::take(quota, p, status, mode)).await {
             Ok(lease) => ctx.inflight.extend(lease),
             Err(r) => {
@@ -179,14 +183,19 @@ pub(super) async fn tenant_stage(
     let (concurrency, rules): (Vec<_>, Vec<_>) = rules
         .into_iter()
         .partition(|(a, _)| a.rule.max_in_flight.is_some());
-    match Box::pin(pipeline::inflight::take_rules(
-        quota,
-        &concurrency,
-        status,
-        mode,
-    ))
-    .await
-    {
+    let leases = match concurrency.is_empty() {
+        true => Ok(Vec::new()),
+        false => {
+            Box::pin(pipeline::inflight::take_rules(
+                quota,
+                &concurrency,
+                status,
+                mode,
+            ))
+            .await
+        }
+    };
+    match leases {
         Ok(leases) => ctx.inflight.extend(leases),
         Err(r) => {
             let shadow = ctx.shadow_route();
