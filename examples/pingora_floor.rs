@@ -3,7 +3,8 @@
 //! no stages, no metrics, no request id, no header rewriting. `bench/run.py` runs it as variant
 //! P so that D − P is what tollgate's own request path costs on top of Pingora.
 //!
-//! Same allocator as tollgate (mimalloc).
+//! Same allocator as tollgate: mimalloc with the default `mimalloc` feature, the system one
+//! with `--no-default-features`.
 //!
 //! Usage: `pingora_floor <listen addr> <backend addr> <threads> [work_stealing: true|false]`
 //! (default `true`, Pingora's own default; the bench passes tollgate's `server.work_stealing`).
@@ -13,6 +14,7 @@ use pingora::prelude::*;
 use pingora::server::configuration::ServerConf;
 use std::time::Duration;
 
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -6,6 +6,10 @@
 //! The stages' decisions are in [`pipeline`]; [`proxy`] is the thin Pingora glue that runs them
 //! in order.
 
+// The layout of the admin API's `explain` future (a deep async call tree) needs a query depth
+// above the default 128 in the release build.
+#![recursion_limit = "256"]
+
 pub mod admin;
 pub mod concurrency;
 pub mod config;

@@ -2,7 +2,9 @@
 
 use clap::{Parser, Subcommand};
 
-/// mimalloc: less time in the allocator than glibc malloc on the request path (see bench/).
+/// mimalloc (default feature `mimalloc`): less time in the allocator than glibc malloc on the
+/// request path (see bench/RESULTS.md).
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::io::{IsTerminal, Read};

@@ -113,7 +113,7 @@ class ReferenceRun(unittest.TestCase):
         self.assertEqual([v.key for v in self.verdicts["throughput"]],
                          ["f_over_b", "e_over_d", "evalsha_per_admitted", "commands_per_read",
                           "g_flood", "added_p99", "f_over_t", "d_over_t0", "d_over_p_cpu",
-                          "f_over_p", "l_over_d"])
+                          "f_over_p", "l_over_d", "r_over_f"])
         self.assertEqual([v.key for v in self.verdicts["memory"]],
                          ["tracked_plateau", "bytes_per_client"])
 
@@ -263,6 +263,103 @@ class PeerAndFloorTargets(unittest.TestCase):
         v = self.verdict("lease_commands")
         self.assertIs(v.ok, False)
         self.assertEqual(v.value, [0.02, 0.0201])
+
+
+class RulesTargets(unittest.TestCase):
+    """Variant R (F + five tenant-keyed limit rules): R/F >= 0.9 and at most one script call
+    per tenant decision in every R rep, on the reference run's figures plus injected R ones."""
+
+    def setUp(self):
+        self.data = raw(load(REFERENCE))
+        self.s = self.data["throughput"]["summary"]
+        self.recs = self.data["throughput"]["records"]
+
+    def verdicts(self):
+        return by_key(targets.evaluate(self.data)["throughput"])
+
+    def r_rec(self, rep, calls, decisions, admitted=None):
+        return {"variant": "R", "rep": rep, "requests": decisions,
+                "redis": {"evalsha": calls, "eval": 0}, "tenant_decisions": decisions,
+                "tollgate": {"tenant_admitted": decisions if admitted is None else admitted}}
+
+    def test_reference_run_has_no_r(self):
+        v = self.verdicts()
+        self.assertIsNone(v["r_over_f"].ok)
+        self.assertEqual(v["r_over_f"].shown, "needs F and R")
+        self.assertNotIn("r_script_calls", v)
+
+    def test_r_over_f_threshold(self):
+        self.s["R"] = {"rps": self.s["F"]["rps"] * 0.9}
+        v = self.verdicts()["r_over_f"]
+        self.assertAlmostEqual(v.value, 0.9)
+        self.assertIs(v.ok, True)
+        self.s["R"]["rps"] *= 0.99
+        self.assertIs(self.verdicts()["r_over_f"].ok, False)
+
+    def test_one_script_call_per_decision_every_rep(self):
+        self.recs += [self.r_rec(1, 1000, 1000), self.r_rec(2, 700, 1000)]
+        v = self.verdicts()["r_script_calls"]
+        self.assertIs(v.ok, True)
+        self.assertEqual(v.value, [1.0, 0.7])
+        self.assertIn("1000/1000 = 1.0000", v.shown)
+
+    def test_more_calls_than_decisions_fails(self):
+        self.recs += [self.r_rec(1, 1000, 1000), self.r_rec(2, 1001, 1000)]
+        self.assertIs(self.verdicts()["r_script_calls"].ok, False)
+
+    def test_no_call_or_a_decision_outside_redis_fails(self):
+        self.recs += [self.r_rec(1, 0, 1000)]
+        self.assertIs(self.verdicts()["r_script_calls"].ok, False)
+        self.recs[-1] = self.r_rec(1, 990, 1000, admitted=990)
+        self.assertIs(self.verdicts()["r_script_calls"].ok, False)
+
+    def test_r_is_one_variant_name(self):
+        from tollgate_bench.variants import parse_variants, r_rules
+        self.assertEqual(parse_variants("PDFRT"), ["P", "D", "F", "R", "T"])
+        rules = r_rules()
+        self.assertEqual(len(rules), 5)
+        self.assertTrue(all("tenant" in r["key"] for r in rules))
+        self.assertGreaterEqual(len({r["algorithm"] for r in rules}), 2)
+
+
+class InflightVariant(unittest.TestCase):
+    """Variant M (F + the tier's max_in_flight): M/F is a printed ratio (no target), and script
+    calls per admitted request split into rate, lease acquire, release and renewal."""
+
+    def m_rec(self, evalsha, cs, admitted):
+        return {"variant": "M", "rep": 1, "requests": admitted,
+                "redis": {"evalsha": evalsha, "eval": 0, "commandstats": cs},
+                "tollgate": {"tenant_admitted": admitted}}
+
+    def test_m_over_f_ratio(self):
+        r = targets.throughput_ratios({"F": {"rps": 1000.0}, "M": {"rps": 800.0}})
+        self.assertAlmostEqual(r["M/F rps"], 0.8)
+        self.assertIsNone(targets.throughput_ratios({"F": {"rps": 1000.0}})["M/F rps"])
+
+    def test_no_m_target(self):
+        data = raw(load(REFERENCE))
+        data["throughput"]["summary"]["M"] = {"rps": 1.0}
+        keys = by_key(targets.evaluate(data)["throughput"])
+        self.assertFalse([k for k in keys if k.startswith("m_")])
+
+    def test_split_by_script(self):
+        # 1000 admitted: 2 renewals, 1000 acquires (ZCARD), 1000 releases (ZREM), 250 coalesced
+        # token-bucket calls; token_bucket.lua's own commands do not enter the split.
+        cs = {"zcard": 1000, "zrem": 1000, "zremrangebyscore": 1002, "hmget": 250, "evalsha": 2252}
+        c = targets.script_calls_split(self.m_rec(2252, cs, 1000))
+        self.assertEqual((c["calls"], c["acquire"], c["release"], c["renew"], c["rate"]),
+                         (2252, 1000, 1000, 2, 250))
+        self.assertEqual(c["admitted"], 1000)
+
+    def test_split_without_leases_is_all_rate(self):
+        c = targets.script_calls_split(self.m_rec(300, {"hmget": 300}, 1000))
+        self.assertEqual((c["acquire"], c["release"], c["renew"], c["rate"]), (0, 0, 0, 300))
+
+    def test_m_is_one_variant_name(self):
+        from tollgate_bench.variants import M_MAX_IN_FLIGHT, VARIANTS, parse_variants
+        self.assertEqual(parse_variants("PFMR"), ["P", "F", "M", "R"])
+        self.assertIn("M", VARIANTS)
+        self.assertGreater(M_MAX_IN_FLIGHT, 0)
 
 
 class FloorAgainstTraefik(unittest.TestCase):

@@ -58,6 +58,9 @@ def main(argv=None):
                         "(default true, tollgate's default)")
     g.add_argument("--tollgate-binary", default=None,
                    help="bench this tollgate binary instead of the target dir's (e.g. another commit's)")
+    g.add_argument("--floor-binary", default=None,
+                   help="run this Pingora floor (variant P) instead of the target dir's "
+                        "release/examples/pingora_floor (e.g. one built with another allocator)")
     g.add_argument("--results-dir", default=str(BENCH / "results"))
     g.add_argument("--keep-tmp", action="store_true", help="keep configs and logs of the run")
 
@@ -66,8 +69,8 @@ def main(argv=None):
     g.add_argument("--reps", type=int, default=3, help="repetitions, interleaved (default 3)")
     g.add_argument("--duration", type=int, default=10, help="seconds per measured run (default 10)")
     g.add_argument("--warmup", type=int, default=2, help="warm-up seconds before each run (default 2)")
-    g.add_argument("--variants", default="ABCT0TPDKEFGL",
-                   help="subset of A B C T0 T P D K E F G L, written together (default all)")
+    g.add_argument("--variants", default="ABCT0TPDKEFRMGL",
+                   help="subset of A B C T0 T P D K E F R M G L, written together (default all)")
     g.add_argument("--lease-tokens", type=int, default=100, help="L: tier lease tokens (default 100)")
     g.add_argument("--lease-hold", default="250ms", help="L: tier lease max_hold (default 250ms)")
     g.add_argument("--no-paced", action="store_true", help="skip the constant-rate latency phase")
@@ -149,7 +152,9 @@ def main(argv=None):
     binary, floor = build(args) if args.cmd != "capacity" else (None, None)
     if args.tollgate_binary:
         binary = Path(args.tollgate_binary).resolve()
-    data = {"environment": environment(args, binary), "params": vars(args)}
+    if args.floor_binary:
+        floor = Path(args.floor_binary).resolve()
+    data = {"environment": environment(args, binary, floor), "params": vars(args)}
     reports = []
     with Env(args.keep_tmp) as env:
         ctx = Ctx(args, env)

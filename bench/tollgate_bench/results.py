@@ -24,15 +24,18 @@ def build(args):
         if r.returncode != 0:
             raise BenchError("cargo build --release failed (use --skip-build to bench the "
                              "last built binaries)")
-    binary = target_dir / "release" / "tollgate"
-    floor = target_dir / "release" / "examples" / "pingora_floor"
+    # --tollgate-binary / --floor-binary replace the target dir's builds.
+    binary = Path(args.tollgate_binary) if getattr(args, "tollgate_binary", None) else \
+        target_dir / "release" / "tollgate"
+    floor = Path(args.floor_binary) if getattr(args, "floor_binary", None) else \
+        target_dir / "release" / "examples" / "pingora_floor"
     for b in (binary, floor):
         if not b.exists():
             raise BenchError(f"{b} not found (build first, or set CARGO_TARGET_DIR)")
     return binary, floor
 
 
-def environment(args, binary):
+def environment(args, binary, floor=None):
     def git(*a):
         r = subprocess.run(["git", *a], cwd=REPO, capture_output=True, text=True)
         return r.stdout.strip()
@@ -43,14 +46,18 @@ def environment(args, binary):
             return (r.stdout or r.stderr).strip().splitlines()[0]
         except (OSError, IndexError, subprocess.TimeoutExpired):
             return None
-    mtime = (datetime.datetime.fromtimestamp(os.stat(binary).st_mtime).isoformat(timespec="seconds")
-             if binary else None)
+    def mtime_of(path):
+        return (datetime.datetime.fromtimestamp(os.stat(path).st_mtime).isoformat(timespec="seconds")
+                if path and os.path.exists(path) else None)
+    mtime = mtime_of(binary)
     return {
         "git_commit": git("rev-parse", "HEAD"),
         "git_branch": git("rev-parse", "--abbrev-ref", "HEAD"),
         "git_dirty_files": len([l for l in git("status", "--porcelain").splitlines() if l]),
         "tollgate_binary": str(binary),
         "tollgate_binary_mtime": mtime,
+        "floor_binary": str(floor) if floor else None,
+        "floor_binary_mtime": mtime_of(floor),
         "host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
         "loadavg_at_start": os.getloadavg(),
         "nginx": version(["nginx", "-v"]), "wrk": version(["wrk", "--version"]),

@@ -59,6 +59,8 @@ def throughput_ratios(summary):
         "L/D rps": ratio(g("L", "rps"), g("D", "rps")),
         "L/F rps": ratio(g("L", "rps"), g("F", "rps")),
         "K/D rps": ratio(g("K", "rps"), g("D", "rps")),
+        "R/F rps": ratio(g("R", "rps"), g("F", "rps")),
+        "M/F rps": ratio(g("M", "rps"), g("F", "rps")),
         # The Pingora floor against Traefik: tollgate's path runs on top of the floor (D and F do
         # all P does and more), so D/T0 and F/T cannot exceed these in the same run.
         "P/T0 rps": ratio(g("P", "rps"), g("T0", "rps")),
@@ -182,6 +184,7 @@ def throughput_targets(res, paced_fraction):
         None if added is None else added <= 1.0,
         f"{added:.3f} ms" if added is not None else "needs A, B, F and the paced phase"))
     out.extend(issue18_targets(res))
+    out.extend(rules_targets(res))
     return out
 
 
@@ -224,6 +227,52 @@ def issue18_targets(res):
             [c for c, _ in figs], ok,
             "per rep: " + ", ".join(f"{c:.4f} (bound {1 / t + 0.01:.4f})" if c is not None and t
                                     else "n/a" for c, t in figs)))
+    return out
+
+
+def script_calls_per_decision(rec):
+    """(script calls, tenant decisions, tenant admitted) of one measured run with Redis:
+    EVALSHA + EVAL against the tenant layer's decisions (tollgate's /metrics deltas)."""
+    return (rec["redis"]["evalsha"] + rec["redis"].get("eval", 0), rec.get("tenant_decisions", 0),
+            (rec.get("tollgate") or {}).get("tenant_admitted", 0))
+
+
+def script_calls_split(rec):
+    """Script calls (EVALSHA + EVAL) of one measured run with Redis, split by script from what the
+    scripts run inside Redis (INFO commandstats counts their redis.call commands, not the
+    script): lease acquire = ZCARD (only lua/inflight_acquire.lua runs it; fleet_heartbeat.lua
+    does too, but only with redis.fleet_size: auto, which the bench does not set), lease release =
+    ZREM (lua/inflight_release.lua, once per call), lease renewal = ZREMRANGEBYSCORE - ZCARD
+    (inflight_renew.lua and inflight_acquire.lua both run it once), rate = the rest (the tier's
+    coalesced token bucket). A derived split: exact while no other script runs those commands.
+    Returns {"calls", "acquire", "release", "renew", "rate", "admitted", "requests"} (counts)."""
+    cs = rec["redis"].get("commandstats") or {}
+    calls = rec["redis"]["evalsha"] + rec["redis"].get("eval", 0)
+    acquire, release = cs.get("zcard", 0), cs.get("zrem", 0)
+    renew = max(0, cs.get("zremrangebyscore", 0) - acquire)
+    return {"calls": calls, "acquire": acquire, "release": release, "renew": renew,
+            "rate": calls - acquire - release - renew,
+            "admitted": (rec.get("tollgate") or {}).get("tenant_admitted", 0),
+            "requests": rec.get("requests", 0)}
+
+
+def rules_targets(res):
+    """Limit rules on the tenant's hash tag (variant R = F + five `limits:` rules keyed by
+    tenant): R >= 0.9 x F req/s (medians), and (every R rep) at most one Redis script call per
+    tenant decision, at least one call, every decision an admission made in Redis."""
+    r = throughput_ratios(res["summary"])
+    out = [_at_least("r_over_f", "R (F + five tenant-keyed rules) rps >= 0.90 x F rps",
+                     r["R/F rps"], 0.90, "R/F = {:.3f}", "needs F and R")]
+    rs = [x for x in res["records"] if x["variant"] == "R" and "redis" in x]
+    if rs:
+        figs = [script_calls_per_decision(x) for x in rs]
+        ok = all(0 < c <= d and a == d for c, d, a in figs)
+        out.append(Verdict(
+            "r_script_calls",
+            "R: at most 1.0 Redis script call per tenant decision, all in Redis (every rep)",
+            [c / d if d else None for c, d, _ in figs], ok,
+            "script calls/decision per rep: " + ", ".join(
+                f"{c}/{d} = {c / d:.4f}" if d else f"{c}/0" for c, d, _ in figs)))
     return out
 
 

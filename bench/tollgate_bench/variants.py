@@ -1,4 +1,4 @@
-"""The systems under test (A, B, C, T0, T, P, D-G, L; table in bench/README.md): start one,
+"""The systems under test (A, B, C, T0, T, P, D-G, R, M, L; table in bench/README.md): start one,
 probe it, stop it."""
 
 import re
@@ -6,6 +6,32 @@ import signal
 
 from .clients import http_get, redis_cmd
 from .common import API_KEY, HUGE, BenchError
+
+# Variant R's `limits:` rules: every one matches every bench request (no `match`) and has
+# `tenant` in its key, so all five share the tenant's hash tag and are decided with the tier in
+# one `lua/policy.lua` call. Two algorithms alternate; sizes reject nothing: F's tier's for
+# token_bucket, GCRA_HUGE for gcra (whose limit the validator caps at 2^26 per period).
+R_RULES = [
+    {"name": "r-tenant", "key": ["tenant"], "algorithm": "token_bucket"},
+    {"name": "r-method", "key": ["tenant", "method"], "algorithm": "gcra"},
+    {"name": "r-route", "key": ["tenant", "route"], "algorithm": "token_bucket"},
+    {"name": "r-client", "key": ["tenant", "client_ip"], "algorithm": "gcra"},
+    {"name": "r-api-key", "key": ["tenant", "header:x-api-key"], "algorithm": "token_bucket"},
+]
+
+
+GCRA_HUGE = 50_000_000
+
+# Variant M's tier `max_in_flight`: a fleet-wide lease per request (docs/fleet-concurrency.md),
+# sized far above any number of requests in flight in the bench, so no request is refused
+# (the validator takes any positive integer: src/config/validate/tiers.rs).
+M_MAX_IN_FLIGHT = 100_000
+
+
+def r_rules():
+    """The `limits:` list of variant R (fresh dicts, sizes that reject nothing)."""
+    size = lambda r: GCRA_HUGE if r["algorithm"] == "gcra" else HUGE
+    return [dict(r, limit=size(r), per="1s", burst=size(r)) for r in R_RULES]
 from .processes import free_port, wait_port
 from .servers import start_nginx_proxy, start_tollgate, tollgate_config
 from .traefik import start_traefik
@@ -21,6 +47,8 @@ VARIANTS = {
     "K": "tollgate as D with the access log on (RUST_LOG=warn,tollgate::access=info, to a file)",
     "E": "tollgate, edge + concurrency (memory, reject nothing)",
     "F": "tollgate, edge + API key + Redis tenant bucket + concurrency",
+    "R": "tollgate as F plus five limits: rules keyed by tenant (one script call per request)",
+    "M": "tollgate as F with the tier's max_in_flight (a Redis lease per request, refuses nothing)",
     "G": "tollgate as F, one tenant flooding ~10x its limit",
     "L": "tollgate as F with the tier leased (lease: tokens --lease-tokens, max_hold --lease-hold)",
 }
@@ -98,11 +126,17 @@ def start_variant(ctx, v, backend, redis, g_limit=None, traefik_redis=None):
             cfg["observability"]["access_log"] = True
     elif v == "E":
         cfg = tollgate_config(ctx, name, port, admin, backend.port, edge=edge, concurrency=conc)
-    elif v == "F":
+    elif v in ("F", "R", "M"):
+        tier = {"limit": HUGE, "per": "1s", "burst": HUGE}
+        if v == "M":
+            tier["max_in_flight"] = M_MAX_IN_FLIGHT
+            extra["max_in_flight"] = M_MAX_IN_FLIGHT
         cfg = tollgate_config(ctx, name, port, admin, backend.port, edge=edge, concurrency=conc,
-                              tier={"limit": HUGE, "per": "1s", "burst": HUGE},
-                              redis_port=redis.port, auth="required")
+                              tier=tier, redis_port=redis.port, auth="required")
         extra["redis"] = True
+        if v == "R":
+            cfg["limits"] = r_rules()
+            extra["rules"] = len(cfg["limits"])
     elif v == "G":
         cfg = tollgate_config(ctx, name, port, admin, backend.port, edge=edge, concurrency=conc,
                               tier={"limit": g_limit, "per": "1s", "burst": g_limit},
@@ -118,13 +152,15 @@ def start_variant(ctx, v, backend, redis, g_limit=None, traefik_redis=None):
         extra["lease_tokens"] = a.lease_tokens
     else:
         raise BenchError(f"unknown variant {v}")
-    if extra.get("redis"):
-        # Exact decisions of one tenant in flight together share a script call.
+    if extra.get("redis") and v != "R":
+        # Exact decisions of one tenant in flight together share a script call. A request that
+        # rules apply to (R) is decided alone: one lua/policy.lua call per request. M's rate
+        # decision is coalesced as F's; its lease calls (acquire, release) are one per request.
         extra["coalescing"] = True
     if redis is not None:
         redis_cmd(redis.port, "FLUSHALL")
     p = start_tollgate(ctx, name, cfg, rust_log="warn,tollgate::access=info" if v == "K" else None)
-    headers = key_header if v in ("F", "G", "L") else []
+    headers = key_header if v in ("F", "R", "M", "G", "L") else []
     return Sut(v, p.port, [p], "tollgate", headers=headers, admin=p.admin, extra=extra,
                redis=redis if extra.get("redis") else None)
 
