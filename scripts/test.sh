@@ -8,7 +8,9 @@
 # exits 1), then runs, in order and all of them even when one fails:
 #   cargo fmt --all -- --check
 #   cargo clippy --all-targets -- -D warnings
-#   cargo test --all-targets --no-fail-fast (integration tests spawn real redis-server, backends, gateways)
+#   cargo test --all-targets --no-fail-fast (integration tests spawn real redis-server, backends, gateways;
+#     tests/grpc.rs the grpcio server and client of demo/grpc/ from .venv/, made by scripts/venv.sh
+#     on first use with demo/grpc/requirements.txt)
 #   python3 scripts/check-compose.py (docker-compose.yml parses and names existing files)
 #   scripts/check-demo-config.sh (demo/gateway.demo.yaml.tmpl renders and passes `tollgate check`)
 #   scripts/check-kubernetes.sh (deploy/kubernetes: kubernetes-validate --strict against pinned

@@ -631,3 +631,49 @@ async fn certificate_files_renewed_in_place_are_served_after_sighup() {
     );
     assert_eq!(cn().await.as_deref(), Some("new"));
 }
+
+/// A backend pinned by its own self-signed certificate: `CA:TRUE` (what `openssl req -x509`
+/// makes by default) is refused by verification (`CaUsedAsEndEntity`), and both `tollgate check`
+/// and the 502 detail say how to fix it; the fix (`CA:FALSE`) is then accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinned_self_signed_backend_certificate_is_explained_and_its_fix_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca_true = self_signed_server(dir.path(), "backend.test", true);
+    let leaf = self_signed_server(dir.path(), "backend.test", false);
+    let start = |c: &Issued| {
+        Backend::start_with_args(
+            "tls",
+            &["--tls-cert", &c.cert_file, "--tls-key", &c.key_file],
+        )
+    };
+    let (bad, good) = (start(&ca_true), start(&leaf));
+    let tls = |c: &Issued| format!("tls: {{ sni: backend.test, ca_file: \"{}\" }}", c.cert_file);
+    let yaml = GatewayConfig::new()
+        .upstream_with("pinned", &bad.addr(), &tls(&ca_true))
+        .upstream_with("fixed", &good.addr(), &tls(&leaf))
+        .route("{ path_prefix: /pinned, upstream: pinned, auth: none }")
+        .route("{ path_prefix: /fixed, upstream: fixed, auth: none }")
+        .yaml();
+    let check = check_config(&yaml);
+    assert!(check.status.success(), "{}{}", check.stdout, check.stderr);
+    let said = format!("{}{}", check.stdout, check.stderr);
+    assert!(said.contains("upstreams.pinned.tls.ca_file"), "{said}");
+    assert!(
+        said.contains("CA:FALSE") && !said.contains("upstreams.fixed"),
+        "{said}"
+    );
+    let gw = Gateway::start(&yaml);
+    let resp = client().get(gw.url("/pinned")).send().await.unwrap();
+    let p = expect_problem(resp, 502).await;
+    let detail = p["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("CaUsedAsEndEntity") && detail.contains("CA:FALSE"),
+        "{p}"
+    );
+    let resp = client().get(gw.url("/fixed")).send().await.unwrap();
+    assert_eq!(
+        resp.status(),
+        200,
+        "a pinned CA:FALSE self-signed certificate is accepted"
+    );
+}

@@ -322,6 +322,46 @@ class RulesTargets(unittest.TestCase):
         self.assertGreaterEqual(len({r["algorithm"] for r in rules}), 2)
 
 
+class InflightVariant(unittest.TestCase):
+    """Variant M (F + the tier's max_in_flight): M/F is a printed ratio (no target), and script
+    calls per admitted request split into rate, lease acquire, release and renewal."""
+
+    def m_rec(self, evalsha, cs, admitted):
+        return {"variant": "M", "rep": 1, "requests": admitted,
+                "redis": {"evalsha": evalsha, "eval": 0, "commandstats": cs},
+                "tollgate": {"tenant_admitted": admitted}}
+
+    def test_m_over_f_ratio(self):
+        r = targets.throughput_ratios({"F": {"rps": 1000.0}, "M": {"rps": 800.0}})
+        self.assertAlmostEqual(r["M/F rps"], 0.8)
+        self.assertIsNone(targets.throughput_ratios({"F": {"rps": 1000.0}})["M/F rps"])
+
+    def test_no_m_target(self):
+        data = raw(load(REFERENCE))
+        data["throughput"]["summary"]["M"] = {"rps": 1.0}
+        keys = by_key(targets.evaluate(data)["throughput"])
+        self.assertFalse([k for k in keys if k.startswith("m_")])
+
+    def test_split_by_script(self):
+        # 1000 admitted: 2 renewals, 1000 acquires (ZCARD), 1000 releases (ZREM), 250 coalesced
+        # token-bucket calls; token_bucket.lua's own commands do not enter the split.
+        cs = {"zcard": 1000, "zrem": 1000, "zremrangebyscore": 1002, "hmget": 250, "evalsha": 2252}
+        c = targets.script_calls_split(self.m_rec(2252, cs, 1000))
+        self.assertEqual((c["calls"], c["acquire"], c["release"], c["renew"], c["rate"]),
+                         (2252, 1000, 1000, 2, 250))
+        self.assertEqual(c["admitted"], 1000)
+
+    def test_split_without_leases_is_all_rate(self):
+        c = targets.script_calls_split(self.m_rec(300, {"hmget": 300}, 1000))
+        self.assertEqual((c["acquire"], c["release"], c["renew"], c["rate"]), (0, 0, 0, 300))
+
+    def test_m_is_one_variant_name(self):
+        from tollgate_bench.variants import M_MAX_IN_FLIGHT, VARIANTS, parse_variants
+        self.assertEqual(parse_variants("PFMR"), ["P", "F", "M", "R"])
+        self.assertIn("M", VARIANTS)
+        self.assertGreater(M_MAX_IN_FLIGHT, 0)
+
+
 class FloorAgainstTraefik(unittest.TestCase):
     """The runs the bench/RESULTS.md target tables come from: the Pingora floor's own ratios against
     Traefik bound D/T0 and F/T, and P/T0 is below the D/T0 target in each of them."""

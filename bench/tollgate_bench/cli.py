@@ -69,8 +69,8 @@ def main(argv=None):
     g.add_argument("--reps", type=int, default=3, help="repetitions, interleaved (default 3)")
     g.add_argument("--duration", type=int, default=10, help="seconds per measured run (default 10)")
     g.add_argument("--warmup", type=int, default=2, help="warm-up seconds before each run (default 2)")
-    g.add_argument("--variants", default="ABCT0TPDKEFRGL",
-                   help="subset of A B C T0 T P D K E F R G L, written together (default all)")
+    g.add_argument("--variants", default="ABCT0TPDKEFRMGL",
+                   help="subset of A B C T0 T P D K E F R M G L, written together (default all)")
     g.add_argument("--lease-tokens", type=int, default=100, help="L: tier lease tokens (default 100)")
     g.add_argument("--lease-hold", default="250ms", help="L: tier lease max_hold (default 250ms)")
     g.add_argument("--no-paced", action="store_true", help="skip the constant-rate latency phase")

@@ -83,6 +83,11 @@ def delta_metrics(a, b):
             v = d("tollgate_decisions_total", layer=layer, outcome=outcome)
             if v:
                 out[f"{layer}_{outcome}"] = v
+    # Fleet-wide concurrency leases (variant M): acquired, refused, renewed, expired.
+    for event in ("acquired", "refused", "renewed", "expired"):
+        v = d("tollgate_inflight_lease_events_total", event=event)
+        if v:
+            out[f"lease_{event}"] = v
     out["requests"] = d("tollgate_requests_total")
     out["redis_errors"] = d("tollgate_redis_errors_total")
     out["upstream_rejections"] = d("tollgate_upstream_rejections_total")
@@ -145,6 +150,7 @@ def measure(ctx, sut, backend, redis, duration, *, paced_rate=None, label=None):
             # leased variant's figure (at most 1/tokens + 0.01).
             scripts = rec["redis"]["evalsha"] + rec["redis"]["eval"]
             rec["script_calls_per_admitted"] = (scripts / adm) if adm else None
+            rec["script_calls_per_req"] = scripts / n
             rec["redis_client_cmds_per_admitted"] = (rec["redis"]["client_commands"] / adm) if adm else None
     rec.update({k: v for k, v in sut.extra.items() if k != "redis"})
     return rec

@@ -3,7 +3,8 @@ them out with the tables and information lines."""
 
 import os
 
-from .targets import added_p99_ms, f_over_b_ceiling, paced_keys, throughput_ratios
+from .targets import (added_p99_ms, f_over_b_ceiling, paced_keys, script_calls_split,
+                      throughput_ratios)
 from .variants import VARIANTS
 
 
@@ -26,6 +27,7 @@ TABLE = [  # (header, key, format, width)
     ("redis cmd/req", "redis_cmds_per_req", ".3f", 14),
     ("client cmd/req", "redis_client_cmds_per_req", ".3f", 15),
     ("EVALSHA/req", "evalsha_per_req", ".3f", 12),
+    ("scripts/req", "script_calls_per_req", ".3f", 12),
     ("client cmd/read", "redis_client_cmds_per_read", ".2f", 16),
 ]
 
@@ -85,7 +87,7 @@ def throughput_report(res, verdicts):
         lines.append(f"  G: tier limit {gl:.0f}/s (burst = 1 s), offered {g('G', 'rps'):.0f} req/s "
                      f"= {g('G', 'rps') / gl:.1f}x the limit; admitted {g('G', 'ok_rps'):.0f}/s, "
                      f"rejected {g('G', 'non2xx_rps'):.0f}/s")
-    for v in ("F", "R"):
+    for v in ("F", "R", "M"):
         recs = [r for r in res["records"] if r["variant"] == v and "redis" in r]
         if recs:
             calls = sum(r["redis"]["evalsha"] + r["redis"].get("eval", 0) for r in recs)
@@ -95,7 +97,18 @@ def throughput_report(res, verdicts):
                          f"({req} requests) over {len(recs)} reps: "
                          f"{calls / dec if dec else float('nan'):.4f} per decision"
                          + (f" ({dec / calls:.2f} decisions per call)" if calls else ""))
-    for v in ("D", "E", "F", "R", "G"):
+    # Script calls per admitted request, split by script (derived from commandstats; see
+    # targets.script_calls_split): M's lease acquire + release against F's coalesced calls.
+    for r in res["records"]:
+        if r["variant"] in ("F", "M") and "redis" in r:
+            c = script_calls_split(r)
+            adm = c["admitted"] or float("nan")
+            lines.append(f"  info  {r['variant']} rep {r['rep']}: script calls per admitted request "
+                         f"{c['calls'] / adm:.4f} = rate {c['rate'] / adm:.4f} + lease acquire "
+                         f"{c['acquire'] / adm:.4f} + release {c['release'] / adm:.4f} + renewal "
+                         f"{c['renew'] / adm:.4f} ({c['calls']} calls, {c['admitted']} admitted, "
+                         f"{c['requests']} requests)")
+    for v in ("D", "E", "F", "R", "M", "G"):
         t = (s.get(v) or {}).get("tollgate")
         if t:
             lines.append(f"  {v} tollgate counters per run (median): " +

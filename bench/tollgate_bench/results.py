@@ -75,8 +75,29 @@ def write_results(args, data):
     return path
 
 
-def check_tools():
-    missing = [t for t in ("wrk", "redis-server", "nginx", "cargo") if not shutil.which(t)
-               and not (t == "nginx" and os.path.exists("/usr/sbin/nginx"))]
-    if missing:
-        raise BenchError(f"missing tools: {', '.join(missing)}")
+def _present(tool):
+    """`tool` is on PATH (nginx also in /usr/sbin, off a non-root PATH)."""
+    return bool(shutil.which(tool)) or (tool == "nginx" and os.path.exists("/usr/sbin/nginx"))
+
+
+# Command -> Debian package, as scripts/prereqs.sh takes them.
+BENCH_TOOLS = {"wrk": "wrk", "nginx": "nginx-light", "redis-server": "redis-server"}
+
+
+def check_tools(run=subprocess.run):
+    """Installs what the benchmark lacks the way the test command does: `scripts/prereqs.sh`
+    (apt-get as root; otherwise it prints the install command). Raises BenchError naming the
+    tools still missing, with that command."""
+    missing = [t for t in BENCH_TOOLS if not _present(t)]
+    if not shutil.which("cargo"):
+        raise BenchError("missing tools: cargo (install the Rust toolchain: https://rustup.rs)")
+    if not missing:
+        return
+    wanted = [f"{t}:{BENCH_TOOLS[t]}" for t in missing]
+    log(f"missing {', '.join(missing)}: scripts/prereqs.sh {' '.join(wanted)}")
+    r = run([str(REPO / "scripts" / "prereqs.sh"), *wanted], cwd=REPO)
+    still = [t for t in BENCH_TOOLS if not _present(t)]
+    if r.returncode != 0 or still:
+        packages = " ".join(BENCH_TOOLS[t] for t in (still or missing))
+        raise BenchError(f"missing tools: {', '.join(still or missing)} "
+                         f"(install them: sudo apt-get install -y {packages})")

@@ -60,6 +60,7 @@ def throughput_ratios(summary):
         "L/F rps": ratio(g("L", "rps"), g("F", "rps")),
         "K/D rps": ratio(g("K", "rps"), g("D", "rps")),
         "R/F rps": ratio(g("R", "rps"), g("F", "rps")),
+        "M/F rps": ratio(g("M", "rps"), g("F", "rps")),
         # The Pingora floor against Traefik: tollgate's path runs on top of the floor (D and F do
         # all P does and more), so D/T0 and F/T cannot exceed these in the same run.
         "P/T0 rps": ratio(g("P", "rps"), g("T0", "rps")),
@@ -234,6 +235,25 @@ def script_calls_per_decision(rec):
     EVALSHA + EVAL against the tenant layer's decisions (tollgate's /metrics deltas)."""
     return (rec["redis"]["evalsha"] + rec["redis"].get("eval", 0), rec.get("tenant_decisions", 0),
             (rec.get("tollgate") or {}).get("tenant_admitted", 0))
+
+
+def script_calls_split(rec):
+    """Script calls (EVALSHA + EVAL) of one measured run with Redis, split by script from what the
+    scripts run inside Redis (INFO commandstats counts their redis.call commands, not the
+    script): lease acquire = ZCARD (only lua/inflight_acquire.lua runs it; fleet_heartbeat.lua
+    does too, but only with redis.fleet_size: auto, which the bench does not set), lease release =
+    ZREM (lua/inflight_release.lua, once per call), lease renewal = ZREMRANGEBYSCORE - ZCARD
+    (inflight_renew.lua and inflight_acquire.lua both run it once), rate = the rest (the tier's
+    coalesced token bucket). A derived split: exact while no other script runs those commands.
+    Returns {"calls", "acquire", "release", "renew", "rate", "admitted", "requests"} (counts)."""
+    cs = rec["redis"].get("commandstats") or {}
+    calls = rec["redis"]["evalsha"] + rec["redis"].get("eval", 0)
+    acquire, release = cs.get("zcard", 0), cs.get("zrem", 0)
+    renew = max(0, cs.get("zremrangebyscore", 0) - acquire)
+    return {"calls": calls, "acquire": acquire, "release": release, "renew": renew,
+            "rate": calls - acquire - release - renew,
+            "admitted": (rec.get("tollgate") or {}).get("tenant_admitted", 0),
+            "requests": rec.get("requests", 0)}
 
 
 def rules_targets(res):

@@ -27,7 +27,7 @@ def paced_runs(ctx, backend, redis, rate, suffix):
 def throughput(ctx):
     a = ctx.args
     variants = parse_variants(a.variants)
-    need_redis = any(v in ("F", "R", "G", "L") for v in variants)
+    need_redis = any(v in ("F", "R", "M", "G", "L") for v in variants)
     backend = start_backend(ctx)
     redis = start_redis(ctx) if need_redis else None
     # Traefik's rateLimit gets its own Redis: each variant's Redis counters are its own.

@@ -1,4 +1,4 @@
-"""The systems under test (A, B, C, T0, T, P, D-G, R, L; table in bench/README.md): start one,
+"""The systems under test (A, B, C, T0, T, P, D-G, R, M, L; table in bench/README.md): start one,
 probe it, stop it."""
 
 import re
@@ -22,6 +22,11 @@ R_RULES = [
 
 GCRA_HUGE = 50_000_000
 
+# Variant M's tier `max_in_flight`: a fleet-wide lease per request (docs/fleet-concurrency.md),
+# sized far above any number of requests in flight in the bench, so no request is refused
+# (the validator takes any positive integer: src/config/validate/tiers.rs).
+M_MAX_IN_FLIGHT = 100_000
+
 
 def r_rules():
     """The `limits:` list of variant R (fresh dicts, sizes that reject nothing)."""
@@ -43,6 +48,7 @@ VARIANTS = {
     "E": "tollgate, edge + concurrency (memory, reject nothing)",
     "F": "tollgate, edge + API key + Redis tenant bucket + concurrency",
     "R": "tollgate as F plus five limits: rules keyed by tenant (one script call per request)",
+    "M": "tollgate as F with the tier's max_in_flight (a Redis lease per request, refuses nothing)",
     "G": "tollgate as F, one tenant flooding ~10x its limit",
     "L": "tollgate as F with the tier leased (lease: tokens --lease-tokens, max_hold --lease-hold)",
 }
@@ -120,10 +126,13 @@ def start_variant(ctx, v, backend, redis, g_limit=None, traefik_redis=None):
             cfg["observability"]["access_log"] = True
     elif v == "E":
         cfg = tollgate_config(ctx, name, port, admin, backend.port, edge=edge, concurrency=conc)
-    elif v in ("F", "R"):
+    elif v in ("F", "R", "M"):
+        tier = {"limit": HUGE, "per": "1s", "burst": HUGE}
+        if v == "M":
+            tier["max_in_flight"] = M_MAX_IN_FLIGHT
+            extra["max_in_flight"] = M_MAX_IN_FLIGHT
         cfg = tollgate_config(ctx, name, port, admin, backend.port, edge=edge, concurrency=conc,
-                              tier={"limit": HUGE, "per": "1s", "burst": HUGE},
-                              redis_port=redis.port, auth="required")
+                              tier=tier, redis_port=redis.port, auth="required")
         extra["redis"] = True
         if v == "R":
             cfg["limits"] = r_rules()
@@ -145,12 +154,13 @@ def start_variant(ctx, v, backend, redis, g_limit=None, traefik_redis=None):
         raise BenchError(f"unknown variant {v}")
     if extra.get("redis") and v != "R":
         # Exact decisions of one tenant in flight together share a script call. A request that
-        # rules apply to (R) is decided alone: one lua/policy.lua call per request.
+        # rules apply to (R) is decided alone: one lua/policy.lua call per request. M's rate
+        # decision is coalesced as F's; its lease calls (acquire, release) are one per request.
         extra["coalescing"] = True
     if redis is not None:
         redis_cmd(redis.port, "FLUSHALL")
     p = start_tollgate(ctx, name, cfg, rust_log="warn,tollgate::access=info" if v == "K" else None)
-    headers = key_header if v in ("F", "R", "G", "L") else []
+    headers = key_header if v in ("F", "R", "M", "G", "L") else []
     return Sut(v, p.port, [p], "tollgate", headers=headers, admin=p.admin, extra=extra,
                redis=redis if extra.get("redis") else None)
 

@@ -326,7 +326,8 @@ async fn run(
     let mut tenant_admitted = true;
     let mut layer = match (&tenant_tier, &snap.quota) {
         (Some((tenant, tier)), Some(quota)) => {
-            tenant_layer(app, snap, quota, tenant, tier, route.cost).await
+            // Boxed, as the other deep Redis futures of the admin handlers.
+            Box::pin(tenant_layer(app, snap, quota, tenant, tier, route.cost)).await
         }
         (None, _) => {
             json!({"layer": "tenant", "decision": "skipped", "why": "no tenant with a tier"})
@@ -336,7 +337,7 @@ async fn run(
         }
     };
     if let (Some(quota), false) = (&snap.quota, rules.is_empty()) {
-        let (json_rules, admitted) = rules_view::explained(quota, &rules).await;
+        let (json_rules, admitted) = Box::pin(rules_view::explained(quota, &rules)).await;
         layer["rules"] = json!(json_rules);
         if layer["decision"] == "skipped" {
             layer["decision"] = json!("admitted");

@@ -11,8 +11,17 @@ use crate::quota::QuotaService;
 use crate::store::redis::keys;
 use serde_json::{json, Value};
 
-/// The size fields of a rule's bucket.
+/// The size fields of a rule's bucket (of its lease set, for a concurrency rule).
 fn size_json(rule: &LimitRule, rate: &Rate) -> Value {
+    if let Some(max) = rule.max_in_flight {
+        return json!({
+            "name": rule.name,
+            "mode": rule.mode.as_str(),
+            "key_parts": rule.key.iter().map(KeyPart::spec).collect::<Vec<_>>(),
+            "max_in_flight": max,
+            "on_failure": rule.on_failure.as_str(),
+        });
+    }
     json!({
         "name": rule.name,
         "mode": rule.mode.as_str(),
@@ -36,6 +45,21 @@ async fn with_state(
     cost: Option<u64>,
 ) -> Value {
     v["key"] = json!(key);
+    if let Some(max) = rule.max_in_flight {
+        match quota.inflight_at(key).await {
+            Ok(held) => {
+                v["held"] = json!(held);
+                if cost.is_some() {
+                    v["would_admit"] = json!(held < max);
+                }
+            }
+            Err(fault) => {
+                v["state"] = json!("unknown");
+                v["why"] = json!(format!("quota store fault: {}", fault.as_str()));
+            }
+        }
+        return v;
+    }
     let raw = match peek::read_key(&quota.redis, key, rule.algorithm).await {
         Ok(raw) => raw,
         Err(fault) => {
@@ -109,11 +133,14 @@ pub async fn of_tenant(
     out
 }
 
-/// The bucket of `tenant` in a rule keyed by the tenant alone.
+/// The bucket (or lease set) of `tenant` in a rule keyed by the tenant alone.
 fn tenant_rule_key(quota: &QuotaService, rule: &LimitRule, tenant: &str) -> String {
     let text = keys::rule_key_text(&[("tenant", tenant.as_bytes())]);
     let prefix = quota.redis.key_prefix();
-    keys::rule_key(prefix, &rule.name, rule.algorithm, Some(tenant), &text)
+    match rule.max_in_flight {
+        Some(_) => keys::inflight_rule_key(prefix, &rule.name, Some(tenant), &text),
+        None => keys::rule_key(prefix, &rule.name, rule.algorithm, Some(tenant), &text),
+    }
 }
 
 /// The buckets a tenant reset deletes besides the tier's: those of every rule keyed by the

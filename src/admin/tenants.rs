@@ -178,11 +178,22 @@ pub async fn get(app: &App, snap: &Snapshot, tenant: &str) -> Result<Value, Prob
         Some(q) => rules_view::of_tenant(q, &snap.config.limits, tenant, &tier).await,
         None => Vec::new(),
     };
+    let max_in_flight = snap.config.tiers.get(&tier).and_then(|t| t.max_in_flight);
+    let in_flight = match (&snap.quota, max_in_flight) {
+        (Some(q), Some(max)) => match q.inflight_of(tenant).await {
+            Ok(held) => json!({"max": max, "held": held}),
+            Err(fault) => {
+                json!({"max": max, "held": null, "why": format!("quota store fault: {}", fault.as_str())})
+            }
+        },
+        _ => Value::Null,
+    };
     Ok(json!({
         "tenant": tenant,
         "tier": tier,
         "policies": policies_json(&tier, &rate, &policy, &peeked, false),
         "rules": rules,
+        "in_flight": in_flight,
         "fit": fit,
         "region": snap.region.as_ref().map(|r| r.region().to_string()),
     }))

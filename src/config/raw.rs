@@ -146,6 +146,10 @@ pub struct RawRedis {
     #[schemars(extend("enum" = ["open", "closed", "local"]))]
     pub on_failure: Option<String>,
     pub fleet_size: Option<RawFleetSize>,
+    /// Fleet-wide concurrency leases (`max_in_flight`) expire this long after they were taken
+    /// or last renewed (default 30s, 1s..=1h).
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub lease_ttl: Option<String>,
 }
 
 /// `redis.fleet_size`: a number, or `auto`.
@@ -301,6 +305,9 @@ pub struct RawTier {
     #[schemars(extend("enum" = ["enforce", "shadow"]))]
     pub mode: Option<String>,
     pub lease: Option<RawLease>,
+    /// Requests of one tenant in flight at once across the whole fleet (leases in Redis).
+    #[schemars(range(min = 1))]
+    pub max_in_flight: Option<i64>,
 }
 
 /// `limits[]` (docs/DESIGN.md 4d "Rules"): a limit keyed by request attributes, applied to
@@ -320,15 +327,19 @@ pub struct RawLimitRule {
         inner(regex(pattern = r"^(tenant|client_ip|route|method|host|(header|claim|query):.+)$"))
     )]
     pub key: Vec<String>,
-    /// Requests admitted per `per` (refill rate).
+    /// Requests admitted per `per` (refill rate); required unless `max_in_flight` is given.
     #[schemars(range(min = 1))]
-    pub limit: i64,
-    /// The period of `limit`.
+    pub limit: Option<i64>,
+    /// The period of `limit`; required with `limit`.
     #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
-    pub per: String,
+    pub per: Option<String>,
     /// Bucket size (default: `limit`).
     #[schemars(range(min = 1))]
     pub burst: Option<i64>,
+    /// A concurrency rule instead: requests in flight at once per key, across the fleet (leases
+    /// in Redis); takes no `limit`, `per`, `burst`, `algorithm` or `by_tier`.
+    #[schemars(range(min = 1))]
+    pub max_in_flight: Option<i64>,
     /// The limiting algorithm, as in a tier (default `token_bucket`).
     #[schemars(extend("enum" = ["token_bucket", "gcra", "fixed_window", "sliding_window_log", "sliding_window_counter", "leaky_bucket"]))]
     pub algorithm: Option<String>,
@@ -441,6 +452,11 @@ pub struct RawUpstream {
     pub read_timeout_ms: Option<i64>,
     pub health_check: Option<RawHealthCheck>,
     pub tls: Option<RawUpstreamTls>,
+    /// HTTP/2 to the backends: h2c (prior knowledge) to plain ones, ALPN `h2` with `tls`.
+    pub h2: Option<bool>,
+    /// Streams per pooled HTTP/2 connection (needs `h2: true`; default 100).
+    #[schemars(range(min = 1, max = 1000))]
+    pub h2_max_streams: Option<i64>,
 }
 
 /// `upstreams.<name>.tls`: HTTPS to the backends.

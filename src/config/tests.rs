@@ -56,6 +56,36 @@ fn fairness_fields_are_checked_by_path() {
 }
 
 #[test]
+fn h2_upstreams_and_their_stream_limit() {
+    let with = |fields: &str| {
+        BASE.replace(
+            "orders: { backends: [\"127.0.0.1:9001\"] }",
+            &format!("orders: {{ backends: [\"127.0.0.1:9001\"], {fields} }}"),
+        )
+    };
+    let c = parse(BASE).unwrap();
+    assert_eq!(c.upstreams["orders"].h2, None, "HTTP/1.1 by default");
+    let c = parse(&with("h2: true")).unwrap();
+    assert_eq!(
+        c.upstreams["orders"].h2,
+        Some(H2Settings { max_streams: 100 })
+    );
+    let c = parse(&with("h2: true, h2_max_streams: 8")).unwrap();
+    assert_eq!(
+        c.upstreams["orders"].h2,
+        Some(H2Settings { max_streams: 8 })
+    );
+    assert_eq!(
+        errors(&with("h2_max_streams: 8")),
+        ["upstreams.orders.h2_max_streams: needs h2: true"]
+    );
+    assert_eq!(
+        errors(&with("h2: true, h2_max_streams: 1001")),
+        ["upstreams.orders.h2_max_streams: must be at most 1000 (got 1001)"]
+    );
+}
+
+#[test]
 fn unknown_upstream_names_the_route() {
     let e = errors(&BASE.replace("upstream: orders", "upstream: ordrs"));
     assert_eq!(e, [r#"routes[0].upstream: no upstream named "ordrs""#]);

@@ -10,6 +10,9 @@
 //!   overlapping prefix on a more specific host (exact beats `*.suffix` beats any host), or the
 //!   very same prefix on a broader host to the same upstream (other `Host` values reach the
 //!   protected backend without credentials).
+//! - limit rules keyed only by client-chosen values, or matching routes that exist nowhere.
+//! - an upstream's `tls.ca_file` holding a self-signed CA certificate that names hosts: pinned
+//!   as the backend's own certificate, verification refuses it (`CaUsedAsEndEntity`).
 //! - a limit rule keyed by values the client chooses (`header:`, `query:`) and otherwise only by
 //!   `route`, `method` or `host` (no `tenant`, `client_ip` or `claim:`): a client mints new
 //!   buckets by varying them.
@@ -66,8 +69,41 @@ pub fn warnings(config: &Config) -> Vec<ConfigError> {
     for (i, rule) in config.limits.iter().enumerate() {
         out.extend(rule_warnings(i, rule, &config.routes));
     }
+    for (name, u) in &config.upstreams {
+        let ca = u.tls.as_ref().and_then(|t| t.ca_file.as_deref());
+        if let Some(why) = ca.and_then(self_signed_ca_that_names_hosts) {
+            out.push(ConfigError::new(
+                format!("upstreams.{name}.tls.ca_file"),
+                why,
+            ));
+        }
+    }
     out
 }
+
+/// What TLS verification will say of a backend whose own certificate is pinned in `ca_file`
+/// while it is a CA certificate, when the file holds a self-signed CA certificate that names
+/// hosts (a subject alternative name: CA roots do not; `openssl req -x509` without extensions
+/// makes such a certificate, `CA:TRUE`). Unreadable files are `check`'s errors, not warnings.
+fn self_signed_ca_that_names_hosts(file: &str) -> Option<String> {
+    use x509_parser::prelude::{FromDer, X509Certificate};
+    let data = std::fs::read(file).ok()?;
+    let found = rustls_pemfile::certs(&mut &data[..])
+        .filter_map(Result::ok)
+        .any(|der| {
+            let Ok((_, c)) = X509Certificate::from_der(der.as_ref()) else {
+                return false;
+            };
+            let self_signed = c.subject().as_raw() == c.issuer().as_raw();
+            let names_hosts = matches!(c.subject_alternative_name(), Ok(Some(_)));
+            c.is_ca() && self_signed && names_hosts
+        });
+    found.then(|| SELF_SIGNED_CA_ADVICE.to_string())
+}
+
+/// The advice for a backend that presents a `CA:TRUE` certificate of its own (also in the 502
+/// detail of the handshake failure, `CaUsedAsEndEntity`).
+pub const SELF_SIGNED_CA_ADVICE: &str = "holds a self-signed CA certificate (basicConstraints CA:TRUE, what `openssl req -x509` makes by default) that names hosts: if it is the backend's own certificate, verification refuses it (CaUsedAsEndEntity). Give the backend a certificate with CA:FALSE (`openssl req -x509 ... -addext basicConstraints=critical,CA:FALSE -addext subjectAltName=DNS:<host>`) and pin that, or one signed by a CA in this file";
 
 /// The warnings for limit rule `limits[i]`.
 fn rule_warnings(i: usize, rule: &LimitRule, routes: &[RouteSettings]) -> Vec<ConfigError> {

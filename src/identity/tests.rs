@@ -25,6 +25,7 @@ fn tiers(names: &[&str]) -> BTreeMap<String, Tier> {
                     weight: 1,
                     pool: None,
                     mode: Default::default(),
+                    max_in_flight: None,
                 },
             )
         })

@@ -57,6 +57,10 @@ pub struct Metrics {
     /// Limit rule decisions by rule (`limits[].name`) and outcome (`admitted`, `limited`,
     /// `shadow_limited`, `fallback`, `failed_open`, `failed_closed`).
     pub rule_decisions: IntCounterVec,
+    /// Fleet-wide concurrency leases this instance holds in Redis now.
+    pub inflight_leases: IntGauge,
+    /// Fleet-wide concurrency lease events: `acquired`, `refused`, `renewed`, `expired`.
+    pub inflight_events: IntCounterVec,
     tenant_seen: Mutex<HashSet<String>>,
 }
 
@@ -181,6 +185,17 @@ pub static METRICS: Lazy<Metrics> = Lazy::new(|| {
             "tollgate_rule_decisions_total",
             "Limit rule decisions by rule and outcome",
             &["rule", "outcome"]
+        )
+        .unwrap(),
+        inflight_leases: register_int_gauge!(
+            "tollgate_inflight_leases",
+            "Fleet-wide concurrency leases this instance holds"
+        )
+        .unwrap(),
+        inflight_events: register_int_counter_vec!(
+            "tollgate_inflight_lease_events_total",
+            "Fleet-wide concurrency lease events (acquired, refused, renewed, expired)",
+            &["event"]
         )
         .unwrap(),
         tenant_seen: Mutex::new(HashSet::new()),

@@ -82,6 +82,19 @@ impl Rejection {
         self
     }
 
+    /// The 503 `temporary-reduced-capacity` of a policy whose Redis is unavailable and which
+    /// fails closed (`owner` names it: `tier "pro"`, `limit rule "uploads"`), with
+    /// `Retry-After` (seconds).
+    pub fn failed_closed(owner: &str, retry_after_s: u64) -> Rejection {
+        let p = Problem::typed(
+            503,
+            crate::response::REDUCED_CAPACITY,
+            "Rate limiter unavailable",
+            format!("the quota store is unavailable and {owner} fails closed; retry later"),
+        );
+        Rejection::new(Layer::Tenant, Outcome::FailedClosed, p).retry_after(Some(retry_after_s))
+    }
+
     /// Every header of the response: `Retry-After` (when set), then the others.
     pub fn response_headers(&self) -> Vec<(&'static str, String)> {
         let retry = self.retry_after.map(|s| ("Retry-After", s.to_string()));

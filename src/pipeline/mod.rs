@@ -11,6 +11,7 @@
 pub mod decision;
 pub mod edge;
 pub mod identity;
+pub mod inflight;
 pub mod route;
 pub mod rules;
 pub mod slot;

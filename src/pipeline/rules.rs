@@ -18,11 +18,12 @@ use crate::quota::rules::{Combined, RuleCall, RuleOutcome};
 use crate::quota::QuotaService;
 use crate::response::{self, Problem, QuotaHeaders, QuotaReport, ReportKind};
 use crate::snapshot::Snapshot;
-use crate::store::redis::keys::rule_key;
+use crate::store::redis::keys::{inflight_rule_key, rule_key};
 use serde_json::json;
 
-/// The rules that apply to `req`, with their quota calls (costing `cost` tokens each). Empty
-/// when no rule's `match` holds (or no rules are configured). Errors: 400 when a rule with
+/// The rules that apply to `req`, with their quota calls (costing `cost` tokens each; a
+/// concurrency rule's entry key is its lease set). Empty when no rule's `match` holds (or no
+/// rules are configured). Errors: 400 when a rule with
 /// `missing: refuse` lacks a key part.
 pub fn plan<'a>(
     snap: &'a Snapshot,
@@ -36,7 +37,7 @@ pub fn plan<'a>(
     let share = region.map(|r| {
         move |tenant: Option<&str>| tenant.map_or_else(|| r.static_share(), |t| r.share(t))
     });
-    let share = share.as_ref().map(|f| f as &dyn Fn(Option<&str>) -> _);
+    let share = share.as_ref().map(|f| f as &rules::ShareOf);
     let applied = rules::applicable(&snap.config.limits, req, share).map_err(|m| {
         let detail = format!(
             "limit rule \"{}\" is keyed by {}, which this request lacks",
@@ -54,10 +55,14 @@ pub fn plan<'a>(
         .map(|a| {
             let r = a.rule;
             let tenant = req.tenant.filter(|_| r.per_tenant());
+            let key = match r.max_in_flight {
+                Some(_) => inflight_rule_key(prefix, &r.name, tenant, &a.key),
+                None => rule_key(prefix, &r.name, r.algorithm, tenant, &a.key),
+            };
             let call = RuleCall {
                 name: r.name.clone(),
                 entry: LimitEntry {
-                    key: rule_key(prefix, &r.name, r.algorithm, tenant, &a.key),
+                    key,
                     algorithm: r.algorithm,
                     rate: a.rate,
                     cost,
@@ -114,11 +119,10 @@ pub fn judge(
             .with_label_values(&[call.name.as_str(), label])
             .inc();
         match *o {
-            RuleOutcome::Decided { decision, .. } if call.entry.shadow => {
-                if !decision.admitted {
-                    tracing::info!(rule = %call.name, remaining = decision.remaining, "shadow limit rule would refuse");
-                }
+            RuleOutcome::Decided { decision, .. } if call.entry.shadow && !decision.admitted => {
+                tracing::info!(rule = %call.name, remaining = decision.remaining, "shadow limit rule would refuse");
             }
+            RuleOutcome::Decided { .. } if call.entry.shadow => {}
             RuleOutcome::Decided {
                 decision,
                 rate,
@@ -165,7 +169,12 @@ pub fn judge(
         .as_ref()
         .is_some_and(|v| v.outcome == Outcome::FailedClosed);
     if let (Some(s), false) = (closed, tier_closed) {
-        return Verdict::refuse(failed_closed(s), shadow, Outcome::FailedClosed, None);
+        return Verdict::refuse(
+            Rejection::failed_closed("a limit rule", s),
+            shadow,
+            Outcome::FailedClosed,
+            None,
+        );
     }
     if tier_closed {
         let mut v = tier_verdict.expect("tier failed closed");
@@ -175,7 +184,12 @@ pub fn judge(
     let Some(h) = headers else {
         // Refused with nothing decided to show (cannot happen: a refusal comes from a decided
         // policy or a closed one); answer as failed closed rather than admit.
-        return Verdict::refuse(failed_closed(1), shadow, Outcome::FailedClosed, None);
+        return Verdict::refuse(
+            Rejection::failed_closed("a limit rule", 1),
+            shadow,
+            Outcome::FailedClosed,
+            None,
+        );
     };
     let cost = rules.first().map_or(1, |(_, c)| c.entry.cost);
     let detail = if h.decision.admitted {
@@ -231,17 +245,6 @@ fn rule_label(o: &RuleOutcome, shadow: bool) -> &'static str {
         RuleOutcome::FailedClosed { .. } => "failed_closed",
         RuleOutcome::Unasked => "unasked",
     }
-}
-
-/// The 503 when a rule's bucket is unavailable and it fails closed.
-fn failed_closed(retry_after_s: u64) -> Rejection {
-    let p = Problem::typed(
-        503,
-        response::REDUCED_CAPACITY,
-        "Rate limiter unavailable",
-        "the quota store is unavailable and a limit rule fails closed; retry later".into(),
-    );
-    Rejection::new(Layer::Tenant, Outcome::FailedClosed, p).retry_after(Some(retry_after_s))
 }
 
 #[cfg(test)]

@@ -174,7 +174,8 @@ pub fn judge(
     let (headers, extras) = match (headers_of(plan, &outcome), outcome) {
         (Some(h), QuotaOutcome::Decided { extras, .. }) => (h, extras),
         (_, QuotaOutcome::FailedClosed { retry_after_s }) => {
-            let r = failed_closed(plan, retry_after_s);
+            let owner = format!("tier \"{}\"", plan.limits.tier.name);
+            let r = Rejection::failed_closed(&owner, retry_after_s);
             return Verdict::new(Decision::refuse(r, shadow), Outcome::FailedClosed, None);
         }
         _ => return Verdict::new(Decision::Admit, Outcome::FailedOpen, None),
@@ -219,20 +220,6 @@ pub fn judge(
     let r = Rejection::new(Layer::Tenant, Outcome::Limited, problem);
     let r = r.retry_after(headers.retry_after_s());
     Verdict::new(Decision::refuse(r, shadow), Outcome::Limited, Some(headers))
-}
-
-/// The 503 when the quota store is unavailable and the tier fails closed.
-fn failed_closed(plan: &Plan<'_>, retry_after_s: u64) -> Rejection {
-    let p = Problem::typed(
-        503,
-        response::REDUCED_CAPACITY,
-        "Rate limiter unavailable",
-        format!(
-            "the quota store is unavailable and tier \"{}\" fails closed; retry later",
-            plan.limits.tier.name
-        ),
-    );
-    Rejection::new(Layer::Tenant, Outcome::FailedClosed, p).retry_after(Some(retry_after_s))
 }
 
 #[cfg(test)]

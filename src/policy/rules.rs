@@ -55,6 +55,9 @@ pub struct MissingPart {
     pub part: String,
 }
 
+/// This region's share of a tenant's (`Some(tenant)`) or a shared (`None`) budget.
+pub type ShareOf<'s> = dyn Fn(Option<&str>) -> Share + 's;
+
 /// Every rule of `rules` whose `match` holds for `req`, in file order, with its key; rules
 /// lacking a key part are skipped (`missing: skip`). `share` gives this region's share of a
 /// tenant-keyed (`Some(tenant)`) or shared (`None`) bucket; `None` outside `multi_region:`.
@@ -62,7 +65,7 @@ pub struct MissingPart {
 pub fn applicable<'a>(
     rules: &'a [LimitRule],
     req: &RequestView<'_>,
-    share: Option<&dyn Fn(Option<&str>) -> Share>,
+    share: Option<&ShareOf<'_>>,
 ) -> Result<Vec<AppliedRule<'a>>, MissingPart> {
     let mut out = Vec::new();
     for rule in rules.iter().filter(|r| matches(&r.matcher, req)) {

@@ -4,6 +4,7 @@ use crate::concurrency::slots::SlotGuard;
 use crate::config::RouteSettings;
 use crate::identity::Identity;
 use crate::pipeline::{Layer, Outcome};
+use crate::quota::inflight::InflightLease;
 use crate::response::QuotaHeaders;
 use crate::snapshot::Snapshot;
 use http::HeaderValue;
@@ -30,11 +31,18 @@ pub struct Ctx {
     pub(super) tier: Option<String>,
     pub(super) quota_headers: Option<QuotaHeaders>,
     pub(super) slot: Option<SlotGuard>,
+    /// The request's fleet-wide concurrency leases (`max_in_flight` of its tier and of its
+    /// concurrency rules), given back when dropped.
+    pub(super) inflight: Vec<InflightLease>,
     /// Layer that decided the request's fate and how (for the access log).
     pub(super) decided: (Layer, Outcome),
     pub(super) connect_tries: usize,
     /// Request body bytes received so far (for `routes[].max_body_bytes`).
     pub(super) body_bytes: u64,
+    /// The HTTP status of the refusal tollgate wrote, for the route metrics and the access log:
+    /// what the refusal is whatever the wire says (a gRPC call's refusal is HTTP 200 on the wire,
+    /// docs/grpc.md#what-a-refused-call-carries).
+    pub(super) refused_with: Option<u16>,
 }
 
 impl Ctx {
@@ -52,9 +60,11 @@ impl Ctx {
             tier: None,
             quota_headers: None,
             slot: None,
+            inflight: Vec::new(),
             decided: (Layer::Upstream, Outcome::Admitted),
             connect_tries: 0,
             body_bytes: 0,
+            refused_with: None,
         }
     }
 

@@ -7,10 +7,8 @@ use pingora::proxy::Session;
 /// Closes the request: releases its upstream slot, observes the route's series (status and
 /// duration) and writes the access log line when `observability.access_log` is on.
 pub(super) fn finish(session: &Session, ctx: &mut Ctx) {
-    let status = session
-        .response_written()
-        .map(|r| r.status.as_u16())
-        .unwrap_or(0);
+    let written = session.response_written().map(|r| r.status.as_u16());
+    let status = ctx.refused_with.or(written).unwrap_or(0);
     ctx.slot.take();
     let snap = &ctx.snapshot;
     let route = ctx.route(snap).map(|r| r.id.as_str()).unwrap_or("none");

@@ -4,9 +4,10 @@ use super::ctx::Ctx;
 use super::failure::failure_status;
 use super::finish::finish;
 use super::forward::{forward_headers, request_id};
+use super::refuse::answer_now;
 use super::stages::{self, backend_peer, body_stage};
 use crate::pipeline::{Layer, Outcome};
-use crate::response::{send_problem, Problem};
+use crate::response::Problem;
 use crate::snapshot::App;
 use async_trait::async_trait;
 use pingora::http::ResponseHeader;
@@ -70,12 +71,12 @@ impl ProxyHttp for Proxy {
 
     async fn request_body_filter(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         chunk: &mut Option<bytes::Bytes>,
         _end_of_stream: bool,
         ctx: &mut Ctx,
     ) -> Result<()> {
-        body_stage(ctx, chunk)
+        body_stage(session, ctx, chunk).await
     }
 
     async fn response_filter(
@@ -97,11 +98,7 @@ impl ProxyHttp for Proxy {
             if ctx.decided.0 != Layer::Http {
                 ctx.decided = (Layer::Upstream, Outcome::Error);
             }
-            // Pingora closes the downstream after an error: say so in the response.
-            session.set_keepalive(None);
-            let p = Problem::status(status, detail);
-            let headers = ctx.quota_pairs();
-            let _ = send_problem(session, &p, ctx.request_id(), &headers).await;
+            answer_now(session, ctx, &Problem::status(status, detail)).await;
         }
         FailToProxy {
             error_code: status,

@@ -1,11 +1,13 @@
 //! Where a stage's decision takes effect: a refusal becomes the response (problem+json, its
 //! headers and the rate-limit headers), every decision is counted, and the deciding layer is
-//! recorded for the access log. The one place a refusal is written.
+//! recorded for the access log. The one place a refusal is written (problem+json, or a gRPC status
+//! for a gRPC call).
 
 use super::ctx::Ctx;
 use crate::observe::metrics::METRICS;
 use crate::pipeline::{Decision, Layer, Outcome, Rejection};
-use crate::response::send_problem;
+use crate::response::render::send_refusal;
+use crate::response::Problem;
 use pingora::prelude::*;
 use pingora::proxy::Session;
 
@@ -27,8 +29,32 @@ pub(super) async fn refuse(session: &mut Session, ctx: &mut Ctx, r: Rejection) -
     let mut headers = r.response_headers();
     headers.extend(ctx.quota_pairs());
     // A client that went away cannot be answered; that is not our error.
-    let _ = send_problem(session, &r.problem, ctx.request_id(), &headers).await;
+    if send_refusal(session, &r.problem, ctx.request_id(), &headers)
+        .await
+        .is_ok()
+    {
+        ctx.refused_with = Some(r.problem.status);
+    }
     Ok(true)
+}
+
+/// Writes `problem` (with the request's rate-limit headers) as the answer, unless one was written
+/// already; for refusals found after the request was handed to Pingora's proxying (an error
+/// `fail_to_proxy` would otherwise answer). Counting is the caller's.
+pub(super) async fn answer_now(session: &mut Session, ctx: &mut Ctx, problem: &Problem) {
+    if session.response_written().is_some() {
+        return;
+    }
+    // Pingora closes the downstream after an error: say so in the response.
+    session.set_keepalive(None);
+    let headers = ctx.quota_pairs();
+    // A client that went away cannot be answered; that is not our error.
+    if send_refusal(session, problem, ctx.request_id(), &headers)
+        .await
+        .is_ok()
+    {
+        ctx.refused_with = Some(problem.status);
+    }
 }
 
 /// Counts one decision of `layer` (and, for the tenant layer, the per-tenant counter).

@@ -4,7 +4,7 @@
 
 use super::ctx::Ctx;
 use super::forward::X_FORWARDED_FOR;
-use super::refuse::{count, refuse, settle};
+use super::refuse::{answer_now, count, refuse, settle};
 use crate::concurrency::claimant::claimant_of;
 use crate::concurrency::slots::{Claimant, SlotLimits};
 use crate::http::{body, client_ip};
@@ -138,7 +138,10 @@ fn unix_now_s() -> u64 {
 }
 
 /// Tenant stage: `Ok(true)` when it answered. With limit rules that apply to the request, the
-/// tier's policies and the rules are decided together ([`pipeline::rules`]).
+/// tier's policies and the rules are decided together ([`pipeline::rules`]); concurrency caps
+/// take their leases first ([`pipeline::inflight`]). The Redis futures are boxed (one
+/// allocation next to a Redis call): nested in the proxy's request future they would exceed the
+/// compiler's layout depth.
 pub(super) async fn tenant_stage(
     app: &App,
     session: &mut Session,
@@ -163,6 +166,48 @@ pub(super) async fn tenant_stage(
     ctx.tenant = Some(identity.tenant.clone());
     ctx.tier = plan.as_ref().map(|p| p.limits.tier.name.clone());
     let status = snap.config.response.status;
+    let mode = snap.config.response.headers;
+    // Only a capped tier or a concurrency rule pays for a boxed future and a Redis call.
+    if let Some(p) = plan
+        .as_ref()
+        .filter(|p| p.limits.tier.max_in_flight.is_some())
+    {
+        match Box::pin(pipeline::inflight::take(quota, p, status, mode)).await {
+            Ok(lease) => ctx.inflight.extend(lease),
+            Err(r) => {
+                let shadow = p.limits.tier.mode.is_shadow() || ctx.shadow_route();
+                return settle(session, ctx, Layer::Tenant, Decision::refuse(r, shadow)).await;
+            }
+        }
+    }
+    let (concurrency, rules): (Vec<_>, Vec<_>) = rules
+        .into_iter()
+        .partition(|(a, _)| a.rule.max_in_flight.is_some());
+    let leases = match concurrency.is_empty() {
+        true => Ok(Vec::new()),
+        false => {
+            Box::pin(pipeline::inflight::take_rules(
+                quota,
+                &concurrency,
+                status,
+                mode,
+            ))
+            .await
+        }
+    };
+    match leases {
+        Ok(leases) => ctx.inflight.extend(leases),
+        Err(r) => {
+            let shadow = ctx.shadow_route();
+            if !shadow {
+                ctx.inflight.clear();
+            }
+            return settle(session, ctx, Layer::Tenant, Decision::refuse(r, shadow)).await;
+        }
+    }
+    if plan.is_none() && rules.is_empty() {
+        return Ok(false);
+    }
     let fit = &app.tier_fit;
     let verdict = match &plan {
         Some(p) if rules.is_empty() => {
@@ -171,7 +216,15 @@ pub(super) async fn tenant_stage(
         }
         _ => {
             let shadow = ctx.shadow_route();
-            pipeline::rules::run(quota, fit, plan.as_ref(), &rules, status, shadow).await
+            Box::pin(pipeline::rules::run(
+                quota,
+                fit,
+                plan.as_ref(),
+                &rules,
+                status,
+                shadow,
+            ))
+            .await
         }
     };
     ctx.quota_headers = verdict.headers;
@@ -193,7 +246,13 @@ pub(super) async fn tenant_stage(
             }
             Ok(false)
         }
-        d => settle(session, ctx, Layer::Tenant, d).await,
+        d => {
+            if matches!(d, Decision::Reject(_)) {
+                // A refused request gives its concurrency leases back at once.
+                ctx.inflight.clear();
+            }
+            settle(session, ctx, Layer::Tenant, d).await
+        }
     }
 }
 
@@ -303,7 +362,7 @@ pub(super) async fn slot_stage(
 }
 
 /// Backend stage (Pingora's `upstream_peer`): a healthy backend of the route's upstream, with
-/// the upstream's TLS and timeouts.
+/// the upstream's TLS, HTTP version and timeouts.
 pub(super) fn backend_peer(ctx: &Ctx) -> Result<Box<HttpPeer>> {
     let snap = &ctx.snapshot;
     let upstream = ctx
@@ -319,6 +378,7 @@ pub(super) fn backend_peer(ctx: &Ctx) -> Result<Box<HttpPeer>> {
         tls.apply(&mut peer);
     }
     let s = &upstream.settings;
+    crate::upstream::h2::apply(&mut peer, s.h2);
     peer.options.connection_timeout = Some(s.connect_timeout);
     peer.options.total_connection_timeout = Some(s.connect_timeout);
     peer.options.read_timeout = Some(s.read_timeout);
@@ -329,7 +389,16 @@ pub(super) fn backend_peer(ctx: &Ctx) -> Result<Box<HttpPeer>> {
 
 /// Body stage (Pingora's `request_body_filter`): counts the streamed body against the route's
 /// `max_body_bytes`; over it, the request is refused with an error that `fail_to_proxy` answers.
-pub(super) fn body_stage(ctx: &mut Ctx, chunk: &Option<bytes::Bytes>) -> Result<()> {
+///
+/// Towards an `h2` upstream the refusal is written here as well: Pingora's HTTP/2 upstream loop
+/// (pingora-proxy `proxy_h2`) takes a body filter error for an upstream one, logs it and goes on
+/// waiting for the backend's response, so `fail_to_proxy` would answer only after
+/// `read_timeout_ms` (docs/grpc.md#limits-of-this-version).
+pub(super) async fn body_stage(
+    session: &mut Session,
+    ctx: &mut Ctx,
+    chunk: &Option<bytes::Bytes>,
+) -> Result<()> {
     let max = ctx.route(&ctx.snapshot).and_then(|r| r.max_body_bytes);
     let len = chunk.as_ref().map_or(0, |c| c.len());
     if body::streamed_too_large(&mut ctx.body_bytes, len, max) {
@@ -337,7 +406,18 @@ pub(super) fn body_stage(ctx: &mut Ctx, chunk: &Option<bytes::Bytes>) -> Result<
         ctx.decided = (r.layer, r.reason);
         count(ctx, r.layer, r.reason);
         tracing::warn!(request_id = %ctx.request_id(), client = %ctx.client, received = ctx.body_bytes, "request body over the route's limit; stopped reading");
+        if upstream_speaks_h2(ctx) {
+            answer_now(session, ctx, &r.problem).await;
+        }
         return Error::e_explain(ErrorType::HTTPStatus(r.problem.status), r.problem.detail);
     }
     Ok(())
+}
+
+/// True when the request's upstream has `h2: true`.
+fn upstream_speaks_h2(ctx: &Ctx) -> bool {
+    let snap = &ctx.snapshot;
+    ctx.route(snap)
+        .and_then(|r| snap.upstreams.get(&r.upstream))
+        .is_some_and(|u| u.settings.h2.is_some())
 }

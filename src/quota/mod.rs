@@ -7,6 +7,7 @@
 
 pub mod coalesce;
 pub mod deny_cache;
+pub mod inflight;
 pub mod lease;
 pub mod peek;
 pub mod policies;
@@ -23,10 +24,11 @@ use crate::store::memory::algo_store::AlgoStore;
 use crate::store::memory::bucket_store::BucketStore;
 use crate::store::redis::breaker::{Breaker, BreakerState};
 use crate::store::redis::client::{RedisFault, RedisStore};
-use crate::store::redis::guarded::{Answered, Budget, Guarded, Refused, Retry, RetryOn};
+use crate::store::redis::guarded::{Answered, Attempt, Budget, Guarded, Refused, Retry, RetryOn};
 use crate::store::redis::membership::Fleet;
 use deny_cache::DenyCache;
 pub use policies::{PolicyExtras, Reservation};
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -98,6 +100,8 @@ pub struct QuotaService {
     fleet: Arc<Fleet>,
     /// Leased tokens of `lease` tiers (times on `epoch`).
     leases: Arc<lease::LeaseStore>,
+    /// Fleet-wide concurrency leases held by this instance (`max_in_flight`).
+    inflight: Arc<inflight::InflightBook>,
     epoch: Instant,
 }
 
@@ -137,6 +141,7 @@ impl QuotaService {
             coalesce: coalesce::Coalescer::new(settings.timeout),
             fleet: Arc::new(Fleet::new(settings.fleet_size)),
             leases: Default::default(),
+            inflight: Default::default(),
             epoch: Instant::now(),
         })
     }
@@ -181,6 +186,13 @@ impl QuotaService {
             // Leases stay while they are tokens of the same buckets.
             leases: if same_buckets {
                 previous.leases.clone()
+            } else {
+                Default::default()
+            },
+            // Concurrency leases in flight are renewed by the newest service while the
+            // buckets are the same (a changed store: the old service's leases expire there).
+            inflight: if same_buckets {
+                previous.inflight.clone()
             } else {
                 Default::default()
             },
@@ -255,6 +267,25 @@ impl QuotaService {
             on,
             timeout: self.settings.timeout,
             budget,
+        }
+    }
+
+    /// One guarded Redis call made now, retried once on a connection error within
+    /// `redis.timeout_ms` (the policy script, the refunds' callers, concurrency leases); the
+    /// failure policy's wait when it has no answer.
+    async fn ask<T, F, Fut>(&self, call: F) -> Result<T, u64>
+    where
+        F: FnMut(Attempt) -> Fut,
+        Fut: Future<Output = Result<T, RedisFault>>,
+    {
+        let retry = self.retry(RetryOn::Connection, Budget::FromCall);
+        match self
+            .guarded()
+            .call(self.now_ms(), retry, call, record_call)
+            .await
+        {
+            Ok(Answered { value, .. }) => Ok(value),
+            Err(refused) => Err(refused_wait(refused)),
         }
     }
 

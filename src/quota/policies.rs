@@ -9,13 +9,12 @@
 //! share, as for the token bucket.
 
 use super::policy_script::{self as policy, PolicyCall, PolicyDecision};
-use super::{record_call, refused_wait, QuotaOutcome, QuotaService, TenantQuota};
+use super::{QuotaOutcome, QuotaService, TenantQuota};
 use crate::config::{FailurePolicy, TierPolicy};
 use crate::limit::gcra::TatState;
 use crate::limit::Decision;
 use crate::response::{QuotaReport, ReportKind};
 use crate::store::redis::client::RedisFault;
-use crate::store::redis::guarded::{Answered, Budget, RetryOn};
 use crate::store::redis::keys::main_key;
 
 /// What a policy decision adds to the main limit's decision.
@@ -80,18 +79,9 @@ impl QuotaService {
     /// call, retried once on a connection error (only: unlike the token bucket path, not on
     /// `NotMaster`) within `redis.timeout_ms`.
     pub(super) async fn decide_policies(&self, q: &TenantQuota<'_>) -> QuotaOutcome {
-        let answer = self
-            .guarded()
-            .call(
-                self.now_ms(),
-                self.retry(RetryOn::Connection, Budget::FromCall),
-                |_| self.call_policy(q),
-                record_call,
-            )
-            .await;
-        let d = match answer {
-            Ok(Answered { value, .. }) => value,
-            Err(refused) => return self.policy_fallback(q, refused_wait(refused)),
+        let d = match self.ask(|_| self.call_policy(q)).await {
+            Ok(d) => d,
+            Err(retry_in_ms) => return self.policy_fallback(q, retry_in_ms),
         };
         let reservation = d.reservation.map(|state| Reservation {
             state,

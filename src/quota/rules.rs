@@ -16,13 +16,12 @@
 
 use super::policy_script::{self as policy, BatchDecision, LimitEntry, QuotaPart};
 use super::TenantQuota;
-use super::{record_call, refused_wait, PolicyExtras, QuotaOutcome, QuotaService, Reservation};
+use super::{PolicyExtras, QuotaOutcome, QuotaService, Reservation};
 use crate::config::FailurePolicy;
 use crate::limit::algorithm::Algorithm;
 use crate::limit::{Decision, Rate};
 use crate::store::redis::client::RedisFault;
 use crate::store::redis::conn::key_slot;
-use crate::store::redis::guarded::{Answered, Budget, RetryOn};
 
 /// One limit rule to decide with a request.
 #[derive(Debug, Clone)]
@@ -146,20 +145,9 @@ impl QuotaService {
             let reply = self.redis.eval::<Vec<i64>, _>(script, &keys, &args).await?;
             policy::parse_batch(&reply, &limits).ok_or(RedisFault::Other)
         };
-        let answer = self
-            .guarded()
-            .call(
-                self.now_ms(),
-                self.retry(RetryOn::Connection, Budget::FromCall),
-                |_| call(),
-                record_call,
-            )
-            .await;
-        match answer {
-            Ok(Answered { value, .. }) => Asked::Answered(value),
-            Err(refused) => Asked::Failed {
-                retry_in_ms: refused_wait(refused),
-            },
+        match self.ask(|_| call()).await {
+            Ok(value) => Asked::Answered(value),
+            Err(retry_in_ms) => Asked::Failed { retry_in_ms },
         }
     }
 

@@ -189,6 +189,23 @@ impl QuotaHeaders {
     }
 }
 
+/// Header pairs of a refusal by a fleet-wide concurrency cap (`max_in_flight`) for `mode`:
+/// `RateLimit-Policy: "<name>";q=<max>` (no `w`: concurrency has no time basis) and the legacy
+/// `X-RateLimit-Limit: <max>`, `X-RateLimit-Remaining: 0`. `Retry-After` is the rejection's.
+pub fn concurrency_pairs(name: &str, max: u64, mode: HeaderMode) -> Vec<(&'static str, String)> {
+    let mut out = Vec::with_capacity(3);
+    if matches!(mode, HeaderMode::Ietf | HeaderMode::Both) {
+        let mut policy = String::with_capacity(name.len() + 16);
+        push_item(&mut policy, name, [("q", max)]);
+        out.push(("RateLimit-Policy", policy));
+    }
+    if matches!(mode, HeaderMode::Legacy | HeaderMode::Both) {
+        out.push(("X-RateLimit-Limit", decimal(max)));
+        out.push(("X-RateLimit-Remaining", "0".to_string()));
+    }
+    out
+}
+
 /// Marks the headers of a leased decision: `;leased` on the tier's `RateLimit-Policy` and
 /// `RateLimit` items (docs/DESIGN.md 4c), e.g. `"pro";q=200;w=12;leased`.
 pub fn annotate_leased(pairs: &mut [(&'static str, String)], tier: &str) {

@@ -4,6 +4,7 @@
 
 use super::ticker::run_every;
 use crate::config::RegionMode;
+use crate::quota::inflight::RENEW_TICK;
 use crate::quota::lease::SWEEP_EVERY;
 use crate::quota::QuotaService;
 use crate::snapshot::App;
@@ -44,6 +45,24 @@ impl BackgroundService for LeaseReturn {
     async fn start(&self, shutdown: ShutdownWatch) {
         let sweep = |q: Arc<QuotaService>, all: bool| async move { q.return_leases(all).await };
         run_every(&self.app, SWEEP_EVERY, shutdown, sweep).await;
+    }
+}
+
+/// Background loop: every `redis.lease_ttl` / 3 (asked every [`RENEW_TICK`]), the current
+/// snapshot's tenant stage renews the fleet-wide concurrency leases of this instance's requests.
+pub struct InflightRenew {
+    pub app: Arc<App>,
+}
+
+#[async_trait]
+impl BackgroundService for InflightRenew {
+    async fn start(&self, shutdown: ShutdownWatch) {
+        let renew = |q: Arc<QuotaService>, stopping: bool| async move {
+            if !stopping {
+                q.renew_inflight_when_due().await;
+            }
+        };
+        run_every(&self.app, RENEW_TICK, shutdown, renew).await;
     }
 }
 

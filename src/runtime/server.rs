@@ -105,6 +105,10 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
         loops::LeaseReturn { app: app.clone() },
     ));
     server.add_service(background_service(
+        "concurrency lease renewal",
+        loops::InflightRenew { app: app.clone() },
+    ));
+    server.add_service(background_service(
         "region sync",
         loops::RegionSync { app: app.clone() },
     ));

@@ -2,6 +2,7 @@
 //! to every Pingora peer of the upstream (requests and health checks alike).
 
 use super::pem;
+use crate::config::warnings::SELF_SIGNED_CA_ADVICE;
 use crate::config::{ConfigError, UpstreamTls};
 use pingora::protocols::tls::CaType;
 use pingora::upstreams::peer::HttpPeer;
@@ -75,7 +76,14 @@ pub fn tls_failure_detail(e: &Error) -> Option<String> {
                 .as_ref()
                 .map(|c| c.as_str().to_string())
                 .unwrap_or_else(|| e.etype().as_str().to_string());
-            Some(format!("TLS handshake with the upstream failed: {why}"))
+            let advice = if why.contains("CaUsedAsEndEntity") {
+                format!("; the backend's certificate is a CA certificate: the CA file {SELF_SIGNED_CA_ADVICE}")
+            } else {
+                String::new()
+            };
+            Some(format!(
+                "TLS handshake with the upstream failed: {why}{advice}"
+            ))
         }
         _ => None,
     }

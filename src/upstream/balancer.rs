@@ -1,7 +1,7 @@
 //! Backends of one upstream: round robin over healthy backends, with an active HTTP health check
 //! run by one long-lived background loop over the current snapshot (see `server`).
 
-use crate::config::{UpstreamSettings, UpstreamTls};
+use crate::config::{H2Settings, UpstreamSettings, UpstreamTls};
 use crate::tls::upstream::PeerTls;
 use pingora::http::RequestHeader;
 use pingora::lb::health_check::HttpHealthCheck;
@@ -25,6 +25,7 @@ pub struct Pool {
     pub check_interval: Option<Duration>,
     health_path: Option<String>,
     tls: Option<UpstreamTls>,
+    h2: Option<H2Settings>,
 }
 
 impl Pool {
@@ -39,6 +40,8 @@ impl Pool {
             if let Some(t) = tls {
                 t.apply(&mut check.peer_template);
             }
+            // Health checks speak the protocol requests do (a gRPC backend may know no HTTP/1).
+            super::h2::apply(&mut check.peer_template, settings.h2);
             if let Ok(mut req) = RequestHeader::build("GET", hc.path.as_bytes(), None) {
                 let _ = req.insert_header("Host", host);
                 let _ = req.insert_header("User-Agent", "tollgate-health-check");
@@ -62,6 +65,7 @@ impl Pool {
             check_interval: settings.health_check.as_ref().map(|h| h.interval),
             health_path: settings.health_check.as_ref().map(|h| h.path.clone()),
             tls: settings.tls.clone(),
+            h2: settings.h2,
         }
     }
 
@@ -71,6 +75,7 @@ impl Pool {
             && self.check_interval == settings.health_check.as_ref().map(|h| h.interval)
             && self.health_path == settings.health_check.as_ref().map(|h| h.path.clone())
             && self.tls == settings.tls
+            && self.h2 == settings.h2
     }
 
     /// Next healthy backend (round robin), or `None` when every backend is unhealthy.

@@ -1,7 +1,8 @@
-//! Upstream stage: routing to a named upstream, per-upstream concurrency slots, and the pool of
-//! backends behind it.
+//! Upstream stage: routing to a named upstream, per-upstream concurrency slots, the pool of
+//! backends behind it, and HTTP/2 to them ([`h2`]).
 
 pub mod balancer;
+pub mod h2;
 
 use crate::concurrency::fair_queue::Order;
 use crate::concurrency::slots::Slots;

@@ -18,6 +18,29 @@ use std::time::Duration;
 use tempfile::TempDir;
 use tokio::net::TcpStream;
 
+/// A self-signed server certificate for `host` (its own trust anchor when pinned), written to
+/// `dir`: `CA:TRUE` when `ca` (what `openssl req -x509` makes by default), else `CA:FALSE`.
+pub fn self_signed_server(dir: &Path, host: &str, ca: bool) -> Issued {
+    let key = KeyPair::generate().expect("key");
+    let mut params = CertificateParams::new(vec![host.to_string()]).expect("params");
+    params.distinguished_name.push(DnType::CommonName, host);
+    params.is_ca = if ca {
+        IsCa::Ca(BasicConstraints::Unconstrained)
+    } else {
+        IsCa::ExplicitNoCa
+    };
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let cert = params.self_signed(&key).expect("self-signed");
+    let stem = if ca { "self-ca" } else { "self-leaf" };
+    let (cert_pem, key_pem) = (cert.pem(), key.serialize_pem());
+    Issued {
+        cert_file: write(dir, &format!("{stem}.crt"), &cert_pem),
+        key_file: write(dir, &format!("{stem}.key"), &key_pem),
+        cert_pem,
+        key_pem,
+    }
+}
+
 /// A certificate and key written as PEM files.
 #[derive(Clone, Debug)]
 pub struct Issued {

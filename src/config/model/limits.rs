@@ -27,6 +27,10 @@ pub struct LimitRule {
     pub mode: Mode,
     /// When Redis cannot decide (default: `redis.on_failure`).
     pub on_failure: FailurePolicy,
+    /// `max_in_flight`: a concurrency rule, capping the requests in flight per key across the
+    /// fleet (leases in Redis, docs/DESIGN.md 4e); then `rate`, `algorithm` and `by_tier` do not
+    /// apply (`rate` is a placeholder of one token).
+    pub max_in_flight: Option<u64>,
 }
 
 impl LimitRule {

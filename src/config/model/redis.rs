@@ -54,6 +54,8 @@ pub struct RedisSettings {
     pub fleet_size: u64,
     /// `fleet_size: auto`: learn the live fleet size from heartbeats in Redis.
     pub fleet_auto: bool,
+    /// `lease_ttl`: how long a fleet-wide concurrency lease lives unless renewed (default 30 s).
+    pub lease_ttl: Duration,
 }
 
 /// Circuit breaker around Redis.

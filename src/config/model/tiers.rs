@@ -20,6 +20,9 @@ pub struct Tier {
     /// `tiers.<name>.mode`: shadow counts and logs refusals without enforcing them. Not part of
     /// any bucket key or script argument, so a reload switches it without touching state.
     pub mode: Mode,
+    /// `max_in_flight`: requests of one tenant in flight at once across the fleet (leases in
+    /// Redis, docs/DESIGN.md 4e "Fleet-wide concurrency"); `None`: no such cap.
+    pub max_in_flight: Option<u64>,
 }
 
 /// `tiers.<name>.pool`: a token bucket shared by all tenants of a tier.

@@ -21,6 +21,17 @@ pub struct UpstreamSettings {
     pub health_check: Option<HealthCheckSettings>,
     /// HTTPS to the backends; `None` = plain HTTP.
     pub tls: Option<UpstreamTls>,
+    /// HTTP/2 to the backends (gRPC needs it): prior-knowledge h2c to plain backends, ALPN `h2`
+    /// with TLS backends; `None` = HTTP/1.1 (docs/grpc.md#http2-to-backends).
+    pub h2: Option<H2Settings>,
+}
+
+/// `upstreams.<name>.h2: true`: HTTP/2 to the backends over pooled connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct H2Settings {
+    /// Requests (streams) multiplexed on one pooled connection to a backend at most
+    /// (`h2_max_streams`, default 100); more open further connections.
+    pub max_streams: usize,
 }
 
 /// Bounded wait for a concurrency slot.

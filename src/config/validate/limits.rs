@@ -81,7 +81,31 @@ fn rule(
         .unwrap_or_default();
     let key = key(c, &format!("{path}.key"), &r.key);
     let algorithm = policy::algorithm(c, path, r.algorithm.as_deref());
-    let rate = bucket(c, path, algorithm, r.limit, &r.per, r.burst);
+    let max_in_flight = r
+        .max_in_flight
+        .and_then(|m| c.positive(&format!("{path}.max_in_flight"), m));
+    let rate = match (r.max_in_flight, r.limit, &r.per) {
+        (Some(_), None, None) => {
+            concurrency_only(c, path, r);
+            Some(Rate::new(1, 1, 1))
+        }
+        (Some(_), _, _) => {
+            c.err(
+                format!("{path}.max_in_flight"),
+                "a concurrency rule takes no limit or per (write two rules for both)",
+            );
+            None
+        }
+        (None, Some(limit), Some(per)) => bucket(c, path, algorithm, limit, per, r.burst),
+        (None, None, _) => {
+            c.err(format!("{path}.limit"), "is required (or max_in_flight)");
+            None
+        }
+        (None, Some(_), None) => {
+            c.err(format!("{path}.per"), "is required with limit");
+            None
+        }
+    };
     let mut by_tier = BTreeMap::new();
     for (tier, t) in r.by_tier.iter().flatten() {
         let tpath = key_path(&format!("{path}.by_tier"), tier);
@@ -119,7 +143,24 @@ fn rule(
         missing,
         mode,
         on_failure,
+        max_in_flight,
     })
+}
+
+/// A concurrency rule (`max_in_flight`) at `path` has no bucket: `burst`, `algorithm` and
+/// `by_tier` are errors.
+fn concurrency_only(c: &mut Check, path: &str, r: &RawLimitRule) {
+    let given = [
+        ("burst", r.burst.is_some()),
+        ("algorithm", r.algorithm.is_some()),
+        ("by_tier", r.by_tier.is_some()),
+    ];
+    for (field, _) in given.iter().filter(|(_, set)| *set) {
+        c.err(
+            format!("{path}.{field}"),
+            "does not apply to a concurrency rule (max_in_flight)",
+        );
+    }
 }
 
 /// A bucket at `path` (`limit`, `per`, `burst`) within the bounds of `algorithm`. Rules have no

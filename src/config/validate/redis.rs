@@ -90,6 +90,25 @@ pub(super) fn settings(c: &mut Check, r: &RawRedis) -> RedisSettings {
         ),
         fleet_size,
         fleet_auto,
+        lease_ttl: lease_ttl(c, r.lease_ttl.as_deref()),
+    }
+}
+
+/// Shortest and longest `redis.lease_ttl`.
+const LEASE_TTL_BOUNDS: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(3600));
+
+/// `redis.lease_ttl`: a duration from 1s to 1h, default 30s.
+fn lease_ttl(c: &mut Check, text: Option<&str>) -> Duration {
+    let Some(text) = text else {
+        return Duration::from_secs(30);
+    };
+    match c.duration("redis.lease_ttl", text) {
+        Some(d) if (LEASE_TTL_BOUNDS.0..=LEASE_TTL_BOUNDS.1).contains(&d) => d,
+        Some(_) => {
+            c.err("redis.lease_ttl", "must be between 1s and 1h");
+            Duration::from_secs(30)
+        }
+        None => Duration::from_secs(30),
     }
 }
 

@@ -67,6 +67,9 @@ pub(super) fn settings(
                     weight: tier_weight(c, &path, t.weight),
                     pool: t.pool.as_ref().and_then(|p| pool_settings(c, &path, p)),
                     mode: c.mode(&format!("{path}.mode"), t.mode.as_deref()),
+                    max_in_flight: t
+                        .max_in_flight
+                        .and_then(|m| c.positive(&format!("{path}.max_in_flight"), m)),
                 },
             );
         }

@@ -1,9 +1,9 @@
 //! `upstreams:`: backends (resolved once, here), concurrency limits and their queue, timeouts,
-//! health checks and TLS.
+//! health checks, TLS and HTTP/2.
 
 use super::common::Check;
 use super::tls;
-use crate::config::model::{HealthCheckSettings, QueueSettings, UpstreamSettings};
+use crate::config::model::{H2Settings, HealthCheckSettings, QueueSettings, UpstreamSettings};
 use crate::config::raw::RawUpstream;
 use std::collections::BTreeMap;
 use std::net::ToSocketAddrs;
@@ -122,9 +122,26 @@ fn upstream_settings(c: &mut Check, name: &str, u: &RawUpstream) -> Option<Upstr
             30_000,
         )),
         health_check,
+        h2: h2_settings(c, &path, u),
         tls: u
             .tls
             .as_ref()
             .map(|t| tls::upstream_tls(c, &path, t, &u.backends)),
+    })
+}
+
+/// `h2` and `h2_max_streams` of `upstreams.<name>` at `path`: `h2_max_streams` is 1 to 1000 and
+/// needs `h2: true`.
+fn h2_settings(c: &mut Check, path: &str, u: &RawUpstream) -> Option<H2Settings> {
+    let streams_path = format!("{path}.h2_max_streams");
+    if u.h2 != Some(true) {
+        if u.h2_max_streams.is_some() {
+            c.err(streams_path, "needs h2: true");
+        }
+        return None;
+    }
+    let max_streams = c.opt_positive_at_most(&streams_path, u.h2_max_streams, 100, 1000);
+    Some(H2Settings {
+        max_streams: max_streams as usize,
     })
 }

@@ -14,6 +14,7 @@ fn rule(name: &str, matcher: RuleMatch, key: Vec<KeyPart>, missing: Missing) -> 
         missing,
         mode: Mode::Enforce,
         on_failure: FailurePolicy::Local,
+        max_in_flight: None,
     }
 }
 

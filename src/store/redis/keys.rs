@@ -96,6 +96,22 @@ pub fn rule_key(
     }
 }
 
+/// `<prefix>:{<encoded tenant>}:inflight`: the tenant's fleet-wide concurrency leases (a sorted
+/// set scored by expiry).
+pub fn inflight_key(prefix: &str, tenant: &str) -> String {
+    tenant_key(prefix, tenant, "inflight")
+}
+
+/// The lease set of a concurrency rule (`max_in_flight`) for the encoded key text `key`:
+/// `<prefix>:{<encoded tenant>}:c:<rule>:<key>` when the rule's key holds `tenant`, else
+/// `<prefix>:{c:<rule>:<key>}`.
+pub fn inflight_rule_key(prefix: &str, rule: &str, tenant: Option<&str>, key: &str) -> String {
+    match tenant {
+        Some(t) => tenant_key(prefix, t, &format!("c:{rule}:{key}")),
+        None => format!("{prefix}:{{c:{rule}:{key}}}"),
+    }
+}
+
 /// `<prefix>:{pool:<tier>}:tb`: a tier's burst pool bucket, in its own hash tag.
 pub fn pool_key(prefix: &str, tier: &str) -> String {
     format!("{prefix}:{{pool:{tier}}}:tb")

@@ -71,3 +71,16 @@ pub const RESET_LUA: &str = include_str!("../../../lua/reset.lua");
 /// `lua/fleet_heartbeat.lua`: adds this instance to the fleet membership set, drops members not
 /// seen lately and returns the live count.
 pub const FLEET_HEARTBEAT_LUA: &str = include_str!("../../../lua/fleet_heartbeat.lua");
+
+/// `lua/inflight_acquire.lua`: takes one fleet-wide concurrency lease of a tenant (pruning the
+/// expired ones) when fewer than the maximum are held.
+pub const INFLIGHT_ACQUIRE_LUA: &str = include_str!("../../../lua/inflight_acquire.lua");
+
+/// `lua/inflight_release.lua`: gives fleet-wide concurrency leases back.
+pub const INFLIGHT_RELEASE_LUA: &str = include_str!("../../../lua/inflight_release.lua");
+
+/// `lua/inflight_renew.lua`: renews the leases one instance holds for one tenant.
+pub const INFLIGHT_RENEW_LUA: &str = include_str!("../../../lua/inflight_renew.lua");
+
+/// `lua/inflight_count.lua`: counts a tenant's unexpired leases (read-only, admin API).
+pub const INFLIGHT_COUNT_LUA: &str = include_str!("../../../lua/inflight_count.lua");

@@ -199,3 +199,27 @@ fn limits_need_redis() {
     let c = parse(&format!("{BASE}limits: []\n")).unwrap();
     assert!(c.limits.is_empty());
 }
+
+#[test]
+fn concurrency_rules_take_max_in_flight_and_no_bucket() {
+    let c = parse(&format!(
+        "{BASE}limits:\n  - {{ name: uploads, key: [tenant], max_in_flight: 2 }}\n"
+    ))
+    .unwrap();
+    assert_eq!(c.limits[0].max_in_flight, Some(2));
+    let errs = parse(&format!(
+        "{BASE}limits:\n  - {{ name: a, key: [tenant], max_in_flight: 2, limit: 1, per: 1s }}\n  - {{ name: b, key: [tenant], max_in_flight: 2, burst: 3, algorithm: gcra }}\n  - {{ name: c, key: [tenant] }}\n  - {{ name: d, key: [tenant], limit: 1 }}\n  - {{ name: e, key: [tenant], max_in_flight: 0 }}\n"
+    ))
+    .unwrap_err();
+    let paths: Vec<&str> = errs.iter().map(|e| e.path.as_str()).collect();
+    for p in [
+        "limits[0].max_in_flight",
+        "limits[1].burst",
+        "limits[1].algorithm",
+        "limits[2].limit",
+        "limits[3].per",
+        "limits[4].max_in_flight",
+    ] {
+        assert!(paths.contains(&p), "{p} not in {paths:?}");
+    }
+}
