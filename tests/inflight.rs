@@ -451,3 +451,36 @@ async fn later_refusals_and_backend_errors_give_the_lease_back() {
     assert_eq!(slow.await.unwrap().status, 200);
     assert!(eventually(Duration::from_secs(5), || held(&redis) == 0).await);
 }
+
+/// A request that times out in an upstream's queue gives its lease back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_timeout_gives_the_lease_back() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let yaml = GatewayConfig::echo(&backend.addr(), "required")
+        .upstream_with(
+            "echo",
+            &backend.addr(),
+            "max_concurrency: 1, queue: { max: 5, timeout_ms: 300 }",
+        )
+        .redis(&redis.url(), REDIS)
+        .tier("T", "{ limit: 1, per: 1h, burst: 1000, max_in_flight: 5 }")
+        .api_keys_always()
+        .api_key(&api_key("k1"), "k1", "T")
+        .yaml();
+    let gw = Gateway::start(&yaml);
+    let http = client();
+    let slow = {
+        let (http, url) = (http.clone(), gw.url("/s?delay_ms=4000"));
+        tokio::spawn(async move { get(&http, &url).await })
+    };
+    assert!(eventually(Duration::from_secs(5), || held(&redis) == 1).await);
+    let queued = get(&http, &gw.url("/s")).await;
+    assert_eq!(queued.status, 503, "{}", queued.body);
+    assert!(
+        eventually(Duration::from_secs(5), || held(&redis) == 1).await,
+        "the timed-out request's lease"
+    );
+    assert_eq!(slow.await.unwrap().status, 200);
+    assert!(eventually(Duration::from_secs(5), || held(&redis) == 0).await);
+}
