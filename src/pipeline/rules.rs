@@ -90,7 +90,7 @@ pub async fn run(
     let request = tier.map(|p| p.request());
     let tier_shadow = tier.is_some_and(|p| p.limits.tier.mode.is_shadow());
     let asked = request.as_ref().map(|q| (q, tier_shadow));
-    let calls: Vec<RuleCall> = rules.iter().map(|(_, c)| c.clone()).collect();
+    let calls: Vec<&RuleCall> = rules.iter().map(|(_, c)| c).collect();
     // Boxed, as the tenant stage's call (see `tenant::run`).
     let combined = Box::pin(quota.decide_with_rules(asked, &calls)).await;
     if let (Some(p), Some(o)) = (tier, &combined.tier) {

@@ -82,7 +82,7 @@ impl QuotaService {
     pub async fn decide_with_rules(
         &self,
         tier: Option<(&TenantQuota<'_>, bool)>,
-        rules: &[RuleCall],
+        rules: &[&RuleCall],
     ) -> Combined {
         let prefix = self.redis.key_prefix();
         let tier_entry = tier.map(|(q, shadow)| LimitEntry {
@@ -167,7 +167,7 @@ impl QuotaService {
     fn outcomes(
         &self,
         tier: Option<(&TenantQuota<'_>, bool)>,
-        rules: &[RuleCall],
+        rules: &[&RuleCall],
         groups: &[Group],
         asked: &[Asked],
         tier_offset: usize,
