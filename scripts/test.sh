@@ -35,6 +35,10 @@ cd "$ROOT"
 # prometheus + promtool: tests/observability.rs (dashboard queries, alert rules)
 ./scripts/prereqs.sh --rust-components openssl redis-cli:redis-tools prometheus promtool:prometheus || exit 1
 
+# A full run from a clean tree gains nothing from incremental caches, which would double the
+# build's disk use; export CARGO_INCREMENTAL=1 to keep them.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+
 # ---- steps ---------------------------------------------------------------------------------------
 NAMES=()
 RESULTS=()
