@@ -18,11 +18,13 @@
 --               src/limit/algorithm.rs ALL), shadow (0|1), m, and its m script arguments
 -- then          cost (tokens debited from every quota), nq, per quota: period
 --               (hour|day|week|month), limit
+-- then          requests: how many identical requests to decide, one after another at this
+--               call's instant (coalesced calls, src/quota/coalesce.rs)
 -- then          optional, tests only (the gateway never sends it): the clock in Unix ms
 --
--- Returns integers {all admitted (0|1), the clock (Unix ms), ne, per entry {n, its script's n
--- reply values}, nq, per quota {admitted, remaining, retry-after ms (-1 = never), ms until the
--- window ends}}.
+-- Returns integers, per request in turn: {all admitted (0|1), the clock (Unix ms), ne, per
+-- entry {n, its script's n reply values}, nq, per quota {admitted, remaining, retry-after ms
+-- (-1 = never), ms until the window ends}}.
 if redis.replicate_commands then redis.replicate_commands() end
 
 local real = redis
@@ -38,7 +40,8 @@ for i = 1, ne do
 end
 local cost = tonumber(ARGV[at])
 local nq = tonumber(ARGV[at + 1])
-local test_now = ARGV[at + 2 + 2 * nq]
+local requests = tonumber(ARGV[at + 2 + 2 * nq])
+local test_now = ARGV[at + 3 + 2 * nq]
 
 local clock
 if test_now then
@@ -49,6 +52,86 @@ else
 end
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 
+-- Hashes (the state of every algorithm but the sliding window log) are read from Redis once
+-- per call and written back once at its end, so the requests of a coalesced call see each
+-- other's writes here and n requests cost one HMGET, HSET and PEXPIRE per key, not n of each.
+-- hashes[key] = {fields = {name = value | false}, dirty = {name = true}, order = {names},
+-- ttl = ms | nil, deleted = true | nil}. Any other command on a cached key writes it back first.
+local hashes = {}
+local touched = {}
+local function hash(key)
+  local h = hashes[key]
+  if not h then
+    h = {fields = {}, dirty = {}, order = {}}
+    hashes[key] = h
+    touched[#touched + 1] = key
+  end
+  return h
+end
+local function hmget(key, ...)
+  local names = {...}
+  local h = hash(key)
+  local out, complete = {}, true
+  for i, f in ipairs(names) do
+    out[i] = h.fields[f]
+    if out[i] == nil then complete = false end
+  end
+  if complete then return out end
+  local got = h.deleted and {} or real.call('HMGET', key, ...)
+  for i, f in ipairs(names) do
+    if h.fields[f] == nil then h.fields[f] = got[i] or false end
+    out[i] = h.fields[f]
+  end
+  return out
+end
+local function hset(key, ...)
+  local h = hash(key)
+  local args = {...}
+  for i = 1, #args, 2 do
+    local f = args[i]
+    if not h.dirty[f] then
+      h.dirty[f] = true
+      h.order[#h.order + 1] = f
+    end
+    h.fields[f] = args[i + 1]
+  end
+  return 0
+end
+local function pexpire(key, ms)
+  local h = hashes[key]
+  if tonumber(ms) > 0 then
+    h.ttl = ms
+  else
+    -- Redis deletes a key given a TTL that is not positive.
+    hashes[key] = {fields = {}, dirty = {}, order = {}, deleted = true}
+  end
+  return 1
+end
+local function write_back(key)
+  local h = hashes[key]
+  if not h then return end
+  hashes[key] = nil
+  if h.deleted then real.call('DEL', key) end
+  if #h.order > 0 then
+    local args = {}
+    for _, f in ipairs(h.order) do
+      args[#args + 1] = f
+      args[#args + 1] = h.fields[f]
+    end
+    real.call('HSET', key, unpack(args))
+  end
+  if h.ttl then real.call('PEXPIRE', key, h.ttl) end
+end
+-- A command of the algorithm scripts, through the hash cache.
+local function command(cmd, key, ...)
+  local c = string.upper(cmd)
+  if c == 'HMGET' then return hmget(key, ...) end
+  if c == 'HSET' then return hset(key, ...) end
+  if c == 'PEXPIRE' and hashes[key] then return pexpire(key, ...) end
+  write_back(key)
+  return real.call(cmd, key, ...)
+end
+
 local READS = {HMGET = true, HGET = true, HGETALL = true, GET = true, LRANGE = true,
   LLEN = true, LINDEX = true, PTTL = true, EXISTS = true}
 local function buffered(writes)
@@ -56,24 +139,17 @@ local function buffered(writes)
   proxy.call = function(cmd, ...)
     local c = string.upper(cmd)
     if c == 'TIME' then return clock end
-    if READS[c] then return real.call(cmd, ...) end
+    if READS[c] then return command(cmd, ...) end
     writes[#writes + 1] = {cmd, ...}
     return 0
   end
   return setmetatable(proxy, {__index = real})
 end
 local function apply(writes)
-  for _, w in ipairs(writes) do real.call(unpack(w)) end
+  for _, w in ipairs(writes) do command(unpack(w)) end
 end
 
 --@@ALGORITHMS@@
-
-local all = true
-for i, e in ipairs(entries) do
-  e.writes = {}
-  e.reply = ALGORITHMS[e.alg]({KEYS[i]}, e.argv, buffered(e.writes))
-  if e.reply[1] ~= 1 and not e.shadow then all = false end
-end
 
 local DAY = 86400000
 local function idiv(a, b)
@@ -121,41 +197,57 @@ local function window(period)
   return days_from_civil(y, mo) * DAY, days_from_civil(ny, nm) * DAY
 end
 
-local quotas = {}
-for i = 1, nq do
-  local period = ARGV[at + 2 * i]
-  local limit = tonumber(ARGV[at + 1 + 2 * i])
-  local s, e = window(period)
-  local key = KEYS[ne + i] .. ':' .. string.format('%d', s)
-  local used = tonumber(real.call('GET', key) or '0')
-  local to_end = e - now
-  if used + cost <= limit then
-    quotas[i] = {key, to_end, {1, limit - used - cost, 0, to_end}}
-  else
-    all = false
-    local retry = to_end
-    if cost > limit then retry = -1 end
-    quotas[i] = {key, to_end, {0, math.max(limit - used, 0), retry, to_end}}
+-- Decides one request, appending its reply to `reply`.
+local function decide(reply)
+  local all = true
+  for i, e in ipairs(entries) do
+    e.writes = {}
+    e.reply = ALGORITHMS[e.alg]({KEYS[i]}, e.argv, buffered(e.writes))
+    if e.reply[1] ~= 1 and not e.shadow then all = false end
   end
-end
 
-for _, e in ipairs(entries) do
-  if all or e.reply[1] ~= 1 then apply(e.writes) end
-end
-if all then
+  local quotas = {}
+  for i = 1, nq do
+    local period = ARGV[at + 2 * i]
+    local limit = tonumber(ARGV[at + 1 + 2 * i])
+    local s, e = window(period)
+    local key = KEYS[ne + i] .. ':' .. string.format('%d', s)
+    local used = tonumber(real.call('GET', key) or '0')
+    local to_end = e - now
+    if used + cost <= limit then
+      quotas[i] = {key, to_end, {1, limit - used - cost, 0, to_end}}
+    else
+      all = false
+      local retry = to_end
+      if cost > limit then retry = -1 end
+      quotas[i] = {key, to_end, {0, math.max(limit - used, 0), retry, to_end}}
+    end
+  end
+
+  for _, e in ipairs(entries) do
+    if all or e.reply[1] ~= 1 then apply(e.writes) end
+  end
+  if all then
+    for _, q in ipairs(quotas) do
+      real.call('INCRBY', q[1], cost)
+      real.call('PEXPIRE', q[1], q[2])
+    end
+  end
+
+  reply[#reply + 1] = all and 1 or 0
+  reply[#reply + 1] = now
+  reply[#reply + 1] = ne
+  for _, e in ipairs(entries) do
+    reply[#reply + 1] = #e.reply
+    for _, v in ipairs(e.reply) do reply[#reply + 1] = v end
+  end
+  reply[#reply + 1] = nq
   for _, q in ipairs(quotas) do
-    real.call('INCRBY', q[1], cost)
-    real.call('PEXPIRE', q[1], q[2])
+    for _, v in ipairs(q[3]) do reply[#reply + 1] = v end
   end
 end
 
-local reply = {all and 1 or 0, now, ne}
-for _, e in ipairs(entries) do
-  reply[#reply + 1] = #e.reply
-  for _, v in ipairs(e.reply) do reply[#reply + 1] = v end
-end
-reply[#reply + 1] = nq
-for _, q in ipairs(quotas) do
-  for _, v in ipairs(q[3]) do reply[#reply + 1] = v end
-end
+local reply = {}
+for _ = 1, requests do decide(reply) end
+for _, key in ipairs(touched) do write_back(key) end
 return reply

@@ -820,6 +820,87 @@ fn batch_form_matches_consecutive_decisions() {
     }
 }
 
+/// Runs the composed policy script deciding `n` requests of `call` in one call at `now`.
+fn run_policy_n(
+    con: &mut redis::Connection,
+    call: &PolicyCall<'_>,
+    now: u64,
+    n: usize,
+) -> Vec<policy::BatchDecision> {
+    let (keys, mut args) = policy::keys_and_args("ref", call, Some(now));
+    let at = args.len() - 2; // the request count, before the test clock
+    args[at] = n.to_string();
+    let script = redis::Script::new(policy::policy_script().source());
+    let mut inv = script.prepare_invoke();
+    for k in &keys {
+        inv.key(k);
+    }
+    for a in &args {
+        inv.arg(a);
+    }
+    let reply: Vec<i64> = inv.invoke(con).expect("policy call");
+    policy::parse_batches(&reply, &[call.rate.limit], n).expect("reply shape")
+}
+
+/// `lua/policy.lua` deciding n requests in one call (coalesced requests) answers and leaves
+/// state exactly as n calls at the same instant do, for every algorithm, with and without a
+/// calendar quota.
+#[test]
+fn policy_requests_in_one_call_match_consecutive_calls() {
+    let redis = RedisServer::start();
+    let mut con = redis.conn();
+    let mut rng = StdRng::seed_from_u64(0xc0a1_e5ce);
+    let base = redis_now_ms(&mut con);
+    let day: &'static [CalendarQuota] = Box::leak(Box::new([CalendarQuota {
+        limit: 6,
+        period: Period::Day,
+    }]));
+    for alg in Algorithm::ALL {
+        for case in 0..60 {
+            // Slow refill: keys expire (on Redis's real clock) long after this test.
+            let rate = Rate::new(
+                rng.random_range(1..=20),
+                3_600_000,
+                rng.random_range(1..=12),
+            );
+            let together = PolicyCall {
+                tenant: Box::leak(format!("n{alg:?}{case}").into_boxed_str()),
+                algorithm: alg,
+                rate,
+                cost: rng.random_range(1..=rate.burst.min(4)),
+                max_delay_ms: if alg == Algorithm::LeakyBucket {
+                    2_000
+                } else {
+                    0
+                },
+                quotas: if case % 3 == 0 { day } else { &[] },
+            };
+            let apart = PolicyCall {
+                tenant: Box::leak(format!("s{alg:?}{case}").into_boxed_str()),
+                ..together
+            };
+            let n = rng.random_range(2..=8usize);
+            let now = base + case * 10;
+            let batch = run_policy_n(&mut con, &together, now, n);
+            for (i, got) in batch.into_iter().enumerate() {
+                let one = run_policy(&mut con, apart.tenant, &apart, now);
+                assert_eq!(
+                    policy::PolicyDecision::from_batch(got),
+                    one,
+                    "{alg:?} case {case} request {i} of {n}"
+                );
+            }
+            // The state left behind is the same: the next decision, a little later, agrees.
+            let later = now + 200_000;
+            assert_eq!(
+                run_policy(&mut con, together.tenant, &together, later),
+                run_policy(&mut con, apart.tenant, &apart, later),
+                "{alg:?} case {case}: state after {n}"
+            );
+        }
+    }
+}
+
 /// `lua/refund.lua` gives back exactly what one debit of `lua/policy.lua` took, for every
 /// algorithm and for a calendar quota: after debit + refund the bucket admits its whole burst
 /// again, and not one more.

@@ -1,12 +1,13 @@
-//! Request coalescing for the exact token bucket: while a script call for one tenant's bucket
-//! is in flight, this instance's next requests for the same bucket and cost wait for it, and
-//! one call then decides all of them together (`lua/token_bucket.lua` with `n`), in arrival
-//! order.
+//! Request coalescing: while a script call for one key is in flight, this instance's next
+//! requests with the same key wait for it, and one call then decides all of them together, in
+//! arrival order. Keys are whole calls: the exact token bucket's (tenant, bucket size, cost;
+//! `lua/token_bucket.lua` with `n`) and the policy script's (its KEYS and ARGV;
+//! `lua/policy.lua` with a request count).
 //!
 //! Exactness is unchanged: every decision is still made by Redis, atomically, before its request
 //! goes on, and a batch decides as consecutive calls at one instant would
 //! ([`decide_batch`](crate::limit::token_bucket::decide_batch)). What changes is the Redis load
-//! of a busy tenant: one script call per batch instead of one per request. A request that finds
+//! of a busy key: one script call per batch instead of one per request. A request that finds
 //! no call in flight is sent at once, so a quiet tenant waits for nothing.
 //!
 //! Turn-taking: the first request of a key leads: it makes the call for itself and for the
@@ -17,11 +18,12 @@
 //! it is handed the lead, for its own call.
 
 use crate::hashing::HashMap;
-use crate::limit::{Decision, Rate};
+use crate::limit::Rate;
 use crate::store::redis::client::RedisFault;
 use crate::store::redis::guarded;
 use parking_lot::Mutex;
 use std::future::Future;
+use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -29,18 +31,18 @@ use tokio::sync::oneshot;
 const SHARDS: usize = 16;
 
 /// One request's answer from Redis.
-pub type Reply = Result<Decision, RedisFault>;
+pub type Reply<V> = Result<V, RedisFault>;
 
 /// What [`Coalescer::decide`] returns: the request's reply, and whether this request made the
 /// Redis call behind it (the circuit breaker counts calls, not the requests that shared one).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
-    pub reply: Reply,
+pub struct Answer<V> {
+    pub reply: Reply<V>,
     pub own_call: bool,
 }
 
-impl Answer {
-    fn shared(reply: Reply) -> Self {
+impl<V> Answer<V> {
+    fn shared(reply: Reply<V>) -> Self {
         Answer {
             reply,
             own_call: false,
@@ -50,52 +52,57 @@ impl Answer {
 
 /// An answer as one attempt of a guarded call: a request that only shared a call made by
 /// another request of its tenant is not one more breaker outcome.
-impl guarded::Reply for Answer {
-    type Value = Decision;
-    fn into_parts(self) -> (Reply, bool) {
+impl<V> guarded::Reply for Answer<V> {
+    type Value = V;
+    fn into_parts(self) -> (Reply<V>, bool) {
         (self.reply, self.own_call)
     }
 }
 
-/// Requests decided together: same tenant, bucket size and cost.
+/// Exact token-bucket requests decided together: same tenant, bucket size and cost.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct BatchKey {
-    tenant: String,
-    rate: Rate,
-    cost: u64,
+pub struct BucketKey {
+    pub tenant: String,
+    pub rate: Rate,
+    pub cost: u64,
 }
+
+/// A call's identity: requests with equal keys are decided by one call.
+pub trait CallIdentity: Hash + Eq + Clone {}
+impl<K: Hash + Eq + Clone> CallIdentity for K {}
 
 /// What a waiting request is told.
-enum Turn {
+enum Turn<K: CallIdentity, V> {
     /// Its decision.
-    Done(Reply),
+    Done(Reply<V>),
     /// It leads now: call for itself and the batch the handoff carries.
-    Lead(Handoff),
+    Lead(Handoff<K, V>),
 }
 
-type Waiters = Vec<oneshot::Sender<Turn>>;
+type Waiters<K, V> = Vec<oneshot::Sender<Turn<K, V>>>;
+type Shard<K, V> = Mutex<HashMap<K, Waiters<K, V>>>;
 
-struct Shared {
+struct Shared<K: CallIdentity, V> {
     /// Keys with a call in flight, and the requests queued behind it.
-    shards: Vec<Mutex<HashMap<BatchKey, Waiters>>>,
+    shards: Vec<Shard<K, V>>,
     hasher: crate::hashing::RandomState,
 }
 
-impl Shared {
-    fn shard(&self, key: &BatchKey) -> &Mutex<HashMap<BatchKey, Waiters>> {
-        &self.shards[(self.hasher.hash_one(&key.tenant) as usize) % SHARDS]
+impl<K: CallIdentity, V> Shared<K, V> {
+    fn shard(&self, key: &K) -> &Shard<K, V> {
+        &self.shards[(self.hasher.hash_one(key) as usize) % SHARDS]
     }
 }
 
 /// The lead of one key: the requests it must answer (`batch`) and, on drop, the passing of the
 /// lead to the next waiting request (or forgetting the key when none waits).
-struct Handoff {
-    shared: Arc<Shared>,
-    key: Option<BatchKey>,
-    batch: Waiters,
+struct Handoff<K: CallIdentity, V> {
+    shared: Arc<Shared<K, V>>,
+    key: Option<K>,
+    batch: Waiters<K, V>,
 }
 
-impl Drop for Handoff {
+impl<K: CallIdentity, V> Drop for Handoff<K, V> {
     fn drop(&mut self) {
         let Some(key) = self.key.take() else { return };
         let shared = self.shared.clone();
@@ -127,14 +134,15 @@ impl Drop for Handoff {
     }
 }
 
-/// Per-instance coalescing of exact token-bucket calls.
-pub struct Coalescer {
-    shared: Arc<Shared>,
+/// Per-instance coalescing of script calls with the same key `K` (a whole call's identity),
+/// each request answered with a `V`.
+pub struct Coalescer<K: CallIdentity, V> {
+    shared: Arc<Shared<K, V>>,
     /// Longest a request waits for its turn (`redis.timeout_ms`).
     wait: Duration,
 }
 
-impl Coalescer {
+impl<K: CallIdentity, V: Clone> Coalescer<K, V> {
     /// A coalescer whose waiting requests give up after `wait` (`RedisFault::Timeout`).
     pub fn new(wait: Duration) -> Self {
         Coalescer {
@@ -148,19 +156,14 @@ impl Coalescer {
         }
     }
 
-    /// Decides one request of `cost` tokens for `tenant`'s bucket `rate`: `call(n)` decides `n`
-    /// such requests in one Redis call and returns their decisions in order. It runs at once
-    /// when no call for the key is in flight; otherwise this request joins the next batch.
-    pub async fn decide<F, Fut>(&self, tenant: &str, rate: Rate, cost: u64, call: F) -> Answer
+    /// Decides one request with call identity `key`: `call(n)` decides `n` such requests in
+    /// one Redis call and returns their answers in order. It runs at once when no call for the
+    /// key is in flight; otherwise this request joins the next batch.
+    pub async fn decide<F, Fut>(&self, key: K, call: F) -> Answer<V>
     where
         F: Fn(usize) -> Fut,
-        Fut: Future<Output = Result<Vec<Decision>, RedisFault>>,
+        Fut: Future<Output = Result<Vec<V>, RedisFault>>,
     {
-        let key = BatchKey {
-            tenant: tenant.to_string(),
-            rate,
-            cost,
-        };
         // Queue behind the call in flight, or mark the key in flight and lead.
         let queued = {
             let mut map = self.shared.shard(&key).lock();

@@ -96,7 +96,9 @@ pub struct QuotaService {
     local_policies: Arc<AlgoStore<String>>,
     deny: Arc<DenyCache>,
     /// Exact token-bucket calls of one tenant in flight together become one call.
-    coalesce: coalesce::Coalescer,
+    coalesce: coalesce::Coalescer<coalesce::BucketKey, Decision>,
+    /// Identical policy-script calls (same KEYS and ARGV) in flight together become one call.
+    policy_coalesce: coalesce::Coalescer<policy_script::CallKey, policy_script::BatchDecision>,
     fleet: Arc<Fleet>,
     /// Leased tokens of `lease` tiers (times on `epoch`).
     leases: Arc<lease::LeaseStore>,
@@ -139,6 +141,7 @@ impl QuotaService {
             local_policies: Arc::new(AlgoStore::new(LOCAL_FALLBACK_TENANTS)),
             deny: Arc::new(DenyCache::new(LOCAL_FALLBACK_TENANTS)),
             coalesce: coalesce::Coalescer::new(settings.timeout),
+            policy_coalesce: coalesce::Coalescer::new(settings.timeout),
             fleet: Arc::new(Fleet::new(settings.fleet_size)),
             leases: Default::default(),
             inflight: Default::default(),
@@ -177,6 +180,7 @@ impl QuotaService {
                 Arc::new(DenyCache::new(LOCAL_FALLBACK_TENANTS))
             },
             coalesce: coalesce::Coalescer::new(settings.timeout),
+            policy_coalesce: coalesce::Coalescer::new(settings.timeout),
             // The live fleet stays what was last seen while the store is the same.
             fleet: if same_redis && settings.fleet_auto && old.fleet_auto {
                 previous.fleet.clone()
@@ -344,7 +348,14 @@ impl QuotaService {
             .call(
                 sent_ms,
                 self.retry(RetryOn::ConnectionOrNotMaster, Budget::FromCall),
-                |_| self.coalesce.decide(q.tenant, q.rate, q.cost, call),
+                |_| {
+                    let key = coalesce::BucketKey {
+                        tenant: q.tenant.to_string(),
+                        rate: q.rate,
+                        cost: q.cost,
+                    };
+                    self.coalesce.decide(key, call)
+                },
                 record_call,
             )
             .await;

@@ -8,13 +8,15 @@
 //! share of it would refuse or admit arbitrarily). The main limit is enforced at its local
 //! share, as for the token bucket.
 
-use super::policy_script::{self as policy, PolicyCall, PolicyDecision};
+use super::policy_script::{self as policy, BatchDecision, CallKey, PolicyCall, PolicyDecision};
+use super::{record_call, refused_wait};
 use super::{QuotaOutcome, QuotaService, TenantQuota};
 use crate::config::{FailurePolicy, TierPolicy};
 use crate::limit::gcra::TatState;
 use crate::limit::Decision;
 use crate::response::{QuotaReport, ReportKind};
 use crate::store::redis::client::RedisFault;
+use crate::store::redis::guarded::{Answered, Budget, RetryOn};
 use crate::store::redis::keys::main_key;
 
 /// What a policy decision adds to the main limit's decision.
@@ -67,20 +69,47 @@ impl QuotaService {
         }
     }
 
-    async fn call_policy(&self, q: &TenantQuota<'_>) -> Result<PolicyDecision, RedisFault> {
-        let call = self.policy_call(q);
-        let (keys, args) = policy::keys_and_args(self.redis.key_prefix(), &call, None);
-        let script = policy::policy_script();
-        let reply = self.redis.eval::<Vec<i64>, _>(script, &keys, &args).await?;
-        policy::parse_reply(&reply, q.rate.limit).ok_or(RedisFault::Other)
+    /// One guarded policy-script call for a request with call identity `key` (entries of these
+    /// `limits`), coalesced with identical calls in flight on this instance; retried once on
+    /// a connection error (only: unlike the token bucket path, not on `NotMaster`) within
+    /// `redis.timeout_ms`. Errors: the failure policy's wait (ms).
+    pub(super) async fn ask_policy(
+        &self,
+        key: &CallKey,
+        limits: &[u64],
+    ) -> Result<BatchDecision, u64> {
+        let call = |n: usize| async move {
+            let script = policy::policy_script();
+            let args = key.args_for(n);
+            let reply = self
+                .redis
+                .eval::<Vec<i64>, _>(script, &key.keys, &args)
+                .await?;
+            policy::parse_batches(&reply, limits, n).ok_or(RedisFault::Other)
+        };
+        let answer = self
+            .guarded()
+            .call(
+                self.now_ms(),
+                self.retry(RetryOn::Connection, Budget::FromCall),
+                |_| self.policy_coalesce.decide(key.clone(), call),
+                record_call,
+            )
+            .await;
+        match answer {
+            Ok(Answered { value, .. }) => Ok(value),
+            Err(refused) => Err(refused_wait(refused)),
+        }
     }
 
-    /// Decides one request of a tier with a non-token-bucket algorithm or quotas: one guarded
-    /// call, retried once on a connection error (only: unlike the token bucket path, not on
-    /// `NotMaster`) within `redis.timeout_ms`.
+    /// Decides one request of a tier with a non-token-bucket algorithm or quotas: one policy
+    /// call ([`ask_policy`](Self::ask_policy)).
     pub(super) async fn decide_policies(&self, q: &TenantQuota<'_>) -> QuotaOutcome {
-        let d = match self.ask(|_| self.call_policy(q)).await {
-            Ok(d) => d,
+        let call = self.policy_call(q);
+        let entry = call.entry(self.redis.key_prefix());
+        let key = policy::call_key(self.redis.key_prefix(), &[&entry], Some(call.quota_part()));
+        let d = match self.ask_policy(&key, &[q.rate.limit]).await {
+            Ok(b) => PolicyDecision::from_batch(b),
             Err(retry_in_ms) => return self.policy_fallback(q, retry_in_ms),
         };
         let reservation = d.reservation.map(|state| Reservation {

@@ -177,6 +177,26 @@ pub struct BatchDecision {
     pub quotas: Vec<Decision>,
 }
 
+/// A policy call's identity: its KEYS and ARGV (for one request). Requests whose calls are
+/// equal are decided by one call of `lua/policy.lua` with a request count.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CallKey {
+    pub keys: Vec<String>,
+    pub args: Vec<String>,
+}
+
+impl CallKey {
+    /// ARGV deciding `requests` such requests in turn (the count is the argument before the
+    /// optional test clock, which a coalesced call never has).
+    pub fn args_for(&self, requests: usize) -> Vec<String> {
+        let mut args = self.args.clone();
+        if let Some(last) = args.last_mut() {
+            *last = requests.to_string();
+        }
+        args
+    }
+}
+
 /// KEYS and ARGV of a tier's policy call; `test_now_ms` only from tests (fixes the script's
 /// clock).
 pub fn keys_and_args(
@@ -188,8 +208,15 @@ pub fn keys_and_args(
     batch_keys_and_args(prefix, &[&entry], Some(call.quota_part()), test_now_ms)
 }
 
-/// KEYS and ARGV of a policy call over `entries` (all under one hash tag) and, when given, a
-/// tier's quotas (under its tenant's tag).
+/// The identity of a policy call for one request, without a test clock: see
+/// [`batch_keys_and_args`].
+pub fn call_key(prefix: &str, entries: &[&LimitEntry], quotas: Option<QuotaPart<'_>>) -> CallKey {
+    let (keys, args) = batch_keys_and_args(prefix, entries, quotas, None);
+    CallKey { keys, args }
+}
+
+/// KEYS and ARGV of a policy call deciding one request over `entries` (all under one hash tag)
+/// and, when given, a tier's quotas (under its tenant's tag).
 pub fn batch_keys_and_args(
     prefix: &str,
     entries: &[&LimitEntry],
@@ -221,6 +248,7 @@ pub fn batch_keys_and_args(
         args.push(quota.period.as_str().to_string());
         args.push(quota.limit.to_string());
     }
+    args.push("1".to_string());
     if let Some(now) = test_now_ms {
         args.push(now.to_string());
     }
@@ -277,9 +305,28 @@ fn entry_outcome(v: &[i64], limit: u64) -> (Outcome, Option<TatState>) {
     (outcome, reservation)
 }
 
-/// Parses the reply of `lua/policy.lua` for entries of these `limits` (tokens per period, in
-/// call order); `None` when it has an unexpected shape.
+/// Parses the reply of `lua/policy.lua` deciding `requests` requests over entries of these
+/// `limits` (tokens per period, in call order): each request's decision, in turn; `None` when
+/// it has an unexpected shape.
+pub fn parse_batches(reply: &[i64], limits: &[u64], requests: usize) -> Option<Vec<BatchDecision>> {
+    let mut decisions = Vec::with_capacity(requests);
+    let mut rest = reply;
+    for _ in 0..requests {
+        let (d, used) = parse_one(rest, limits)?;
+        decisions.push(d);
+        rest = &rest[used..];
+    }
+    rest.is_empty().then_some(decisions)
+}
+
+/// Parses the reply of `lua/policy.lua` deciding one request over entries of these `limits`;
+/// `None` when it has an unexpected shape.
 pub fn parse_batch(reply: &[i64], limits: &[u64]) -> Option<BatchDecision> {
+    parse_batches(reply, limits, 1)?.pop()
+}
+
+/// One request's block at the start of `reply`, and its length.
+fn parse_one(reply: &[i64], limits: &[u64]) -> Option<(BatchDecision, usize)> {
     let ne = *reply.get(2)? as usize;
     if ne != limits.len() {
         return None;
@@ -296,29 +343,33 @@ pub fn parse_batch(reply: &[i64], limits: &[u64]) -> Option<BatchDecision> {
         at += 1 + n;
     }
     let nq = *reply.get(at)? as usize;
-    let rest = reply.get(at + 1..)?;
-    if rest.len() != 4 * nq {
-        return None;
-    }
-    Some(BatchDecision {
+    let quotas = reply.get(at + 1..at + 1 + 4 * nq)?;
+    let d = BatchDecision {
         admitted: reply[0] == 1,
         now_ms: reply[1].max(0) as u64,
         entries,
-        quotas: rest.chunks(4).map(decision).collect(),
-    })
+        quotas: quotas.chunks(4).map(decision).collect(),
+    };
+    Some((d, at + 1 + 4 * nq))
+}
+
+impl PolicyDecision {
+    /// A tier's decision from a call whose first entry is its main limit.
+    pub fn from_batch(b: BatchDecision) -> Self {
+        let (main, reservation) = b.entries[0];
+        PolicyDecision {
+            admitted: b.admitted,
+            main,
+            reservation,
+            quotas: b.quotas,
+        }
+    }
 }
 
 /// Parses the reply of a tier's policy call (one entry, main limit of `limit` tokens per
 /// period); `None` when it has an unexpected shape.
 pub fn parse_reply(reply: &[i64], limit: u64) -> Option<PolicyDecision> {
-    let b = parse_batch(reply, &[limit])?;
-    let (main, reservation) = b.entries.into_iter().next()?;
-    Some(PolicyDecision {
-        admitted: b.admitted,
-        main,
-        reservation,
-        quotas: b.quotas,
-    })
+    parse_batch(reply, &[limit]).map(PolicyDecision::from_batch)
 }
 
 #[cfg(test)]

@@ -20,7 +20,6 @@ use super::{PolicyExtras, QuotaOutcome, QuotaService, Reservation};
 use crate::config::FailurePolicy;
 use crate::limit::algorithm::Algorithm;
 use crate::limit::{Decision, Rate};
-use crate::store::redis::client::RedisFault;
 use crate::store::redis::conn::key_slot;
 
 /// One limit rule to decide with a request.
@@ -138,14 +137,8 @@ impl QuotaService {
     /// main limit is among them).
     async fn ask_group(&self, members: &[&LimitEntry], quotas: Option<QuotaPart<'_>>) -> Asked {
         let limits: Vec<u64> = members.iter().map(|e| e.rate.limit).collect();
-        let (keys, args) =
-            policy::batch_keys_and_args(self.redis.key_prefix(), members, quotas, None);
-        let call = || async {
-            let script = policy::policy_script();
-            let reply = self.redis.eval::<Vec<i64>, _>(script, &keys, &args).await?;
-            policy::parse_batch(&reply, &limits).ok_or(RedisFault::Other)
-        };
-        match self.ask(|_| call()).await {
+        let key = policy::call_key(self.redis.key_prefix(), members, quotas);
+        match self.ask_policy(&key, &limits).await {
             Ok(value) => Asked::Answered(value),
             Err(retry_in_ms) => Asked::Failed { retry_in_ms },
         }

@@ -1,8 +1,21 @@
 use super::*;
+use crate::limit::Decision;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::Semaphore;
 
 const RATE: Rate = Rate::new(1, 60_000, 10);
+
+/// The coalescer of exact token-bucket calls, as the quota service uses it.
+type Coalescer = super::Coalescer<BucketKey, Decision>;
+type Reply = super::Reply<Decision>;
+
+fn key(tenant: &str, rate: Rate, cost: u64) -> BucketKey {
+    BucketKey {
+        tenant: tenant.to_string(),
+        rate,
+        cost,
+    }
+}
 
 fn admitted(n: usize) -> Vec<Decision> {
     crate::limit::token_bucket::decide_batch(RATE.burst * RATE.per_ms, &RATE, 1, n).0
@@ -40,7 +53,7 @@ impl Calls {
 fn spawn_decide(c: &Arc<Coalescer>, calls: &Arc<Calls>) -> tokio::task::JoinHandle<Reply> {
     let (c, calls) = (c.clone(), calls.clone());
     tokio::spawn(async move {
-        c.decide("t", RATE, 1, |n| calls.call(n, Ok(admitted(n))))
+        c.decide(key("t", RATE, 1), |n| calls.call(n, Ok(admitted(n))))
             .await
             .reply
     })
@@ -88,7 +101,7 @@ async fn other_tenants_and_costs_are_not_batched_together() {
             let answer = |n| {
                 crate::limit::token_bucket::decide_batch(RATE.burst * RATE.per_ms, &RATE, cost, n).0
             };
-            c.decide(tenant, RATE, cost, |n| calls.call(n, Ok(answer(n))))
+            c.decide(key(tenant, RATE, cost), |n| calls.call(n, Ok(answer(n))))
                 .await
         }));
     }
@@ -108,7 +121,7 @@ async fn a_failed_call_fails_its_whole_batch_and_the_key_is_freed() {
     let calls = Calls::new();
     let spawn = |c: Arc<Coalescer>, calls: Arc<Calls>, reply: Result<Vec<Decision>, RedisFault>| {
         tokio::spawn(async move {
-            c.decide("t", RATE, 1, |_| calls.call(0, reply.clone()))
+            c.decide(key("t", RATE, 1), |_| calls.call(0, reply.clone()))
                 .await
         })
     };
@@ -141,7 +154,7 @@ async fn a_leader_dropped_mid_call_hands_the_lead_on() {
     let (c1, calls1) = (c.clone(), calls.clone());
     // The first request gives up (its future is dropped) while its call is in flight.
     let first = tokio::spawn(async move {
-        let decide = c1.decide("t", RATE, 1, |n| calls1.call(n, Ok(admitted(n))));
+        let decide = c1.decide(key("t", RATE, 1), |n| calls1.call(n, Ok(admitted(n))));
         tokio::time::timeout(Duration::from_millis(1), decide).await
     });
     until(|| calls.started.load(Ordering::SeqCst) == 1).await;
@@ -165,7 +178,7 @@ async fn a_waiting_request_gives_up_after_the_wait() {
     let first = spawn_decide(&c, &calls);
     until(|| calls.started.load(Ordering::SeqCst) == 1).await;
     let waited = c
-        .decide("t", RATE, 1, |n| calls.call(n, Ok(admitted(n))))
+        .decide(key("t", RATE, 1), |n| calls.call(n, Ok(admitted(n))))
         .await;
     assert_eq!(waited.reply, Err(RedisFault::Timeout));
     assert!(!waited.own_call);
@@ -184,7 +197,7 @@ async fn a_request_handed_the_lead_calls_within_what_is_left_of_its_wait() {
     let (c1, calls1) = (c.clone(), calls.clone());
     // The first request's call never answers; it gives up after 60 ms.
     let first = tokio::spawn(async move {
-        let decide = c1.decide("t", RATE, 1, |n| calls1.call(n, Ok(admitted(n))));
+        let decide = c1.decide(key("t", RATE, 1), |n| calls1.call(n, Ok(admitted(n))));
         tokio::time::timeout(Duration::from_millis(60), decide).await
     });
     until(|| calls.started.load(Ordering::SeqCst) == 1).await;

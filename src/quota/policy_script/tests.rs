@@ -48,7 +48,7 @@ fn keys_and_args_layout() {
     assert_eq!(k, ["tg:{acme}:lb", "tg:{acme}:q:day"]);
     assert_eq!(
         a,
-        ["1", "6", "0", "5", "10", "1000", "5", "2", "300", "2", "1", "day", "100"]
+        ["1", "6", "0", "5", "10", "1000", "5", "2", "300", "2", "1", "day", "100", "1"]
     );
 }
 
@@ -66,6 +66,21 @@ fn reply_parsing() {
     assert_eq!(b.now_ms, 9);
     assert!(b.entries[0].0.decision.admitted && !b.entries[1].0.decision.admitted);
     assert_eq!(b.entries[1].0.decision.retry_after_ms, 700);
+}
+
+/// A coalesced call's reply is one block per request, each parsed as a single call's.
+#[test]
+fn replies_of_several_requests_parse_in_turn() {
+    let one = [1, 9, 1, 4, 1, 1, 0, 900, 1, 1, 0, 0, 5000];
+    let two = [0, 9, 1, 4, 0, 0, 300, 900, 1, 0, 0, 5000, 5000];
+    let reply: Vec<i64> = one.iter().chain(&two).copied().collect();
+    let d = parse_batches(&reply, &[10], 2).unwrap();
+    assert!(d[0].admitted && !d[1].admitted);
+    assert_eq!(d[1].entries[0].0.decision.retry_after_ms, 300);
+    assert_eq!(d[1].quotas[0].retry_after_ms, 5000);
+    // Too few blocks, or something left over, is a malformed reply.
+    assert!(parse_batches(&reply, &[10], 3).is_none());
+    assert!(parse_batches(&reply, &[10], 1).is_none());
 }
 
 #[test]
@@ -86,9 +101,14 @@ fn batch_and_refund_layout() {
     assert_eq!(k, ["k1", "k2"]);
     let expected = [
         "2", "2", "0", "4", "10", "1000", "20", "1", "4", "1", "4", "10", "1000", "20", "1", "0",
-        "0",
+        "0", "1",
     ];
     assert_eq!(args, expected);
+    let key = call_key("tg", &[&a, &b], None);
+    assert_eq!(key.args, expected);
+    let three = key.args_for(3);
+    assert_eq!(three[..three.len() - 1], expected[..expected.len() - 1]);
+    assert_eq!(three.last().map(String::as_str), Some("3"));
     let (k, args) = refund_keys_and_args("tg", &[&b], None, 77);
     assert_eq!(k, ["k2"]);
     assert_eq!(args, ["1", "4", "77", "10", "1000", "20", "1"]);
