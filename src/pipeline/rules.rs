@@ -131,17 +131,7 @@ pub fn judge(
                 decision,
                 rate,
                 degraded,
-            } => reports.push((
-                QuotaReport {
-                    name: call.name.clone(),
-                    kind: ReportKind::Rule,
-                    limit: rate.burst,
-                    window_s: rate.window_s(),
-                    decision,
-                },
-                rate,
-                degraded,
-            )),
+            } => reports.push(report(call, ReportKind::Rule, decision, rate, degraded)),
             RuleOutcome::FailedClosed { retry_after_s } if !call.entry.shadow => {
                 closed = closed.max(Some(retry_after_s));
             }
@@ -157,17 +147,7 @@ pub fn judge(
                 degraded,
             } if !call.entry.shadow || decision.admitted => {
                 usage_reserved = decision.admitted && !degraded;
-                reports.push((
-                    QuotaReport {
-                        name: call.name.clone(),
-                        kind: ReportKind::Usage,
-                        limit: rate.burst,
-                        window_s: rate.window_s(),
-                        decision,
-                    },
-                    rate,
-                    degraded,
-                ));
+                reports.push(report(call, ReportKind::Usage, decision, rate, degraded));
             }
             RuleOutcome::FailedClosed { retry_after_s } if !call.entry.shadow => {
                 closed = closed.max(Some(retry_after_s));
@@ -236,6 +216,24 @@ pub fn judge(
         .with("violated-policies", json!(h.violated()));
     let r = Rejection::new(Layer::Tenant, Outcome::Limited, problem).retry_after(h.retry_after_s());
     Verdict::refuse(r, shadow, Outcome::Limited, Some(h))
+}
+
+/// One decided policy's part of the headers, with its bucket and whether it was degraded.
+fn report(
+    call: &RuleCall,
+    kind: ReportKind,
+    decision: crate::limit::Decision,
+    rate: crate::limit::Rate,
+    degraded: bool,
+) -> (QuotaReport, crate::limit::Rate, bool) {
+    let r = QuotaReport {
+        name: call.name.clone(),
+        kind,
+        limit: rate.burst,
+        window_s: rate.window_s(),
+        decision,
+    };
+    (r, rate, degraded)
 }
 
 /// The tier's headers with the rules' reports after its own policies; without a tier's
