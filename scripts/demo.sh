@@ -369,6 +369,30 @@ printf '%s\n' "$shaped" | indent
 expect "shaped: 4 admitted (now, +0.5 s, +1 s, +1.5 s)" "$(grep -c '^200' <<<"$shaped")" 4
 expect "shaped: the 5th (slot 2 s away) refused" "$(grep -c '^429' <<<"$shaped")" 1
 
+section "6c. usage cost: a token budget (tier llm: 600 tokens, refills 50/s, reserve 100) settled by the backend"
+LLM=(-H "X-API-Key: demo-llm-key" -H "Content-Type: application/json" -H "x-echo-usage: 250")
+CHAT='{"model":"echo","messages":[{"role":"user","content":"hi"}]}'
+say "four chat completions (the echo backend reports 250 tokens each), 0.2 s apart; status and tokens left at admission"
+ok200=0 n429=0 last=""
+for i in 1 2 3 4; do
+  [[ $((i % 2)) == 1 ]] && url=$GWA || url=$GWB
+  last=$(curl -s -o /dev/null -D - "${LLM[@]}" -d "$CHAT" "$url/v1/chat/completions" | tr -d '\r')
+  c=$(sed -n '1s/^HTTP[^ ]* \([0-9]*\).*/\1/p' <<<"$last")
+  rl=$(grep -i '^x-ratelimit-remaining-tokens:' <<<"$last" || true)
+  say "  $i: $c  $rl"
+  [[ $c == 200 ]] && ok200=$((ok200 + 1))
+  [[ $c == 429 ]] && n429=$((n429 + 1))
+  sleep 0.2
+done
+expect "llm: the budget admits 3 completions (600 - 3 x 250 = -150: a debt)" "$ok200" 3
+expect "llm: the 4th is refused until the refill pays the debt and a reserve" "$n429" 1
+wait_s=$(grep -i '^retry-after:' <<<"$last" | tr -dc '0-9')
+say "the refusal's Retry-After: ${wait_s}s (debt + reserve at 50 tokens/s); waiting that long"
+sleep "${wait_s:-1}"
+c=$(code "${LLM[@]}" -d "$CHAT" "$GWA/v1/chat/completions")
+expect "llm: after Retry-After the budget has refilled and admits again" "$c" 200
+say "settlements counted by gw-a: $(curl -fsS "http://127.0.0.1:$P_ADM1/metrics" | grep -c '^tollgate_usage_settlements_total') series"
+
 section "7. Redis outage: kill -9 redis-server mid-run"
 kill -KILL "$REDIS_PID"
 while kill -0 "$REDIS_PID" 2>/dev/null; do sleep 0.05; done

@@ -35,6 +35,12 @@
 //! The `size=N` body is the repeating 61-byte [`PATTERN`]: byte `i` is `PATTERN[i % 61]` (a prime
 //! period, so a dropped or duplicated block of any power-of-two size is visible to a comparison).
 //!
+//! # OpenAI-compatible mode
+//!
+//! `POST /v1/chat/completions` answers like an OpenAI chat completion, as JSON or (`"stream":
+//! true`) as Server-Sent Events, stating a configurable usage (`--usage`, or the request header
+//! `x-echo-usage`); see `tollgate-echo/openai.rs` for its parameters.
+//!
 //! # Control endpoints (never counted)
 //!
 //! - `GET /healthz` → `200 ok`, or `503 unhealthy` after `POST /__health?fail=1` (and 200 again
@@ -63,6 +69,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::net::TcpListener;
+
+#[path = "tollgate-echo/openai.rs"]
+mod openai;
 
 /// The repeating body of `size=N` answers (61 bytes, a prime period).
 pub const PATTERN: &[u8; 61] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXY";
@@ -103,6 +112,9 @@ struct Args {
     /// PEM private key of --tls-cert.
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<String>,
+    /// `usage.total_tokens` stated by `/v1/chat/completions` (unless `x-echo-usage` says).
+    #[arg(long, default_value = "20")]
+    usage: String,
 }
 
 /// The TLS acceptor for `--tls-cert`/`--tls-key`; exits with a message on a bad file.
@@ -131,6 +143,8 @@ struct State {
     in_flight: AtomicI64,
     peak_in_flight: AtomicI64,
     unhealthy: AtomicBool,
+    /// `--usage`: the usage `/v1/chat/completions` states by default.
+    usage: String,
 }
 
 /// Holds one unit of `in_flight` and gives it back when dropped, whichever way the request ends.
@@ -161,6 +175,8 @@ enum EchoBody {
         offset: usize,
         remaining: u64,
     },
+    /// Chunks sent by a task as they come (an SSE stream); ends when the sender is dropped.
+    Channel(tokio::sync::mpsc::Receiver<Bytes>),
 }
 
 impl EchoBody {
@@ -181,9 +197,10 @@ impl Body for EchoBody {
 
     fn poll_frame(
         self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
+        cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.get_mut() {
+            EchoBody::Channel(rx) => rx.poll_recv(cx).map(|c| c.map(|b| Ok(Frame::data(b)))),
             EchoBody::Chunks { chunks, remaining } => {
                 Poll::Ready(chunks.pop_front().map(|chunk| {
                     *remaining -= chunk.len() as u64;
@@ -206,6 +223,7 @@ impl Body for EchoBody {
 
     fn is_end_stream(&self) -> bool {
         match self {
+            EchoBody::Channel(_) => false,
             EchoBody::Chunks { remaining, .. } | EchoBody::Pattern { remaining, .. } => {
                 *remaining == 0
             }
@@ -214,6 +232,7 @@ impl Body for EchoBody {
 
     fn size_hint(&self) -> SizeHint {
         match self {
+            EchoBody::Channel(_) => SizeHint::default(),
             EchoBody::Chunks { remaining, .. } | EchoBody::Pattern { remaining, .. } => {
                 SizeHint::with_exact(*remaining)
             }
@@ -344,17 +363,19 @@ async fn handle(
             return Ok(json(StatusCode::BAD_REQUEST, &body));
         }
     };
+    let openai = path == "/v1/chat/completions" && req.method() == Method::POST;
     let (parts, mut body) = req.into_parts();
 
     // Stream the request body; keep the bytes only when they are echoed back.
     let mut body_len: u64 = 0;
     let mut kept: VecDeque<Bytes> = VecDeque::new();
+    let keep = params.echo || openai;
     while let Some(frame) = body.frame().await {
         match frame {
             Ok(frame) => {
                 if let Ok(data) = frame.into_data() {
                     body_len += data.len() as u64;
-                    if params.echo && !data.is_empty() {
+                    if keep && !data.is_empty() && body_len <= 1 << 20 {
                         kept.push_back(data);
                     }
                 }
@@ -372,6 +393,12 @@ async fn handle(
         .and_then(|s| StatusCode::from_u16(s).ok())
         .unwrap_or(StatusCode::OK);
 
+    if openai {
+        let body: Vec<u8> = kept.iter().flat_map(|b| b.iter().copied()).collect();
+        let query = parts.uri.query().unwrap_or("");
+        let ask = openai::Ask::read(&body, &parts.headers, query, &state.usage);
+        return Ok(openai::answer(ask, status));
+    }
     if params.echo {
         let mut resp = Response::new(EchoBody::Chunks {
             chunks: kept,
@@ -485,6 +512,7 @@ fn main() {
             in_flight: AtomicI64::new(0),
             peak_in_flight: AtomicI64::new(0),
             unhealthy: AtomicBool::new(false),
+            usage: args.usage,
         });
         serve(listener, state, tls).await;
     });

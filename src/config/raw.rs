@@ -308,6 +308,62 @@ pub struct RawTier {
     /// Requests of one tenant in flight at once across the whole fleet (leases in Redis).
     #[schemars(range(min = 1))]
     pub max_in_flight: Option<i64>,
+    /// A second budget in units the backend reports (LLM tokens): reserved at admission,
+    /// settled when the response ends (docs/DESIGN.md 4e "Usage cost").
+    pub usage: Option<RawUsage>,
+}
+
+/// `tiers.<name>.usage`: a token bucket of backend-reported units (docs/DESIGN.md 4d–4e).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawUsage {
+    /// Policy name suffix: the policy is `"<tier>.<name>"` (default `tokens`).
+    #[schemars(regex(pattern = r"^[a-z0-9_-]{1,40}$"))]
+    pub name: Option<String>,
+    /// Units refilled per `per`.
+    #[schemars(range(min = 1))]
+    pub limit: i64,
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub per: String,
+    /// Bucket size in units (default: `limit`).
+    #[schemars(range(min = 1))]
+    pub burst: Option<i64>,
+    /// Units debited at admission, given back or topped up when the response ends.
+    pub reserve: RawReserve,
+    /// Where the backend's response states the count.
+    pub from: RawUsageFrom,
+    /// A reported count above this is clamped to it (default: `burst`).
+    #[schemars(range(min = 1))]
+    pub max: Option<i64>,
+    /// When the whole reserve is given back: `backend_5xx`, `upstream_unavailable`,
+    /// `client_gone_before_response`.
+    pub refund_on: Option<Vec<String>>,
+}
+
+/// `tiers.<name>.usage.reserve`: a number of units, or read from the request's JSON body.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RawReserve {
+    Units(i64),
+    FromJson(RawReserveFromJson),
+}
+
+/// `reserve: { from_json: max_tokens, default: 1000 }`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawReserveFromJson {
+    pub from_json: String,
+    pub default: i64,
+}
+
+/// `tiers.<name>.usage.from`: exactly one of `header` or `openai: true`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawUsageFrom {
+    /// A response header holding the count (decimal).
+    pub header: Option<String>,
+    /// `usage.total_tokens` of a JSON body, or of the last SSE event that carries `usage`.
+    pub openai: Option<bool>,
 }
 
 /// `limits[]` (docs/DESIGN.md 4d "Rules"): a limit keyed by request attributes, applied to
@@ -515,8 +571,19 @@ pub struct RawRoute {
 pub struct RawResponse {
     #[schemars(range(min = 400, max = 599))]
     pub status: Option<i64>,
-    #[schemars(extend("enum" = ["ietf", "legacy", "both", "none"]))]
-    pub headers: Option<String>,
+    /// One header family (`ietf`, `legacy`, `both`, `none`), or a list of them that may add
+    /// `openai` (OpenAI's `x-ratelimit-*-tokens` and `retry-after-ms` for a usage budget).
+    pub headers: Option<RawHeaderModes>,
+}
+
+/// `response.headers`: `ietf`, or a list such as `[ietf, openai]`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RawHeaderModes {
+    /// `ietf`, `legacy`, `both` or `none`.
+    One(String),
+    /// One of those and `openai`.
+    List(Vec<String>),
 }
 
 /// `reload`: reload when the config file changes, as on SIGHUP (docs/DESIGN.md 4e, file watch).

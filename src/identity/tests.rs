@@ -26,6 +26,7 @@ fn tiers(names: &[&str]) -> BTreeMap<String, Tier> {
                     pool: None,
                     mode: Default::default(),
                     max_in_flight: None,
+                    usage: None,
                 },
             )
         })

@@ -61,6 +61,9 @@ pub struct Metrics {
     pub inflight_leases: IntGauge,
     /// Fleet-wide concurrency lease events: `acquired`, `refused`, `renewed`, `expired`.
     pub inflight_events: IntCounterVec,
+    /// Usage settlements (docs/usage-cost.md) by tier and outcome: `settled`, `clamped`,
+    /// `missing`, `invalid`, `refunded`, `client_gone`, `store_failed`.
+    pub usage_settlements: IntCounterVec,
     tenant_seen: Mutex<HashSet<String>>,
 }
 
@@ -190,6 +193,12 @@ pub static METRICS: Lazy<Metrics> = Lazy::new(|| {
         inflight_leases: register_int_gauge!(
             "tollgate_inflight_leases",
             "Fleet-wide concurrency leases this instance holds"
+        )
+        .unwrap(),
+        usage_settlements: register_int_counter_vec!(
+            "tollgate_usage_settlements_total",
+            "Usage budget settlements by tier and outcome",
+            &["tier", "outcome"]
         )
         .unwrap(),
         inflight_events: register_int_counter_vec!(

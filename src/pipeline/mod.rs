@@ -18,6 +18,7 @@ pub mod slot;
 pub mod tenant;
 #[cfg(test)]
 pub(crate) mod test_support;
+pub mod usage;
 
 pub use crate::observe::labels::{Layer, Outcome};
 pub use decision::{Decision, Rejection};

@@ -84,34 +84,38 @@ pub async fn run(
     fit: &TierFit,
     tier: Option<&Plan<'_>>,
     rules: &[(AppliedRule<'_>, RuleCall)],
+    usage: Option<&RuleCall>,
     status: u16,
     shadow: bool,
 ) -> Verdict {
     let request = tier.map(|p| p.request());
     let tier_shadow = tier.is_some_and(|p| p.limits.tier.mode.is_shadow());
     let asked = request.as_ref().map(|q| (q, tier_shadow));
-    let calls: Vec<&RuleCall> = rules.iter().map(|(_, c)| c).collect();
+    let calls: Vec<&RuleCall> = rules.iter().map(|(_, c)| c).chain(usage).collect();
     // Boxed, as the tenant stage's call (see `tenant::run`).
     let combined = Box::pin(quota.decide_with_rules(asked, &calls)).await;
     if let (Some(p), Some(o)) = (tier, &combined.tier) {
         o.record_fit(fit, &p.tenant, crate::observe::tier_fit::unix_ms());
     }
-    judge(tier, rules, combined, status, shadow)
+    judge(tier, rules, usage, combined, status, shadow)
 }
 
 /// The verdict on `combined`: an admission with every enforced policy's headers, a 429-style
 /// (`status`) `quota-exceeded` refusal naming the refusing policies, or a 503 when a refusing
 /// policy failed closed; shadowed when `shadow`. A shadow tier's own refusal of an admitted
-/// request is a shadow refusal, as without rules.
+/// request is a shadow refusal, as without rules. `usage` is the tier's usage budget entry
+/// (docs/DESIGN.md 4e "Usage cost"), decided after the rules; its report follows theirs.
 pub fn judge(
     tier: Option<&Plan<'_>>,
     rules: &[(AppliedRule<'_>, RuleCall)],
+    usage: Option<&RuleCall>,
     combined: Combined,
     status: u16,
     shadow: bool,
 ) -> Verdict {
     let mut reports = Vec::new();
     let mut closed = None;
+    let usage_outcome = usage.zip(combined.rules.get(rules.len()));
     for ((_, call), o) in rules.iter().zip(&combined.rules) {
         let label = rule_label(o, call.entry.shadow);
         METRICS
@@ -127,17 +131,24 @@ pub fn judge(
                 decision,
                 rate,
                 degraded,
-            } => reports.push((
-                QuotaReport {
-                    name: call.name.clone(),
-                    kind: ReportKind::Rule,
-                    limit: rate.burst,
-                    window_s: rate.window_s(),
-                    decision,
-                },
+            } => reports.push(report(call, ReportKind::Rule, decision, rate, degraded)),
+            RuleOutcome::FailedClosed { retry_after_s } if !call.entry.shadow => {
+                closed = closed.max(Some(retry_after_s));
+            }
+            _ => {}
+        }
+    }
+    let mut usage_reserved = false;
+    if let Some((call, o)) = usage_outcome {
+        match *o {
+            RuleOutcome::Decided {
+                decision,
                 rate,
                 degraded,
-            )),
+            } if !call.entry.shadow || decision.admitted => {
+                usage_reserved = decision.admitted && !degraded;
+                reports.push(report(call, ReportKind::Usage, decision, rate, degraded));
+            }
             RuleOutcome::FailedClosed { retry_after_s } if !call.entry.shadow => {
                 closed = closed.max(Some(retry_after_s));
             }
@@ -163,6 +174,7 @@ pub fn judge(
         if degraded && v.outcome == Outcome::Admitted {
             v.outcome = Outcome::Fallback;
         }
+        v.usage_reserved = usage_reserved;
         return v;
     }
     let tier_closed = tier_verdict
@@ -204,6 +216,24 @@ pub fn judge(
         .with("violated-policies", json!(h.violated()));
     let r = Rejection::new(Layer::Tenant, Outcome::Limited, problem).retry_after(h.retry_after_s());
     Verdict::refuse(r, shadow, Outcome::Limited, Some(h))
+}
+
+/// One decided policy's part of the headers, with its bucket and whether it was degraded.
+fn report(
+    call: &RuleCall,
+    kind: ReportKind,
+    decision: crate::limit::Decision,
+    rate: crate::limit::Rate,
+    degraded: bool,
+) -> (QuotaReport, crate::limit::Rate, bool) {
+    let r = QuotaReport {
+        name: call.name.clone(),
+        kind,
+        limit: rate.burst,
+        window_s: rate.window_s(),
+        decision,
+    };
+    (r, rate, degraded)
 }
 
 /// The tier's headers with the rules' reports after its own policies; without a tier's

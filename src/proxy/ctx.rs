@@ -3,6 +3,7 @@
 use crate::concurrency::slots::SlotGuard;
 use crate::config::RouteSettings;
 use crate::identity::Identity;
+use crate::pipeline::usage::UsageMeter;
 use crate::pipeline::{Layer, Outcome};
 use crate::quota::inflight::InflightLease;
 use crate::response::QuotaHeaders;
@@ -34,6 +35,9 @@ pub struct Ctx {
     /// The request's fleet-wide concurrency leases (`max_in_flight` of its tier and of its
     /// concurrency rules), given back when dropped.
     pub(super) inflight: Vec<InflightLease>,
+    /// The tier's usage reserve, settled when the request ends (`finish`); a meter dropped
+    /// unsettled keeps the reserve.
+    pub(super) usage: Option<UsageMeter>,
     /// Layer that decided the request's fate and how (for the access log).
     pub(super) decided: (Layer, Outcome),
     pub(super) connect_tries: usize,
@@ -61,6 +65,7 @@ impl Ctx {
             quota_headers: None,
             slot: None,
             inflight: Vec::new(),
+            usage: None,
             decided: (Layer::Upstream, Outcome::Admitted),
             connect_tries: 0,
             body_bytes: 0,

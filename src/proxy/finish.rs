@@ -1,15 +1,23 @@
-//! The end of every request (Pingora's `logging`): the upstream slot is released, the route's
-//! metrics series observes the request, and the access log gets its line.
+//! The end of every request (Pingora's `logging`): the upstream slot is released, the usage
+//! reserve is settled, the route's metrics series observes the request, and the access log gets
+//! its line.
 
 use super::ctx::Ctx;
 use pingora::proxy::Session;
+use pingora::{Error, ErrorSource};
 
-/// Closes the request: releases its upstream slot, observes the route's series (status and
+/// Closes the request: releases its upstream slot, settles its usage reserve (off the response
+/// path: the settlement call is spawned), observes the route's series (status and
 /// duration) and writes the access log line when `observability.access_log` is on.
-pub(super) fn finish(session: &Session, ctx: &mut Ctx) {
+pub(super) fn finish(session: &Session, e: Option<&Error>, ctx: &mut Ctx) {
     let written = session.response_written().map(|r| r.status.as_u16());
     let status = ctx.refused_with.or(written).unwrap_or(0);
     ctx.slot.take();
+    if let Some(meter) = ctx.usage.take() {
+        let client_gone = e.is_some_and(|e| *e.esource() == ErrorSource::Downstream);
+        let ending = meter.ending(e.is_some(), client_gone);
+        meter.settle(ending);
+    }
     let snap = &ctx.snapshot;
     let route = ctx.route(snap).map(|r| r.id.as_str()).unwrap_or("none");
     let elapsed = ctx.started.elapsed();

@@ -85,11 +85,31 @@ impl ProxyHttp for Proxy {
         upstream_response: &mut ResponseHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
+        if let Some(meter) = &mut ctx.usage {
+            meter.head(
+                upstream_response.status.as_u16(),
+                &upstream_response.headers,
+            );
+        }
         upstream_response.insert_header("X-Request-Id", ctx.request_id.clone())?;
         for (name, value) in ctx.quota_pairs() {
             upstream_response.insert_header(name, value)?;
         }
         Ok(())
+    }
+
+    /// The usage meter reads the body as it passes (never holding or changing a byte).
+    fn response_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<bytes::Bytes>,
+        end_of_stream: bool,
+        ctx: &mut Ctx,
+    ) -> Result<Option<std::time::Duration>> {
+        if let Some(meter) = &mut ctx.usage {
+            meter.body(body.as_deref(), end_of_stream);
+        }
+        Ok(None)
     }
 
     async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut Ctx) -> FailToProxy {
@@ -106,7 +126,7 @@ impl ProxyHttp for Proxy {
         }
     }
 
-    async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut Ctx) {
-        finish(session, ctx);
+    async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {
+        finish(session, e, ctx);
     }
 }

@@ -208,9 +208,16 @@ pub(super) async fn tenant_stage(
     if plan.is_none() && rules.is_empty() {
         return Ok(false);
     }
+    let usage = plan.as_ref().and_then(|p| {
+        let tier = p.limits.tier;
+        let shadow = tier.mode.is_shadow();
+        let prefix = &quota.settings.key_prefix;
+        let entry = |u| pipeline::usage::entry(prefix, &p.tenant, u, shadow, tier.on_failure);
+        tier.usage.as_ref().map(|u| (u, entry(u)))
+    });
     let fit = &app.tier_fit;
     let verdict = match &plan {
-        Some(p) if rules.is_empty() => {
+        Some(p) if rules.is_empty() && usage.is_none() => {
             let shadow = p.limits.tier.mode.is_shadow() || ctx.shadow_route();
             pipeline::tenant::run(quota, fit, p, status, shadow).await
         }
@@ -221,6 +228,7 @@ pub(super) async fn tenant_stage(
                 fit,
                 plan.as_ref(),
                 &rules,
+                usage.as_ref().map(|(_, call)| call),
                 status,
                 shadow,
             ))
@@ -228,6 +236,11 @@ pub(super) async fn tenant_stage(
         }
     };
     ctx.quota_headers = verdict.headers;
+    if let (true, Some((budget, call)), Some(p)) = (verdict.usage_reserved, &usage, &plan) {
+        let tier = p.limits.tier.name.as_str();
+        let meter = pipeline::usage::UsageMeter::new(quota.clone(), tier, budget, call);
+        ctx.usage = Some(meter);
+    }
     if let Decision::Delay(ms) = verdict.decision {
         if let Err(e) = wait_for_slot(session, ms).await {
             ctx.decided = (Layer::Tenant, Outcome::ClientLeft);

@@ -14,6 +14,7 @@ pub mod policies;
 pub mod policy_script;
 pub mod pool_store;
 pub mod rules;
+pub mod usage;
 
 use crate::config::{FailurePolicy, RedisSettings, TierPolicy};
 use crate::limit::algorithm::Algorithm;

@@ -29,6 +29,8 @@ pub enum ReportKind {
     CalendarQuota,
     /// A limit rule (`limits[].name`).
     Rule,
+    /// A tier's usage budget (`<tier>.<usage.name>`), paid back by its refill.
+    Usage,
 }
 
 /// One more policy's part of a decision (a calendar quota or a limit rule), for the headers.
@@ -137,6 +139,34 @@ impl QuotaHeaders {
 }
 
 impl QuotaHeaders {
+    /// OpenAI's rate-limit fields for the usage budget among the policies (none without one),
+    /// for clients that read them (docs/usage-cost.md#headers): `x-ratelimit-limit-tokens` (the
+    /// burst), `x-ratelimit-remaining-tokens` (whole units left), `x-ratelimit-reset-tokens`
+    /// (time until full, written `1m30s`, `1.5s` or `250ms`) and, when the request is refused,
+    /// `retry-after-ms` (the longest wait among the refusing policies, in ms).
+    pub fn openai_pairs(&self) -> Vec<(&'static str, String)> {
+        let Some(u) = self.quotas.iter().find(|q| q.kind == ReportKind::Usage) else {
+            return Vec::new();
+        };
+        let mut out = vec![
+            ("x-ratelimit-limit-tokens", decimal(u.limit)),
+            (
+                "x-ratelimit-remaining-tokens",
+                decimal(u.decision.remaining),
+            ),
+            ("x-ratelimit-reset-tokens", go_duration(u.decision.full_ms)),
+        ];
+        let wait = std::iter::once(&self.decision)
+            .chain(self.quotas.iter().map(|q| &q.decision))
+            .filter(|d| !d.admitted && !d.never_admissible())
+            .map(|d| d.retry_after_ms)
+            .max();
+        if let Some(ms) = wait {
+            out.push(("retry-after-ms", decimal(ms.max(1))));
+        }
+        out
+    }
+
     /// Headers of a request a tier's burst pool admitted after the tier's own bucket refused:
     /// `RateLimit-Policy` lists the tier's own policy (`tier`) and then `"<tier>.pool"` (sized
     /// `pool`); `RateLimit` (and the legacy fields) report the pool, which admitted.
@@ -171,9 +201,10 @@ impl QuotaHeaders {
                 })
                 .collect::<Vec<String>>()
         };
-        let (quotas, rules) = (
+        let (quotas, rules, usage) = (
             refused(ReportKind::CalendarQuota),
             refused(ReportKind::Rule),
+            refused(ReportKind::Usage),
         );
         let mut parts = Vec::new();
         if !quotas.is_empty() {
@@ -184,6 +215,12 @@ impl QuotaHeaders {
         }
         if !rules.is_empty() {
             parts.push(format!("limit rule {} exhausted", rules.join(", ")));
+        }
+        if !usage.is_empty() {
+            parts.push(format!(
+                "usage budget {} exhausted (it refills continuously)",
+                usage.join(", ")
+            ));
         }
         format!("{}; this request costs {cost}", parts.join("; "))
     }
@@ -264,4 +301,25 @@ fn push_item<const N: usize>(out: &mut String, name: &str, params: [(&str, u64);
 /// `n` in decimal.
 fn decimal(n: u64) -> String {
     itoa::Buffer::new().format(n).to_string()
+}
+
+/// A duration in ms as OpenAI writes its reset fields: `250ms` under a second, else minutes and
+/// seconds with up to three decimals (`1.5s`, `1m30s`, `2h0m0s`).
+pub fn go_duration(ms: u64) -> String {
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let (h, m, s) = (ms / 3_600_000, ms / 60_000 % 60, ms % 60_000);
+    let secs = match s % 1000 {
+        0 => format!("{}s", s / 1000),
+        frac => {
+            let t = format!("{}.{:03}", s / 1000, frac);
+            format!("{}s", t.trim_end_matches('0'))
+        }
+    };
+    match (h, m) {
+        (0, 0) => secs,
+        (0, m) => format!("{m}m{secs}"),
+        (h, m) => format!("{h}h{m}m{secs}"),
+    }
 }

@@ -156,6 +156,9 @@ impl Snapshot {
     /// `multi_region:` cut the budget ([`crate::response::ratelimit::annotate_region`]).
     pub fn quota_pairs(&self, q: &QuotaHeaders) -> Vec<(&'static str, String)> {
         let mut pairs = q.pairs(self.config.response.headers);
+        if self.config.response.openai {
+            pairs.extend(q.openai_pairs());
+        }
         let leased = self.config.tiers.get(&q.policy_name);
         if !q.degraded && leased.is_some_and(|t| t.policy.lease.is_some()) {
             crate::response::ratelimit::annotate_leased(&mut pairs, &q.policy_name);

@@ -23,6 +23,49 @@ pub struct Tier {
     /// `max_in_flight`: requests of one tenant in flight at once across the fleet (leases in
     /// Redis, docs/DESIGN.md 4e "Fleet-wide concurrency"); `None`: no such cap.
     pub max_in_flight: Option<u64>,
+    /// `usage`: a budget of backend-reported units, reserved at admission and settled when the
+    /// response ends (docs/DESIGN.md 4e "Usage cost"); `None`: no such budget.
+    pub usage: Option<UsageBudget>,
+}
+
+/// `tiers.<name>.usage`: a token bucket of units the backend reports (LLM tokens).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UsageBudget {
+    /// The policy name in headers and problems: `<tier>.<usage.name>` (`pro.tokens`).
+    pub policy: String,
+    /// The name alone (`tokens`), part of the Redis key.
+    pub name: String,
+    /// The bucket, in units (`limit` per `per`, `burst`).
+    pub rate: Rate,
+    /// Units debited at admission (1..=burst).
+    pub reserve: u64,
+    /// Where the count is read from the backend's response.
+    pub source: UsageSource,
+    /// A larger reported count is clamped to this (≥ reserve).
+    pub max: u64,
+    /// When the whole reserve is given back.
+    pub refund_on: RefundOn,
+}
+
+/// Where the backend's response states the count it used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UsageSource {
+    /// A response header with a decimal count (name stored lower case).
+    Header(String),
+    /// `usage.total_tokens` of a JSON body or of an SSE stream's event carrying `usage`.
+    OpenAi,
+}
+
+/// `usage.refund_on`: the outcomes that give the whole reserve back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RefundOn {
+    /// The backend answered with a 5xx status.
+    pub backend_5xx: bool,
+    /// No backend answered (connect failure, timeout, no healthy backend, a later gateway
+    /// refusal such as a full upstream).
+    pub upstream_unavailable: bool,
+    /// The client left before the response head was sent.
+    pub client_gone_before_response: bool,
 }
 
 /// `tiers.<name>.pool`: a token bucket shared by all tenants of a tier.

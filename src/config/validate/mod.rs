@@ -30,6 +30,7 @@ mod tenants;
 mod tiers;
 mod tls;
 mod upstreams;
+mod usage;
 
 /// Validates a parsed file. Returns every error found, each naming its field path.
 pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {

@@ -56,6 +56,18 @@ pub(super) fn settings(
                 "a burst pool needs algorithm token_bucket and no quotas in its tier",
             );
         }
+        let usage = t
+            .usage
+            .as_ref()
+            .and_then(|u| super::usage::settings(c, &path, name, u));
+        // A leased tier admits from tokens taken in advance, outside the policy call that
+        // reserves the usage budget.
+        if t.usage.is_some() && tier_policy.lease.is_some() {
+            c.err(
+                format!("{path}.usage"),
+                "a usage budget cannot be combined with lease in its tier",
+            );
+        }
         if let Some(rate) = rate {
             tiers.insert(
                 name.clone(),
@@ -70,6 +82,7 @@ pub(super) fn settings(
                     max_in_flight: t
                         .max_in_flight
                         .and_then(|m| c.positive(&format!("{path}.max_in_flight"), m)),
+                    usage,
                 },
             );
         }

@@ -96,6 +96,12 @@ pub fn rule_key(
     }
 }
 
+/// `<prefix>:{<encoded tenant>}:u:<name>`: the tenant's usage budget `tiers.<tier>.usage`
+/// (a token bucket hash, reserved by `lua/policy.lua`, settled by `lua/usage_settle.lua`).
+pub fn usage_key(prefix: &str, tenant: &str, name: &str) -> String {
+    tenant_key(prefix, tenant, &format!("u:{name}"))
+}
+
 /// `<prefix>:{<encoded tenant>}:inflight`: the tenant's fleet-wide concurrency leases (a sorted
 /// set scored by expiry).
 pub fn inflight_key(prefix: &str, tenant: &str) -> String {

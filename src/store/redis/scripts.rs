@@ -25,6 +25,13 @@ pub const POOL_BUCKET_LUA: &str = concat!(
     include_str!("../../../lua/pool_bucket.lua")
 );
 
+/// `lua/usage_settle.lua` behind the shared refill `lua/lib/refill.lua`: settles a usage
+/// budget (debit the reported count over the reserve, or refund the rest).
+pub const USAGE_SETTLE_LUA: &str = concat!(
+    include_str!("../../../lua/lib/refill.lua"),
+    include_str!("../../../lua/usage_settle.lua")
+);
+
 /// `lua/gcra.lua`, a template: GCRA (theoretical arrival time) decision.
 pub const GCRA_LUA: &str = include_str!("../../../lua/gcra.lua");
 

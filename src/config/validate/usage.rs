@@ -1,0 +1,123 @@
+//! `tiers.<name>.usage`: a budget of backend-reported units, reserved at admission and settled
+//! when the response ends (docs/DESIGN.md 4d–4e "Usage cost").
+
+use super::common::Check;
+use crate::config::model::{RefundOn, UsageBudget, UsageSource};
+use crate::config::raw::{RawReserve, RawUsage};
+use crate::limit::bounds::MAX_UNITS;
+
+/// Usage names that would collide with another policy of the tier (`<tier>.<period>` quotas,
+/// `<tier>.pool`, `<tier>.concurrency`).
+const TAKEN: [&str; 6] = ["hour", "day", "week", "month", "pool", "concurrency"];
+
+/// `tiers.<tier>.usage` at `path` → the budget, or `None` with an error naming each bad field.
+pub(super) fn settings(c: &mut Check, path: &str, tier: &str, u: &RawUsage) -> Option<UsageBudget> {
+    let path = format!("{path}.usage");
+    let name = u.name.clone().unwrap_or_else(|| "tokens".to_string());
+    let name_ok = !name.is_empty()
+        && name.len() <= 40
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    if !name_ok {
+        c.err(
+            format!("{path}.name"),
+            format!("\"{name}\" is not 1 to 40 of a-z, 0-9, '_' and '-'"),
+        );
+    } else if TAKEN.contains(&name.as_str()) {
+        c.err(
+            format!("{path}.name"),
+            format!("\"{name}\" is the name of another policy of the tier (\"{tier}.{name}\")"),
+        );
+    }
+    let rate = c.rate(&path, u.limit, &u.per, u.burst);
+    let reserve = match &u.reserve {
+        RawReserve::Units(n) => c.positive(&format!("{path}.reserve"), *n),
+        RawReserve::FromJson(_) => {
+            c.err(
+                format!("{path}.reserve.from_json"),
+                "reading the reserve from the request body is not supported yet; give a number",
+            );
+            None
+        }
+    };
+    let source = source(c, &path, u);
+    let max = match u.max {
+        None => rate.map(|r| r.burst),
+        Some(m) => c.positive(&format!("{path}.max"), m),
+    };
+    let refund_on = refund_on(c, &path, u.refund_on.as_deref().unwrap_or_default());
+    let (rate, reserve, source, max) = (rate?, reserve?, source?, max?);
+    if reserve > rate.burst {
+        c.err(
+            format!("{path}.reserve"),
+            format!(
+                "{reserve} is more than the burst ({}): no request could ever be admitted",
+                rate.burst
+            ),
+        );
+        return None;
+    }
+    if max < reserve {
+        c.err(
+            format!("{path}.max"),
+            format!("must be at least the reserve ({reserve}), got {max}"),
+        );
+        return None;
+    }
+    if u128::from(max) * u128::from(rate.per_ms) > MAX_UNITS {
+        c.err(
+            format!("{path}.max"),
+            "max × per is too large (max 2^52 unit·ms)",
+        );
+        return None;
+    }
+    Some(UsageBudget {
+        policy: format!("{tier}.{name}"),
+        name,
+        rate,
+        reserve,
+        source,
+        max,
+        refund_on,
+    })
+}
+
+/// `usage.from`: exactly one of `header` and `openai: true`.
+fn source(c: &mut Check, path: &str, u: &RawUsage) -> Option<UsageSource> {
+    let path = format!("{path}.from");
+    match (&u.from.header, u.from.openai) {
+        (Some(h), None | Some(false)) => c
+            .header_name(&format!("{path}.header"), h)
+            .map(|h| UsageSource::Header(h.as_str().to_string())),
+        (None, Some(true)) => Some(UsageSource::OpenAi),
+        _ => {
+            c.err(path, "give exactly one of header: <name> or openai: true");
+            None
+        }
+    }
+}
+
+/// `usage.refund_on`: any of `backend_5xx`, `upstream_unavailable`,
+/// `client_gone_before_response`.
+fn refund_on(c: &mut Check, path: &str, items: &[String]) -> RefundOn {
+    let mut r = RefundOn::default();
+    for (i, item) in items.iter().enumerate() {
+        match item.as_str() {
+            "backend_5xx" => r.backend_5xx = true,
+            "upstream_unavailable" => r.upstream_unavailable = true,
+            "client_gone_before_response" => r.client_gone_before_response = true,
+            other => c.err(
+                format!("{path}.refund_on[{i}]"),
+                format!(
+                    "\"{other}\" is not one of backend_5xx, upstream_unavailable, \
+                     client_gone_before_response"
+                ),
+            ),
+        }
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests;

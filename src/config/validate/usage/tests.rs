@@ -1,0 +1,67 @@
+use crate::config::{parse, parse_errors, RefundOn, UsageSource};
+
+fn config(usage: &str) -> String {
+    format!(
+        r#"
+listen: ["127.0.0.1:8080"]
+redis: {{ url: "redis://127.0.0.1:6379/0" }}
+tiers:
+  pro: {{ limit: 100, per: 1m, usage: {usage} }}
+upstreams:
+  u: {{ backends: ["127.0.0.1:9001"] }}
+routes:
+  - {{ path_prefix: "/", upstream: u }}
+"#
+    )
+}
+
+#[test]
+fn a_usage_budget_is_read_with_its_defaults() {
+    let c = parse(&config(
+        "{ limit: 1000, per: 1m, reserve: 100, from: { openai: true } }",
+    ))
+    .unwrap();
+    let u = c.tiers["pro"].usage.clone().unwrap();
+    assert_eq!(u.policy, "pro.tokens");
+    assert_eq!(
+        (u.rate.limit, u.rate.per_ms, u.rate.burst),
+        (1000, 60_000, 1000)
+    );
+    assert_eq!((u.reserve, u.max), (100, 1000));
+    assert_eq!(u.source, UsageSource::OpenAi);
+    assert_eq!(u.refund_on, RefundOn::default());
+}
+
+#[test]
+fn header_names_and_refunds_are_read() {
+    let c = parse(&config(
+        "{ name: units, limit: 10, per: 1s, burst: 50, reserve: 5, max: 40, \
+         from: { header: X-Usage-Tokens }, refund_on: [backend_5xx, client_gone_before_response] }",
+    ))
+    .unwrap();
+    let u = c.tiers["pro"].usage.clone().unwrap();
+    assert_eq!(u.policy, "pro.units");
+    assert_eq!(u.source, UsageSource::Header("x-usage-tokens".into()));
+    assert_eq!(u.max, 40);
+    assert!(u.refund_on.backend_5xx && u.refund_on.client_gone_before_response);
+    assert!(!u.refund_on.upstream_unavailable);
+}
+
+#[test]
+fn bad_fields_are_named() {
+    for (usage, field) in [
+        ("{ limit: 10, per: 1s, reserve: 0, from: { openai: true } }", "tiers.pro.usage.reserve"),
+        ("{ limit: 10, per: 1s, reserve: 11, from: { openai: true } }", "tiers.pro.usage.reserve"),
+        ("{ limit: 10, per: 1s, reserve: 5, max: 4, from: { openai: true } }", "tiers.pro.usage.max"),
+        ("{ limit: 10, per: 1s, reserve: 5, from: {} }", "tiers.pro.usage.from"),
+        ("{ limit: 10, per: 1s, reserve: 5, from: { openai: true, header: x } }", "tiers.pro.usage.from"),
+        ("{ name: day, limit: 10, per: 1s, reserve: 5, from: { openai: true } }", "tiers.pro.usage.name"),
+        ("{ name: Tok, limit: 10, per: 1s, reserve: 5, from: { openai: true } }", "tiers.pro.usage.name"),
+        ("{ limit: 10, per: 1s, reserve: 5, from: { openai: true }, refund_on: [always] }", "tiers.pro.usage.refund_on[0]"),
+        ("{ limit: 10, per: 1s, reserve: { from_json: max_tokens, default: 5 }, from: { openai: true } }", "tiers.pro.usage.reserve.from_json"),
+        ("{ limit: 0, per: 1s, reserve: 5, from: { openai: true } }", "tiers.pro.usage.limit"),
+    ] {
+        let e = parse_errors(&config(usage));
+        assert!(e.iter().any(|e| e.contains(field)), "{usage}: {e:?}");
+    }
+}

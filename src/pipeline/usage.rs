@@ -1,0 +1,236 @@
+//! Usage cost (`tiers.<name>.usage`, docs/DESIGN.md 4e "Usage cost", docs/usage-cost.md):
+//! reserve at admission, settle or refund when the response ends.
+//!
+//! [`entry`] is the usage budget's entry in the tier's all-or-nothing policy call (its debit is
+//! the reserve). An admitted request carries a [`UsageMeter`]: the response head and body pass
+//! through it (read only, never held), and when the request ends [`UsageMeter::settle`] decides
+//! with the pure [`settlement`] and spawns the one settlement call, so the response never
+//! waits for it. Every settlement is counted in `tollgate_usage_settlements_total{tier,outcome}`.
+
+use crate::config::{FailurePolicy, UsageBudget, UsageSource};
+use crate::http::usage_count::{classify, BodyScan, Count};
+use crate::limit::algorithm::Algorithm;
+use crate::observe::metrics::METRICS;
+use crate::quota::policy_script::LimitEntry;
+use crate::quota::rules::RuleCall;
+use crate::quota::QuotaService;
+use crate::store::redis::keys::usage_key;
+use std::sync::Arc;
+
+/// The usage budget's entry (a token bucket under the tenant's hash tag whose debit is the
+/// reserve), decided with the tier's other policies in one call.
+pub fn entry(
+    prefix: &str,
+    tenant: &str,
+    budget: &UsageBudget,
+    shadow: bool,
+    on_failure: FailurePolicy,
+) -> RuleCall {
+    RuleCall {
+        name: budget.policy.clone(),
+        entry: LimitEntry {
+            key: usage_key(prefix, tenant, &budget.name),
+            algorithm: Algorithm::TokenBucket,
+            rate: budget.rate,
+            cost: budget.reserve,
+            max_delay_ms: 0,
+            shadow,
+        },
+        on_failure,
+    }
+}
+
+/// How the request ended, as far as the usage is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// The response was sent whole.
+    Complete,
+    /// No response head came from the backend, and the client had left.
+    ClientGoneBeforeResponse,
+    /// No response head came from the backend (it could not be reached, timed out, or the
+    /// gateway refused the request after admission).
+    UpstreamUnavailable,
+    /// The response was cut after its head (the client left, or the backend broke off).
+    CutMidStream,
+}
+
+/// What a settlement did (the `outcome` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settlement {
+    /// The reported count replaced the reserve.
+    Settled,
+    /// The reported count was above `max` (or too large to read) and counted as `max`.
+    Clamped,
+    /// No count: the reserve is kept.
+    Missing,
+    /// A negative or unreadable count: the reserve is kept.
+    Invalid,
+    /// A `refund_on` case: the whole reserve is given back.
+    Refunded,
+    /// Cut mid-stream before any count: the reserve is kept.
+    ClientGone,
+}
+
+impl Settlement {
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Settlement::Settled => "settled",
+            Settlement::Clamped => "clamped",
+            Settlement::Missing => "missing",
+            Settlement::Invalid => "invalid",
+            Settlement::Refunded => "refunded",
+            Settlement::ClientGone => "client_gone",
+        }
+    }
+}
+
+/// The settlement of a request that reserved `budget.reserve` units: its outcome and the units
+/// to debit beyond the reserve (negative: to give back). `status` is the backend's response
+/// status (none when no head came), `found` the count its response stated.
+pub fn settlement(
+    budget: &UsageBudget,
+    status: Option<u16>,
+    found: Option<Count>,
+    ending: Ending,
+) -> (Settlement, i64) {
+    let reserve = budget.reserve as i64;
+    let refund = (Settlement::Refunded, -reserve);
+    let keep = |s| (s, 0);
+    let r = &budget.refund_on;
+    match ending {
+        Ending::ClientGoneBeforeResponse if r.client_gone_before_response => return refund,
+        Ending::ClientGoneBeforeResponse => return keep(Settlement::ClientGone),
+        Ending::UpstreamUnavailable if r.upstream_unavailable => return refund,
+        Ending::UpstreamUnavailable => return keep(Settlement::Missing),
+        _ => {}
+    }
+    if r.backend_5xx && status.is_some_and(|s| (500..600).contains(&s)) {
+        return refund;
+    }
+    let max = budget.max as i64;
+    match found {
+        Some(Count::Units(n)) if n > budget.max => (Settlement::Clamped, max - reserve),
+        Some(Count::Units(n)) => (Settlement::Settled, n as i64 - reserve),
+        Some(Count::Huge) => (Settlement::Clamped, max - reserve),
+        Some(Count::Negative | Count::Invalid) => keep(Settlement::Invalid),
+        None if ending == Ending::CutMidStream => keep(Settlement::ClientGone),
+        None => keep(Settlement::Missing),
+    }
+}
+
+/// One admitted request's reserve, and what its response has said so far.
+pub struct UsageMeter {
+    quota: Arc<QuotaService>,
+    tier: String,
+    key: String,
+    budget: UsageBudget,
+    status: Option<u16>,
+    header: Option<Count>,
+    body: Option<BodyScan>,
+    ended: bool,
+}
+
+impl UsageMeter {
+    /// The meter of a request whose reserve `call` (its [`entry`]) was debited in Redis.
+    pub fn new(
+        quota: Arc<QuotaService>,
+        tier: &str,
+        budget: &UsageBudget,
+        call: &RuleCall,
+    ) -> Self {
+        UsageMeter {
+            quota,
+            tier: tier.to_string(),
+            key: call.entry.key.clone(),
+            budget: budget.clone(),
+            status: None,
+            header: None,
+            body: None,
+            ended: false,
+        }
+    }
+
+    /// The backend's response head: its status, and its count header or body scanner.
+    pub fn head(&mut self, status: u16, headers: &http::HeaderMap) {
+        self.status = Some(status);
+        match &self.budget.source {
+            UsageSource::Header(name) => {
+                self.header = headers.get(name.as_str()).map(|v| classify(v.as_bytes()));
+            }
+            UsageSource::OpenAi => {
+                let ct = headers
+                    .get(http::header::CONTENT_TYPE)
+                    .map(|v| v.as_bytes());
+                self.body = Some(BodyScan::for_content_type(ct));
+            }
+        }
+    }
+
+    /// A chunk of the response body on its way to the client (read, never held).
+    pub fn body(&mut self, chunk: Option<&[u8]>, end_of_stream: bool) {
+        if let (Some(scan), Some(bytes)) = (&mut self.body, chunk) {
+            scan.feed(bytes);
+        }
+        if end_of_stream {
+            if let Some(scan) = &mut self.body {
+                scan.finish();
+            }
+            self.ended = true;
+        }
+    }
+
+    /// How the request ended: `client_gone` when it ended on a client error.
+    pub fn ending(&self, failed: bool, client_gone: bool) -> Ending {
+        match (self.status, self.ended || !failed) {
+            (None, _) if client_gone => Ending::ClientGoneBeforeResponse,
+            (None, _) => Ending::UpstreamUnavailable,
+            (Some(_), true) => Ending::Complete,
+            (Some(_), false) => Ending::CutMidStream,
+        }
+    }
+
+    /// Settles the reserve off the response path: decides, counts, and spawns the settlement
+    /// call (nothing to send when the reserve stands as debited).
+    pub fn settle(mut self, ending: Ending) {
+        if let (Some(scan), Ending::CutMidStream) = (&mut self.body, ending) {
+            // A count whose number was the last byte received.
+            scan.finish();
+        }
+        let found = self
+            .header
+            .or_else(|| self.body.as_ref().and_then(BodyScan::found));
+        let (outcome, delta) = settlement(&self.budget, self.status, found, ending);
+        let tier = self.tier;
+        if delta == 0 {
+            METRICS
+                .usage_settlements
+                .with_label_values(&[tier.as_str(), outcome.as_str()])
+                .inc();
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (quota, key, rate) = (self.quota, self.key, self.budget.rate);
+        runtime.spawn(async move {
+            let label = match quota.settle_usage(key, &rate, delta).await {
+                Ok(s) => {
+                    tracing::debug!(tier = %tier, delta, level = s.level, "usage settled");
+                    outcome.as_str()
+                }
+                Err(e) => {
+                    tracing::warn!(tier = %tier, delta, fault = e.as_str(), "usage not settled; the reserve stands");
+                    "store_failed"
+                }
+            };
+            METRICS
+                .usage_settlements
+                .with_label_values(&[tier.as_str(), label])
+                .inc();
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,399 @@
+//! Usage cost (`tiers.<name>.usage`, docs/DESIGN.md 4e "Usage cost", docs/usage-cost.md) through
+//! real gateways, a real `redis-server` and the echo backend's OpenAI-compatible mode
+//! (`/v1/chat/completions`; the usage it states is set per request with `x-echo-usage`).
+//!
+//! The usage bucket refills one unit a day, so a test's few seconds cannot change a count; the
+//! bucket's level is read from Redis (`tollgate:{<tenant>}:u:tokens`, in 1/86 400 000 units).
+
+mod common;
+
+use common::*;
+use std::time::Duration;
+use tokio::task::JoinSet;
+
+const PER_MS: i64 = 86_400_000;
+const REDIS: &str = "timeout_ms: 2000, on_failure: closed";
+
+fn api_key(tenant: &str) -> String {
+    format!("key-{tenant}-0123456789")
+}
+
+/// A gateway config: tier `T` with the usage budget `usage` (flow-map fields after the common
+/// ones) and API keys of `tenants`.
+fn config(redis: &RedisServer, backend: &Backend, usage: &str, tenants: &[&str]) -> String {
+    let mut c = GatewayConfig::echo(&backend.addr(), "required")
+        .redis(&redis.url(), REDIS)
+        .tier(
+            "T",
+            &format!(
+                "{{ limit: 1, per: 1h, burst: 1000, usage: {{ limit: 1, per: 1d, burst: 1000, \
+                 from: {{ openai: true }}, {usage} }} }}"
+            ),
+        )
+        .api_keys_always();
+    for t in tenants {
+        c = c.api_key(&api_key(t), t, "T");
+    }
+    c.yaml()
+}
+
+/// Whole units in the tenant's usage bucket (floor; `None` when the key is absent: full).
+fn level(redis: &RedisServer, tenant: &str) -> Option<i64> {
+    let l: Option<String> = redis::cmd("HGET")
+        .arg(format!("tollgate:{{{tenant}}}:u:tokens"))
+        .arg("l")
+        .query(&mut redis.conn())
+        .expect("HGET");
+    l.map(|l| l.parse::<i64>().expect("level").div_euclid(PER_MS))
+}
+
+/// Settlements counted by every gateway with `outcome`.
+fn settlements(gws: &[&Gateway], outcome: &str) -> f64 {
+    let series = format!("tollgate_usage_settlements_total{{tier=\"T\",outcome=\"{outcome}\"}}");
+    gws.iter().map(|g| g.metric_or_zero(&series)).sum()
+}
+
+/// POSTs a chat completion (`stream`: SSE with usage) for `tenant`, stating `usage`.
+fn completion(
+    http: &reqwest::Client,
+    url: &str,
+    tenant: &str,
+    usage: &str,
+    stream: bool,
+) -> reqwest::RequestBuilder {
+    let body = serde_json::json!({
+        "model": "echo",
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": stream,
+        "stream_options": {"include_usage": true},
+    });
+    http.post(url)
+        .header("x-api-key", api_key(tenant))
+        .header("x-echo-usage", usage)
+        .json(&body)
+}
+
+/// Twelve concurrent streams over three gateways, each reserving 100 of a 1000-unit budget and
+/// reporting 150: at most ten are admitted, the bucket ends exactly at 1000 − 150 × admitted
+/// (below zero: a debt), the overshoot is at most the admitted streams' shortfall (50 each),
+/// and no gateway admits another request while the debt stands, each answering with the
+/// Retry-After the debt implies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_gateways_settle_concurrent_streams_exactly() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let yaml = config(&redis, &backend, "reserve: 100, max: 1000", &["k1"]);
+    let gws = [
+        Gateway::start(&yaml),
+        Gateway::start(&yaml),
+        Gateway::start(&yaml),
+    ];
+    let http = client();
+    let mut set = JoinSet::new();
+    for i in 0..12 {
+        let url = gws[i % 3].url("/v1/chat/completions?chunks=3&chunk_delay_ms=500");
+        let req = completion(&http, &url, "k1", "150", true);
+        set.spawn(async move {
+            Reply::read(req.send().await.expect("send"))
+                .await
+                .expect("read")
+        });
+    }
+    let mut replies = Vec::new();
+    while let Some(r) = set.join_next().await {
+        replies.push(r.expect("task"));
+    }
+    let admitted = replies.iter().filter(|r| r.status == 200).count() as i64;
+    let statuses: Vec<u16> = replies.iter().map(|r| r.status).collect();
+    assert!((1..=10).contains(&admitted), "{statuses:?}");
+    assert_eq!(
+        replies.iter().filter(|r| r.status == 429).count() as i64,
+        12 - admitted
+    );
+    for r in replies.iter().filter(|r| r.status == 200) {
+        assert!(r.body.contains("\"total_tokens\":150"), "{}", r.body);
+        let policy = r.header("ratelimit-policy").expect("RateLimit-Policy");
+        assert!(policy.contains("\"T.tokens\";q=1000;w=86400"), "{policy}");
+    }
+    let refs: Vec<&Gateway> = gws.iter().collect();
+    let all_settled = eventually(Duration::from_secs(10), || {
+        settlements(&refs, "settled") == admitted as f64
+    })
+    .await;
+    assert!(all_settled, "settled: {}", settlements(&refs, "settled"));
+    let left = level(&redis, "k1").expect("usage bucket");
+    assert_eq!(left, 1000 - 150 * admitted);
+    let overshoot = 150 * admitted - 1000;
+    assert!(overshoot <= 50 * admitted, "overshoot {overshoot}");
+    if left < 100 {
+        for gw in &gws {
+            let req = completion(&http, &gw.url("/v1/chat/completions"), "k1", "1", false);
+            let r = Reply::read(req.send().await.expect("send"))
+                .await
+                .expect("read");
+            assert_eq!(r.status, 429, "{}", r.body);
+            assert!(r.body.contains("T.tokens"), "{}", r.body);
+            // The debt and the reserve, refilled at one unit a day.
+            let wait: i64 = r
+                .header("retry-after")
+                .expect("Retry-After")
+                .parse()
+                .unwrap();
+            let expected = (100 - left) * 86_400;
+            assert!(
+                (expected - 100..=expected).contains(&wait),
+                "{wait} vs {expected}"
+            );
+        }
+    }
+    assert_eq!(backend.stats().requests as i64, admitted);
+}
+
+/// A 5xx answer gives the whole reserve back with `refund_on: [backend_5xx]`; without it the
+/// reported count is settled as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_5xx_answer_refunds_the_reserve() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let yaml = config(
+        &redis,
+        &backend,
+        "reserve: 100, refund_on: [backend_5xx]",
+        &["k1"],
+    );
+    let gw = Gateway::start(&yaml);
+    let http = client();
+    let url = gw.url("/v1/chat/completions?status=503");
+    let r = completion(&http, &url, "k1", "300", false)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 503);
+    r.text().await.expect("body");
+    assert!(
+        eventually(Duration::from_secs(10), || settlements(&[&gw], "refunded")
+            == 1.0)
+        .await
+    );
+    // Full again: the key expires at once (a missing key is a full bucket).
+    let full = level(&redis, "k1");
+    assert!(matches!(full, None | Some(1000)), "{full:?}");
+    let ok = completion(&http, &gw.url("/v1/chat/completions"), "k1", "300", false);
+    assert_eq!(ok.send().await.expect("send").status().as_u16(), 200);
+    assert!(
+        eventually(Duration::from_secs(10), || settlements(&[&gw], "settled")
+            == 1.0)
+        .await
+    );
+    assert_eq!(level(&redis, "k1"), Some(700));
+}
+
+/// Reads `resp`'s body until `until` appears in it, then drops the connection.
+async fn read_until_then_leave(resp: reqwest::Response, until: &str) {
+    let mut resp = resp;
+    let mut seen = String::new();
+    while let Some(chunk) = resp.chunk().await.expect("chunk") {
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+        if seen.contains(until) {
+            return;
+        }
+    }
+    panic!("the stream ended before {until:?}: {seen}");
+}
+
+/// A client that leaves a stream before its usage chunk keeps the reserve; one that leaves
+/// after the usage chunk (before `[DONE]`) is settled from the usage seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_gone_mid_stream_keeps_the_reserve_or_settles_what_was_seen() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let yaml = config(&redis, &backend, "reserve: 100", &["early", "late"]);
+    let gw = Gateway::start(&yaml);
+    let http = client();
+    let url = gw.url("/v1/chat/completions?chunks=3&chunk_delay_ms=700");
+    let early = completion(&http, &url, "early", "40", true)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(early.status().as_u16(), 200);
+    read_until_then_leave(early, "tok0").await;
+    let gone = || settlements(&[&gw], "client_gone") == 1.0;
+    assert!(eventually(Duration::from_secs(15), gone).await);
+    assert_eq!(level(&redis, "early"), Some(900));
+
+    let late = completion(&http, &url, "late", "40", true)
+        .send()
+        .await
+        .expect("send");
+    read_until_then_leave(late, "\"total_tokens\":40").await;
+    let settled = || settlements(&[&gw], "settled") == 1.0;
+    assert!(eventually(Duration::from_secs(15), settled).await);
+    assert_eq!(level(&redis, "late"), Some(960));
+}
+
+/// Each bad count: negative, non-numeric, NaN and a string keep the reserve (`invalid`); no
+/// count keeps it (`missing`); a huge count is clamped at `max` (`clamped`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_counts_keep_the_reserve_or_clamp() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let cases = [
+        ("neg", "-5", "invalid", 900),
+        ("word", "abc", "invalid", 900),
+        ("nan", "NaN", "invalid", 900),
+        ("text", "\"12\"", "invalid", 900),
+        ("frac", "12.5", "invalid", 900),
+        ("huge", "99999999999999999999999999", "clamped", 700),
+        ("big", "301", "clamped", 700),
+        ("none", "", "missing", 900),
+    ];
+    let tenants: Vec<&str> = cases.iter().map(|c| c.0).collect();
+    let yaml = config(&redis, &backend, "reserve: 100, max: 300", &tenants);
+    let gw = Gateway::start(&yaml);
+    let http = client();
+    for (i, (tenant, usage, outcome, left)) in cases.iter().enumerate() {
+        let stream = i % 2 == 1;
+        let mut req = completion(
+            &http,
+            &gw.url("/v1/chat/completions"),
+            tenant,
+            usage,
+            stream,
+        );
+        if usage.is_empty() {
+            // The usage goes to a header the budget does not read: the body states none.
+            req = req.header("x-echo-usage-in", "header");
+        }
+        let r = Reply::read(req.send().await.expect("send"))
+            .await
+            .expect("read");
+        assert_eq!(r.status, 200, "{tenant}: {}", r.body);
+        let counted = || settlements(&[&gw], outcome) >= 1.0;
+        assert!(
+            eventually(Duration::from_secs(10), counted).await,
+            "{tenant}"
+        );
+        assert_eq!(level(&redis, tenant), Some(*left), "{tenant}");
+    }
+    let total: f64 = ["invalid", "clamped", "missing"]
+        .iter()
+        .map(|o| settlements(&[&gw], o))
+        .sum();
+    assert_eq!(total, cases.len() as f64);
+}
+
+/// A count in a response header (`from: { header: x-usage-tokens }`) is settled; the same
+/// field sent by the client is never read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_header_count_is_read_from_the_response_only() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let yaml = GatewayConfig::echo(&backend.addr(), "required")
+        .redis(&redis.url(), REDIS)
+        .tier(
+            "T",
+            "{ limit: 1, per: 1h, burst: 1000, usage: { limit: 1, per: 1d, burst: 1000, \
+             reserve: 100, from: { header: X-Usage-Tokens } } }",
+        )
+        .api_keys_always()
+        .api_key(&api_key("k1"), "k1", "T")
+        .yaml();
+    let gw = Gateway::start(&yaml);
+    let http = client();
+    let req = completion(&http, &gw.url("/v1/chat/completions"), "k1", "250", false)
+        .header("x-echo-usage-in", "header")
+        .header("x-usage-tokens", "1");
+    let r = Reply::read(req.send().await.expect("send"))
+        .await
+        .expect("read");
+    assert_eq!(r.header("x-usage-tokens"), Some("250"));
+    assert!(
+        eventually(Duration::from_secs(10), || settlements(&[&gw], "settled")
+            == 1.0)
+        .await
+    );
+    assert_eq!(level(&redis, "k1"), Some(750));
+}
+
+/// The venv's python with OpenAI's client (`demo/openai/requirements.txt`, installed by
+/// `scripts/venv.sh`; PyPI is needed once).
+fn openai_python() -> String {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let reqs = std::fs::read_to_string(root.join("demo/openai/requirements.txt")).expect("reqs");
+    let out = std::process::Command::new(root.join("scripts/venv.sh"))
+        .args(reqs.split_whitespace())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("run scripts/venv.sh");
+    assert!(
+        out.status.success(),
+        "scripts/venv.sh could not install openai"
+    );
+    format!(
+        "{}/bin/python",
+        String::from_utf8(out.stdout).unwrap().trim()
+    )
+}
+
+/// One completion by OpenAI's own client (`demo/openai/chat.py`): its JSON report.
+fn openai_chat(python: &str, base_url: &str, usage: &str) -> serde_json::Value {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/demo/openai/chat.py");
+    let out = std::process::Command::new(python)
+        .args([script, base_url, &api_key("k1"), usage, "--stream"])
+        .output()
+        .expect("run chat.py");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(text.lines().last().expect("a line")).expect("json")
+}
+
+/// OpenAI's Python client through tollgate (`response.headers: [ietf, openai]`): the first
+/// completion overspends the budget (reserve 50, reported 250 of a 100-token bucket refilling
+/// 50/s); the second is refused once with `retry-after-ms`, and the client's built-in retry
+/// waits what that field says (not its own backoff of at most 0.5 s on a first retry) and gets
+/// through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openai_client_waits_as_told_and_gets_through() {
+    let python = openai_python();
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let yaml = GatewayConfig::echo(&backend.addr(), "required")
+        .redis(&redis.url(), REDIS)
+        .tier(
+            "T",
+            "{ limit: 1, per: 1h, burst: 1000, usage: { limit: 50, per: 1s, burst: 100, \
+             reserve: 50, max: 1000, from: { openai: true } } }",
+        )
+        .api_keys_always()
+        .api_key(&api_key("k1"), "k1", "T")
+        .section("response", "{ headers: [ietf, openai] }")
+        .yaml();
+    let gw = Gateway::start(&yaml);
+    let base = gw.url("/v1");
+    let first = openai_chat(&python, &base, "250");
+    assert_eq!(first["ok"], true, "{first}");
+    assert_eq!(first["total_tokens"], 250);
+    assert_eq!(first["retries_taken"], 0);
+    assert_eq!(first["headers"]["x-ratelimit-limit-tokens"], "100");
+    assert_eq!(first["headers"]["x-ratelimit-remaining-tokens"], "50");
+    assert!(
+        eventually(Duration::from_secs(10), || settlements(&[&gw], "settled")
+            == 1.0)
+        .await
+    );
+    let second = openai_chat(&python, &base, "10");
+    assert_eq!(second["ok"], true, "{second}");
+    assert_eq!(second["retries_taken"], 1, "{second}");
+    let waits = second["waits_s"].as_array().expect("waits");
+    assert_eq!(waits.len(), 1, "{second}");
+    // The debt (150) and the reserve (50) at 50/s, less what refilled since the settlement.
+    let wait = waits[0].as_f64().unwrap();
+    assert!(wait > 0.5 && wait <= 4.0, "{second}");
+    let limited = r#"tollgate_decisions_total{layer="tenant",outcome="limited",tier="T"}"#;
+    assert_eq!(gw.metric_or_zero(limited), 1.0);
+    assert_eq!(backend.stats().requests, 2);
+}
