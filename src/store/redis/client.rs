@@ -9,8 +9,9 @@
 //! script is loaded on the node that answered and the call retried once, so no request fails
 //! because of it.
 
-use super::conn::{is_wrong_role, key_slot, Credentials, RedisConn};
+use super::conn::{key_slot, RedisConn};
 use super::keys::bucket_key;
+use super::node::{is_wrong_role, Credentials};
 use super::scripts::TOKEN_BUCKET_LUA;
 use super::sentinel::is_failover_hold;
 use crate::config::RedisSettings;

@@ -10,5 +10,6 @@ pub mod conn;
 pub mod guarded;
 pub mod keys;
 pub mod membership;
+pub mod node;
 pub mod scripts;
 pub mod sentinel;

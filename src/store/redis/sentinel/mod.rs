@@ -24,7 +24,7 @@ mod watch;
 
 pub use state::{Event, Node, Route, View, Watch};
 
-use super::conn::{is_dead_link, is_wrong_role, Credentials};
+use super::node::{is_dead_link, is_wrong_role, Credentials};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
