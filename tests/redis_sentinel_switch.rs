@@ -175,102 +175,116 @@ impl Run {
     }
 }
 
+/// One scenario: a master with `replicas` replicas and three sentinels, `gateways` gateways and
+/// steady traffic on them; `fault` breaks things and waits until the sentinels switched (it may
+/// return more gateways, started meanwhile, to drain through); then half a second more of
+/// traffic, the drain and the account.
+async fn scenario(
+    name: &str,
+    replicas: usize,
+    gateways: usize,
+    fault: impl FnOnce(&mut SentinelSet, &Backend) -> Vec<Gateway>,
+) {
+    let mut set = SentinelSet::start_with("tollgate", 1000, replicas);
+    let backend = Backend::start("echo");
+    let gws: Vec<Gateway> = (0..gateways)
+        .map(|_| Gateway::start(&yaml(&set, &backend)))
+        .collect();
+    let run = Run::start(&gws.iter().collect::<Vec<_>>()).await;
+    let late = fault(&mut set, &backend);
+    // Traffic on the new master while the old one may still answer as a master.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let more: Vec<String> = late.iter().map(|g| g.url("/x")).collect();
+    run.account(name, &more).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forced_failover_admits_no_token_twice() {
-    let set = SentinelSet::start("tollgate", 1000);
-    let backend = Backend::start("echo");
-    let gws = [
-        Gateway::start(&yaml(&set, &backend)),
-        Gateway::start(&yaml(&set, &backend)),
-    ];
-    let run = Run::start(&[&gws[0], &gws[1]]).await;
-    force_failover(&set, 0);
-    assert!(wait_until(PATIENCE, || switched_to(&set, 1)), "no switch");
-    // Traffic on the new master while the old one still answers as master.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    run.account("SENTINEL FAILOVER", &[]).await;
+    scenario("SENTINEL FAILOVER", 1, 2, |set, _| {
+        force_failover(set, 0);
+        assert!(wait_until(PATIENCE, || switched_to(set, 1)), "no switch");
+        vec![]
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_master_admits_no_token_twice() {
-    let mut set = SentinelSet::start("tollgate", 1000);
-    let backend = Backend::start("echo");
-    let gw = Gateway::start(&yaml(&set, &backend));
-    let run = Run::start(&[&gw]).await;
-    set.data[0].kill();
-    assert!(wait_until(PATIENCE, || switched_to(&set, 1)), "no switch");
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    run.account("kill -9 of the master", &[]).await;
+    scenario("kill -9 of the master", 1, 1, |set, _| {
+        set.data[0].kill();
+        assert!(wait_until(PATIENCE, || switched_to(set, 1)), "no switch");
+        vec![]
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn old_master_back_as_a_replica_admits_no_token_twice() {
-    let mut set = SentinelSet::start("tollgate", 1000);
-    let backend = Backend::start("echo");
-    let gw = Gateway::start(&yaml(&set, &backend));
-    let run = Run::start(&[&gw]).await;
-    set.data[0].kill();
-    assert!(wait_until(PATIENCE, || switched_to(&set, 1)), "no switch");
-    // Back without its data and answering as a master until the sentinels turn it into a
-    // replica of the new one; a gateway started meanwhile must not pick it either.
-    set.data[0].restart();
-    let late = Gateway::start(&yaml(&set, &backend));
-    let replica_again = wait_until(PATIENCE, || {
-        set.data[0].info_field("replication", "role").as_deref() == Some("slave")
-            && set.data[0]
-                .info_field("replication", "master_link_status")
-                .as_deref()
-                == Some("up")
-    });
-    assert!(replica_again, "the old master never became a replica");
-    run.account("old master back as a replica", &[late.url("/x")])
-        .await;
+    scenario("old master back as a replica", 1, 1, |set, backend| {
+        set.data[0].kill();
+        assert!(wait_until(PATIENCE, || switched_to(set, 1)), "no switch");
+        // Back without its data and answering as a master until the sentinels turn it into a
+        // replica of the new one; a gateway started meanwhile must not pick it either.
+        set.data[0].restart();
+        let late = Gateway::start(&yaml(set, backend));
+        let replica_again = wait_until(PATIENCE, || {
+            let old = &set.data[0];
+            old.info_field("replication", "role").as_deref() == Some("slave")
+                && old
+                    .info_field("replication", "master_link_status")
+                    .as_deref()
+                    == Some("up")
+        });
+        assert!(replica_again, "the old master never became a replica");
+        vec![late]
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_failovers_in_a_row_admit_no_token_twice() {
-    let set = SentinelSet::start_with("tollgate", 1000, 2);
-    let backend = Backend::start("echo");
-    let gw = Gateway::start(&yaml(&set, &backend));
-    let run = Run::start(&[&gw]).await;
-    force_failover(&set, 0);
-    let first = wait_until(PATIENCE, || (1..3).any(|i| switched_to(&set, i)));
-    assert!(first, "no first switch");
-    let b = set.master();
-    let c = 3 - b;
-    // The other replica follows the new master, and the sentinel that leads the second
-    // failover sees it do so (else it could pick the old master, which it lists as a replica
-    // too, and Sentinel itself would lose the writes made since the first failover).
-    let follows = wait_until(PATIENCE, || {
-        wait_replica_caught_up(&set.data[b], &set.data[c], Duration::from_secs(1))
-            && replica_seen_by(
-                &set.sentinels[1],
-                &set.name,
-                set.data[c].port,
-                set.data[b].port,
-            )
-    });
-    assert!(follows, "the other replica never followed the new master");
-    force_failover(&set, 1);
-    assert!(
-        wait_until(PATIENCE, || switched_to(&set, c)),
-        "no second switch"
-    );
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    run.account("two SENTINEL FAILOVERs in a row", &[]).await;
+    scenario("two SENTINEL FAILOVERs in a row", 2, 1, |set, _| {
+        force_failover(set, 0);
+        let first = wait_until(PATIENCE, || (1..3).any(|i| switched_to(set, i)));
+        assert!(first, "no first switch");
+        let b = set.master();
+        let c = 3 - b;
+        // The other replica follows the new master, and the sentinel that leads the second
+        // failover sees it do so (else it could pick the old master, which it lists as a
+        // replica too, and Sentinel itself would lose the writes made since the first one).
+        let follows = wait_until(PATIENCE, || {
+            wait_replica_caught_up(&set.data[b], &set.data[c], Duration::from_secs(1))
+                && replica_seen_by(
+                    &set.sentinels[1],
+                    &set.name,
+                    set.data[c].port,
+                    set.data[b].port,
+                )
+        });
+        assert!(follows, "the other replica never followed the new master");
+        force_failover(set, 1);
+        assert!(
+            wait_until(PATIENCE, || switched_to(set, c)),
+            "no second switch"
+        );
+        vec![]
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failover_with_one_sentinel_down_admits_no_token_twice() {
-    let mut set = SentinelSet::start("tollgate", 1000);
-    let backend = Backend::start("echo");
-    let gw = Gateway::start(&yaml(&set, &backend));
-    let run = Run::start(&[&gw]).await;
-    // The first sentinel the gateway lists is down; the failover is led by the last one.
-    set.sentinels[0].kill();
-    force_failover(&set, 2);
-    assert!(wait_until(PATIENCE, || switched_to(&set, 1)), "no switch");
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    run.account("SENTINEL FAILOVER, one sentinel of three down", &[])
-        .await;
+    scenario(
+        "SENTINEL FAILOVER, one sentinel of three down",
+        1,
+        1,
+        |set, _| {
+            // The first sentinel the gateway lists is down; the failover is led by the last one.
+            set.sentinels[0].kill();
+            force_failover(set, 2);
+            assert!(wait_until(PATIENCE, || switched_to(set, 1)), "no switch");
+            vec![]
+        },
+    )
+    .await;
 }

@@ -19,6 +19,12 @@ fn view(named: u16, monitored: u16, epoch: u64, failing_over: bool) -> View {
     }
 }
 
+/// Answers of an ask that started after every event so far.
+fn fresh(w: &mut Watch, views: &[View]) -> bool {
+    let seq = w.seq();
+    w.on_views(seq, views)
+}
+
 fn route(port: u16, held: bool) -> Option<Route> {
     Some(Route {
         master: node(port),
@@ -134,19 +140,18 @@ fn the_highest_epoch_names_the_master_then_the_majority_then_the_order() {
 #[test]
 fn a_failover_holds_the_old_master_until_the_switch() {
     let mut w = Watch::default();
-    let seq = w.seq();
-    assert!(w.on_views(seq, &[view(6379, 6379, 1, false)]));
+    let before = w.seq();
+    assert!(fresh(&mut w, &[view(6379, 6379, 1, false)]));
     assert_eq!(w.route(), route(6379, false));
     // The leader announces the failover before it promotes the replica.
     assert!(!w.on_event(&Event::FailingOver { of: node(6379) }));
     assert_eq!(w.route(), route(6379, true));
     // An answer collected before the announcement does not lift the hold.
-    assert!(!w.on_views(seq, &[view(6379, 6379, 1, false)]));
+    assert!(!w.on_views(before, &[view(6379, 6379, 1, false)]));
     assert_eq!(w.route(), route(6379, true));
     // A later ask while the leader is at it keeps it.
-    let seq = w.seq();
-    assert!(w.on_views(
-        seq,
+    assert!(fresh(
+        &mut w,
         &[view(6379, 6379, 1, true), view(6379, 6379, 1, false)]
     ));
     assert_eq!(w.route(), route(6379, true));
@@ -154,9 +159,8 @@ fn a_failover_holds_the_old_master_until_the_switch() {
     assert!(w.on_event(&Event::Switched { to: node(6380) }));
     assert_eq!(w.route(), route(6380, false));
     // A sentinel still failing the old master over does not hold the new one.
-    let seq = w.seq();
-    assert!(w.on_views(
-        seq,
+    assert!(fresh(
+        &mut w,
         &[view(6380, 6380, 2, false), view(6379, 6379, 1, true)]
     ));
     assert_eq!(w.route(), route(6380, false));
@@ -168,9 +172,8 @@ fn the_leader_past_the_promotion_names_the_promoted_replica() {
     // others; its epoch is already the new one.
     let mut w = Watch::default();
     w.on_event(&Event::FailingOver { of: node(6379) });
-    let seq = w.seq();
-    assert!(w.on_views(
-        seq,
+    assert!(fresh(
+        &mut w,
         &[view(6379, 6379, 1, false), view(6380, 6379, 2, true)]
     ));
     assert_eq!(w.route(), route(6380, false));
@@ -179,13 +182,11 @@ fn the_leader_past_the_promotion_names_the_promoted_replica() {
 #[test]
 fn an_abandoned_failover_lifts_the_hold_once_no_sentinel_is_failing_over() {
     let mut w = Watch::default();
-    let seq = w.seq();
-    w.on_views(seq, &[view(6379, 6379, 1, false)]);
+    fresh(&mut w, &[view(6379, 6379, 1, false)]);
     w.on_event(&Event::FailingOver { of: node(6379) });
     assert!(w.on_event(&Event::Settled));
     assert_eq!(w.route(), route(6379, true));
-    let seq = w.seq();
-    assert!(w.on_views(seq, &[view(6379, 6379, 1, false)]));
+    assert!(fresh(&mut w, &[view(6379, 6379, 1, false)]));
     assert_eq!(w.route(), route(6379, false));
 }
 
