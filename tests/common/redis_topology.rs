@@ -448,35 +448,44 @@ pub struct SentinelSet {
 impl SentinelSet {
     /// Sentinels declare the master down after `down_after_ms` without a reply.
     pub fn start(name: &str, down_after_ms: u64) -> Self {
+        Self::start_with(name, down_after_ms, 1)
+    }
+
+    /// A master with `replicas` replicas (all synced) and three sentinels; the sentinels
+    /// declare the master down after `down_after_ms` without a reply.
+    pub fn start_with(name: &str, down_after_ms: u64, replicas: usize) -> Self {
         let master = RedisNode::start(&[]);
-        let replica = RedisNode::start(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
-        assert!(
-            wait_until(Duration::from_secs(10), || {
-                replica
-                    .info_field("replication", "master_link_status")
-                    .as_deref()
-                    == Some("up")
-            }),
-            "replica never synced"
-        );
+        let mut data = vec![master];
+        for _ in 0..replicas {
+            let replica =
+                RedisNode::start(&["--replicaof", "127.0.0.1", &data[0].port.to_string()]);
+            assert!(
+                wait_until(Duration::from_secs(10), || {
+                    replica
+                        .info_field("replication", "master_link_status")
+                        .as_deref()
+                        == Some("up")
+                }),
+                "replica never synced"
+            );
+            data.push(replica);
+        }
         let sentinels: Vec<RedisNode> = (0..3)
-            .map(|_| RedisNode::start_sentinel(name, master.port, down_after_ms))
+            .map(|_| RedisNode::start_sentinel(name, data[0].port, down_after_ms))
             .collect();
         let set = SentinelSet {
             name: name.to_string(),
-            data: vec![master, replica],
+            data,
             sentinels,
         };
-        // Every sentinel knows the replica and the other sentinels before any failover.
+        // Every sentinel knows the replicas and the other sentinels before any failover.
+        let whole = format!("slaves={replicas},sentinels=3");
         assert!(
             wait_until(Duration::from_secs(20), || {
                 set.sentinels.iter().all(|s| {
                     let v = s.try_cmd(&["SENTINEL", "MASTER", name]);
                     let text = format!("{v:?}");
-                    text.contains("num-slaves") && {
-                        let info = s.info("sentinel");
-                        info.contains("slaves=1,sentinels=3")
-                    }
+                    text.contains("num-slaves") && s.info("sentinel").contains(&whole)
                 })
             }),
             "sentinels never saw the whole set"

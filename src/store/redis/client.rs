@@ -9,9 +9,11 @@
 //! script is loaded on the node that answered and the call retried once, so no request fails
 //! because of it.
 
-use super::conn::{is_wrong_role, key_slot, Credentials, RedisConn};
+use super::conn::{key_slot, RedisConn};
 use super::keys::bucket_key;
+use super::node::{is_wrong_role, Credentials};
 use super::scripts::TOKEN_BUCKET_LUA;
+use super::sentinel::is_failover_hold;
 use crate::config::RedisSettings;
 use crate::limit::token_bucket::decide_batch;
 use crate::limit::{Decision, Rate};
@@ -31,6 +33,9 @@ pub enum RedisFault {
     /// The server is not a writable master (`READONLY`, `MASTERDOWN`, `LOADING`): a failover
     /// is under way; the connection is replaced.
     NotMaster,
+    /// Not sent: the sentinels are failing over the master it would go to, and every write
+    /// that master takes now may be lost (sentinel mode; docs/redis.md#what-each-mode-does-when-the-master-changes).
+    Failover,
     /// A script's keys span several Cluster slots (a key layout bug; never sent).
     CrossSlot,
     /// Wrong ACL credentials or missing permissions (`redis.username_env` / `password_env`).
@@ -47,6 +52,7 @@ impl RedisFault {
             RedisFault::Connection => "connection",
             RedisFault::Script => "script",
             RedisFault::NotMaster => "not_master",
+            RedisFault::Failover => "failover",
             RedisFault::CrossSlot => "cross_slot",
             RedisFault::Auth => "auth",
             RedisFault::Other => "other",
@@ -54,7 +60,9 @@ impl RedisFault {
     }
 
     fn classify(e: &redis::RedisError) -> Self {
-        if e.is_timeout() {
+        if is_failover_hold(e) {
+            RedisFault::Failover
+        } else if e.is_timeout() {
             RedisFault::Timeout
         } else if e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() {
             RedisFault::Connection

@@ -8,140 +8,25 @@
 //!   gateway follows an address (DNS name, virtual IP, TCP proxy) re-pointed to a new master.
 //! - **cluster**: redis-rs's async cluster client: slot routing, `MOVED` / `ASK` / `TRYAGAIN`
 //!   and topology refresh are its job. Connected on first use.
-//! - **sentinel**: the master's address is asked from the sentinels (redis-rs `SentinelClient`,
-//!   which checks that the node it names answers `ROLE` as master); the connection to it is a
-//!   standalone one. A wrong-role reply (the master was demoted: the sentinels already know its
-//!   successor) re-discovers at once, so the caller's retry reaches the new master; a dead link
-//!   or a timeout (the sentinels still need their detection time) starts the re-discovery in the
-//!   background and does not hold the request. While traffic flows, the sentinels are also asked
-//!   every [`SENTINEL_RECHECK_EVERY`] (in the background), because a replaced master that is
-//!   still alive keeps answering as master. At most one discovery at a time, one per
-//!   [`REDISCOVER_EVERY`].
+//! - **sentinel**: the node the sentinels name, followed through their announcements and
+//!   re-asked on any doubt; no call goes to a master they are failing over (see
+//!   [`sentinel`](super::sentinel)).
 //!
 //! Every attempt is bounded by the caller (`redis.timeout_ms`); nothing here waits longer.
 
+pub use super::node::{is_wrong_role, Credentials};
+use super::sentinel::Sentinel;
 use crate::config::{RedisSettings, RedisTopology};
 use arc_swap::ArcSwap;
-use parking_lot::Mutex;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
-use redis::{Cmd, ConnectionAddr, IntoConnectionInfo, RedisError, TlsCertificates, Value};
-use std::sync::atomic::{AtomicBool, Ordering};
+use redis::{Cmd, IntoConnectionInfo, RedisError, Value};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-/// Minimum time between two sentinel re-discoveries.
-pub const REDISCOVER_EVERY: Duration = Duration::from_millis(100);
-
-/// While traffic flows in sentinel mode, the sentinels are asked who the master is at least this
-/// often. A forced failover (`SENTINEL FAILOVER`, or a partition) promotes the replica while the
-/// old master still answers as master until the sentinels demote it, which takes them up to
-/// ~10 s; every write it takes meanwhile is lost when it resyncs. This bounds that window.
-pub const SENTINEL_RECHECK_EVERY: Duration = Duration::from_millis(250);
-
-/// Longest a background sentinel lookup may take before it is abandoned.
-pub const DISCOVERY_BOUND: Duration = Duration::from_secs(2);
+use std::time::Duration;
 
 /// Number of Redis Cluster hash slots.
 const CLUSTER_SLOTS: u16 = 16384;
-
-/// ACL credentials and TLS trust, resolved from the environment and files at build time.
-/// `Debug` never prints the password.
-#[derive(Clone, Default)]
-pub struct Credentials {
-    pub username: Option<String>,
-    pub password: Option<String>,
-    /// PEM bytes of the CA bundle for `rediss://`.
-    pub ca_pem: Option<Vec<u8>>,
-}
-
-impl std::fmt::Debug for Credentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Credentials")
-            .field("username", &self.username)
-            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
-            .field("ca_pem", &self.ca_pem.as_ref().map(|p| p.len()))
-            .finish()
-    }
-}
-
-impl Credentials {
-    /// Reads `username_env` / `password_env` and the CA file. Errors name the field.
-    pub fn load(
-        username_env: &Option<String>,
-        password_env: &Option<String>,
-        ca_file: &Option<String>,
-        field: &str,
-    ) -> Result<Self, (String, String)> {
-        let var = |name: &Option<String>, key: &str| -> Result<Option<String>, (String, String)> {
-            match name {
-                None => Ok(None),
-                Some(n) => std::env::var(n).map(Some).map_err(|_| {
-                    (
-                        format!("{field}.{key}"),
-                        format!("environment variable {n} is not set"),
-                    )
-                }),
-            }
-        };
-        let ca_pem = match ca_file {
-            None => None,
-            Some(path) => Some(std::fs::read(path).map_err(|e| {
-                (
-                    "redis.tls.ca_file".to_string(),
-                    format!("cannot read \"{path}\": {e}"),
-                )
-            })?),
-        };
-        Ok(Credentials {
-            username: var(username_env, "username_env")?,
-            password: var(password_env, "password_env")?,
-            ca_pem,
-        })
-    }
-
-    fn certs(&self) -> Option<TlsCertificates> {
-        self.ca_pem.as_ref().map(|ca| TlsCertificates {
-            client_tls: None,
-            root_cert: Some(ca.clone()),
-        })
-    }
-
-    /// A client for one node URL with these credentials and CA.
-    fn client(&self, url: &str) -> Result<redis::Client, RedisError> {
-        let info = url.into_connection_info()?;
-        let mut redis_info = info.redis_settings().clone();
-        if let Some(u) = &self.username {
-            redis_info = redis_info.set_username(u);
-        }
-        if let Some(p) = &self.password {
-            redis_info = redis_info.set_password(p);
-        }
-        let info = info.set_redis_settings(redis_info);
-        match self.certs() {
-            Some(certs) => redis::Client::build_with_tls(info, certs),
-            None => redis::Client::open(info),
-        }
-    }
-}
-
-/// Whether an error means "the server at the other end of this connection is not (or no longer)
-/// a usable master": reconnect (and re-discover) instead of using this connection again.
-pub fn is_wrong_role(e: &RedisError) -> bool {
-    use redis::{ErrorKind, ServerErrorKind};
-    matches!(
-        e.kind(),
-        ErrorKind::Server(
-            ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown | ServerErrorKind::BusyLoading
-        )
-    )
-}
-
-fn is_dead_link(e: &RedisError) -> bool {
-    e.is_connection_dropped() || e.is_connection_refusal() || e.is_io_error()
-}
 
 /// Redis Cluster hash slot of `key` (CRC16/XMODEM of the hash tag, or of the key).
 pub fn key_slot(key: &str) -> u16 {
@@ -221,46 +106,15 @@ impl RedisConn {
             } => {
                 let sentinel_creds =
                     Credentials::load(username_env, password_env, &None, "redis.sentinel")?;
-                let mut nodes = Vec::new();
-                let mut sentinel_tls = false;
-                for (i, url) in settings.urls.iter().enumerate() {
-                    let info = url
-                        .as_str()
-                        .into_connection_info()
-                        .map_err(|e| bad_url(i, e))?;
-                    sentinel_tls |= matches!(info.addr(), ConnectionAddr::TcpTls { .. });
-                    nodes.push(info.addr().clone());
-                }
-                let mut b = SentinelClientBuilder::new(nodes, master, SentinelServerType::Master)
-                    .map_err(|e| bad_url(0, e))?;
-                if let Some(u) = &creds.username {
-                    b = b.set_client_to_redis_username(u);
-                }
-                if let Some(p) = &creds.password {
-                    b = b.set_client_to_redis_password(p);
-                }
-                if let Some(u) = &sentinel_creds.username {
-                    b = b.set_client_to_sentinel_username(u);
-                }
-                if let Some(p) = &sentinel_creds.password {
-                    b = b.set_client_to_sentinel_password(p);
-                }
-                if sentinel_tls {
-                    b = b.set_client_to_redis_tls_mode(redis::TlsMode::Secure);
-                    if let Some(certs) = creds.certs() {
-                        b = b
-                            .set_client_to_sentinel_certificates(certs.clone())
-                            .set_client_to_redis_certificates(certs);
-                    }
-                }
-                let client = b.build().map_err(|e| bad_url(0, e))?;
-                RedisConn::Sentinel(Arc::new(Sentinel {
-                    client: tokio::sync::Mutex::new(client),
+                let sentinel = Sentinel::new(
+                    master,
+                    &settings.urls,
+                    creds,
+                    sentinel_creds,
                     manager_config,
-                    current: ArcSwap::from_pointee(None),
-                    discovering: AtomicBool::new(false),
-                    last_discovery: Mutex::new(None),
-                }))
+                )
+                .map_err(|(i, e)| bad_url(i, e))?;
+                RedisConn::Sentinel(Arc::new(sentinel))
             }
         })
     }
@@ -361,120 +215,6 @@ impl Cluster {
             .await
             .cloned()
     }
-}
-
-/// Sentinel: the master named by the sentinels, re-discovered after a failover.
-pub struct Sentinel {
-    client: tokio::sync::Mutex<SentinelClient>,
-    manager_config: ConnectionManagerConfig,
-    current: ArcSwap<Option<(String, ConnectionManager)>>,
-    discovering: AtomicBool,
-    last_discovery: Mutex<Option<Instant>>,
-}
-
-impl Sentinel {
-    async fn query(self: &Arc<Self>, cmd: &Cmd) -> Result<Value, RedisError> {
-        let held = self.current.load_full();
-        let Some((_, manager)) = held.as_ref() else {
-            // Nothing discovered yet: discover now (bounded by the caller's timeout), so the
-            // first request of a fresh gateway is decided by Redis.
-            self.discover().await?;
-            let held = self.current.load_full();
-            let Some((_, manager)) = held.as_ref() else {
-                return Err(no_master());
-            };
-            return cmd.query_async(&mut manager.clone()).await;
-        };
-        let result = cmd.query_async(&mut manager.clone()).await;
-        if self
-            .last_discovery
-            .lock()
-            .is_some_and(|t| t.elapsed() >= SENTINEL_RECHECK_EVERY)
-        {
-            // A master the sentinels replaced keeps answering as master until they demote it
-            // (seconds later): re-check who the sentinels name, so writes move over promptly.
-            self.rediscover_in_background();
-        }
-        if let Err(e) = &result {
-            if is_wrong_role(e) {
-                // A demoted master: the sentinels already name its successor. Ask them now
-                // (within the caller's budget), so the caller's retry reaches the new master.
-                self.rediscover_now().await;
-            } else if is_dead_link(e) || e.is_timeout() {
-                // A dead master: the sentinels need their detection time; do not hold requests.
-                self.rediscover_in_background();
-            }
-        }
-        result
-    }
-
-    /// One re-discovery awaited by the caller, unless another runs or ran less than
-    /// [`REDISCOVER_EVERY`] ago.
-    async fn rediscover_now(&self) {
-        if !self.claim_discovery() {
-            return;
-        }
-        // Released even when the caller's timeout drops this future mid-discovery.
-        struct Release<'a>(&'a AtomicBool);
-        impl Drop for Release<'_> {
-            fn drop(&mut self) {
-                self.0.store(false, Ordering::Release);
-            }
-        }
-        let _release = Release(&self.discovering);
-        let _ = self.discover().await;
-    }
-
-    fn claim_discovery(&self) -> bool {
-        let mut last = self.last_discovery.lock();
-        if last.is_some_and(|t| t.elapsed() < REDISCOVER_EVERY) {
-            return false;
-        }
-        if self.discovering.swap(true, Ordering::AcqRel) {
-            return false;
-        }
-        *last = Some(Instant::now());
-        true
-    }
-
-    /// Starts one background re-discovery unless one runs or ran less than
-    /// [`REDISCOVER_EVERY`] ago.
-    fn rediscover_in_background(self: &Arc<Self>) {
-        if !self.claim_discovery() {
-            return;
-        }
-        let this = self.clone();
-        tokio::spawn(async move {
-            // Bounded, so one stuck lookup cannot stop every later re-discovery.
-            let _ = tokio::time::timeout(DISCOVERY_BOUND, this.discover()).await;
-            this.discovering.store(false, Ordering::Release);
-        });
-    }
-
-    /// Asks the sentinels for the master; installs a new connection when its address changed.
-    async fn discover(&self) -> Result<(), RedisError> {
-        *self.last_discovery.lock() = Some(Instant::now());
-        let client = {
-            let mut sentinel = self.client.lock().await;
-            sentinel.async_get_client().await?
-        };
-        let addr = client.get_connection_info().addr().to_string();
-        let held = self.current.load_full();
-        if held.as_ref().as_ref().is_some_and(|(a, _)| *a == addr) {
-            return Ok(());
-        }
-        let manager = ConnectionManager::new_lazy_with_config(client, self.manager_config.clone())?;
-        tracing::warn!(master = %addr, "redis sentinel: using master {addr}");
-        self.current.store(Arc::new(Some((addr, manager))));
-        Ok(())
-    }
-}
-
-fn no_master() -> RedisError {
-    RedisError::from((
-        redis::ErrorKind::Io,
-        "no master discovered from the sentinels",
-    ))
 }
 
 #[cfg(test)]

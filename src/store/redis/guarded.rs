@@ -1,6 +1,7 @@
 //! One Redis call behind the circuit breaker: the breaker's permit, the call (retried once on a
-//! connection-level fault, within a time budget), the outcome recorded in the breaker, and on a
-//! refusal or a failure the fault and the wait the failure policy reports. Every tenant-stage
+//! connection-level fault, within a time budget), the outcome recorded in the breaker (a call
+//! held back by a sentinel failover is not one), and on a refusal or a failure the fault and
+//! the wait the failure policy reports. Every tenant-stage
 //! decision that asks Redis (exact token bucket, other algorithms and quotas, leases) goes
 //! through [`Guarded::call`].
 //!
@@ -198,7 +199,10 @@ where
         }
         finished(reply.as_ref().err().copied(), started.elapsed());
         let done_ms = (self.clock)();
-        if own_call || probe {
+        // A call held back during a sentinel failover reached no Redis: like a breaker
+        // refusal, it says nothing about Redis's health.
+        let sent = !matches!(reply, Err(RedisFault::Failover));
+        if (own_call && sent) || probe {
             let t = self.breaker.record(done_ms, reply.is_ok(), probe);
             (self.transition)(t);
         }

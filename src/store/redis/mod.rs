@@ -1,4 +1,5 @@
-//! The shared store: the connection to standalone, Cluster or Sentinel Redis ([`conn`]), script
+//! The shared store: the connection to standalone, Cluster or Sentinel Redis ([`conn`], and
+//! [`sentinel`] for following the sentinels), script
 //! calls and their faults ([`client`]), the circuit breaker ([`breaker`]) and the guarded call
 //! through it ([`guarded`]), every key string ([`keys`]) and script ([`scripts`]), and fleet
 //! membership ([`membership`]).
@@ -9,4 +10,6 @@ pub mod conn;
 pub mod guarded;
 pub mod keys;
 pub mod membership;
+pub mod node;
 pub mod scripts;
+pub mod sentinel;

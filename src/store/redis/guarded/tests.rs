@@ -280,3 +280,33 @@ async fn an_earlier_budget_bounds_the_retry_too() {
     assert_eq!(r.unwrap_err().fault, Some(RedisFault::Timeout));
     assert!(started.elapsed() < Duration::from_secs(2));
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn calls_held_by_a_sentinel_failover_do_not_open_the_breaker() {
+    let b = breaker();
+    let held = || vec![Err(RedisFault::Failover)];
+    for now in [0, 10, 20] {
+        let (r, _, finished, transitions) = run(
+            &b,
+            now,
+            retry(RetryOn::ConnectionOrNotMaster, 1_000),
+            held(),
+        )
+        .await;
+        assert_eq!(r.unwrap_err().fault, Some(RedisFault::Failover));
+        assert_eq!(finished, Some(Some(RedisFault::Failover)));
+        assert!(transitions.is_empty(), "{transitions:?}");
+    }
+    assert_eq!(b.state(), BreakerState::Closed);
+    // Two real failures do open it.
+    for now in [30, 40] {
+        let _ = run(
+            &b,
+            now,
+            retry(RetryOn::Connection, 1_000),
+            vec![Err(RedisFault::Timeout)],
+        )
+        .await;
+    }
+    assert_eq!(b.state(), BreakerState::Open);
+}
