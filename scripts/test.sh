@@ -10,7 +10,8 @@
 #   cargo clippy --all-targets -- -D warnings
 #   cargo test --all-targets --no-fail-fast (integration tests spawn real redis-server, backends, gateways;
 #     tests/grpc.rs the grpcio server and client of demo/grpc/ from .venv/, made by scripts/venv.sh
-#     on first use with demo/grpc/requirements.txt)
+#     on first use with demo/grpc/requirements.txt; tests/admin_openapi.rs schemathesis against a
+#     live admin listener, from the same venv with tests/openapi/requirements.txt)
 #   python3 scripts/check-compose.py (docker-compose.yml parses and names existing files)
 #   scripts/check-demo-config.sh (demo/gateway.demo.yaml.tmpl renders and passes `tollgate check`)
 #   scripts/check-kubernetes.sh (deploy/kubernetes: kubernetes-validate --strict against pinned

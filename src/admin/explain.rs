@@ -360,7 +360,7 @@ async fn run(
         layers.push(
             json!({"layer": "upstream", "decision": "admitted", "why": "no max_concurrency"}),
         );
-        return json!({"layer": "upstream", "decision": "admitted", "tenant_admitted": tenant_admitted});
+        return json!({"layer": "upstream", "decision": "admitted", "status": 200});
     };
     let (claimant, _) = claimant_of(config, &identity);
     let s = &upstream.settings;

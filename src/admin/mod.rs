@@ -1,6 +1,6 @@
 //! Admin listener: `/metrics` (Prometheus text), `/healthz` (liveness + limiter health detail),
 //! `/readyz` (503 once graceful shutdown starts), and the admin API under `/v1` ([`v1`]: tenant
-//! state and reset, explain, config; Bearer `admin.token_env`).
+//! state and reset, explain, config, its OpenAPI document; Bearer `admin.token_env`).
 //!
 //! Served by hyper on its own background service rather than a Pingora listening service,
 //! because Pingora stops accepting on its listeners when shutdown starts, and `/readyz` must
@@ -88,15 +88,24 @@ pub fn handle(app: &App, path: &str) -> Response<Full<Bytes>> {
     }
 }
 
-/// Answers one admin request: `/v1/*` through [`v1::handle`] (its body read up to
-/// [`v1::MAX_BODY_BYTES`]), everything else through [`handle`].
+/// Answers one admin request: `/v1/*` through [`v1::admit`] (token) and [`v1::handle`] (its
+/// body read up to [`v1::MAX_BODY_BYTES`]), everything else through [`handle`].
 pub async fn serve(app: &App, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let path = req.uri().path().to_string();
     if path != "/v1" && !path.starts_with("/v1/") {
         return handle(app, &path);
     }
     let (parts, body) = req.into_parts();
-    let body = match Limited::new(body, v1::MAX_BODY_BYTES).collect().await {
+    // The token decides first: an unauthenticated call is 401 (404 while the API is off)
+    // whatever its body. The body is still read (up to the limit) before any answer, as it
+    // always was, so the client reads the answer rather than a connection reset.
+    let admitted = v1::admit(app, &parts.headers);
+    let body = Limited::new(body, v1::MAX_BODY_BYTES).collect().await;
+    let snap = match admitted {
+        Ok(snap) => snap,
+        Err(reply) => return reply,
+    };
+    let body = match body {
         Ok(b) => b.to_bytes(),
         Err(_) => {
             let p = crate::response::Problem::status(
@@ -110,7 +119,7 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Response<Full<Bytes>> {
         }
     };
     // Boxed: the handlers' Redis futures are deep (see `pipeline::tenant::run`).
-    Box::pin(v1::handle(app, &parts.method, &path, &parts.headers, body)).await
+    Box::pin(v1::handle(app, &snap, &parts.method, &path, body)).await
 }
 
 /// Binds with SO_REUSEPORT so a new binary started with `--upgrade` can serve admin requests

@@ -18,6 +18,16 @@ pub fn json_reply(status: u16, body: &Value) -> Response<Full<Bytes>> {
         .unwrap_or_default()
 }
 
+/// A 200 reply of JSON text kept as is (the OpenAPI document).
+pub fn raw_json_reply(body: &'static str) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(200)
+        .header("Content-Type", "application/json")
+        .header("Cache-Control", "no-store")
+        .body(Full::new(Bytes::from_static(body.as_bytes())))
+        .unwrap_or_default()
+}
+
 /// An RFC 9457 problem+json reply with `headers`.
 pub fn problem_reply(p: &Problem, headers: &[(&str, &str)]) -> Response<Full<Bytes>> {
     let id = crate::http::request_id::generate();

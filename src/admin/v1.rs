@@ -1,6 +1,12 @@
 //! The admin API under `/v1` (docs/DESIGN.md 4c "Admin API"): routing, Bearer auth and the
 //! JSON / problem+json replies. Every `/v1/*` path answers 404 while the API is off
-//! (`admin.token_env` unset, or its variable unset or empty), and 401 without the right token.
+//! (`admin.token_env` unset, or its variable unset or empty), and 401 without the right token
+//! (the token decides before the body's size does: an unauthenticated call is 401 whatever its
+//! body).
+//!
+//! The routes are the table [`ROUTES`]; the OpenAPI 3.1 document `docs/openapi.json` (served
+//! as `GET /v1/openapi.json`, see docs/admin-api.md#openapi-document) lists exactly these, which
+//! the unit tests hold.
 //!
 //! | method | path                      | handler                       |
 //! |--------|---------------------------|-------------------------------|
@@ -8,26 +14,91 @@
 //! | POST   | `/v1/tenants/{id}/reset`  | [`super::tenants::reset`]     |
 //! | POST   | `/v1/explain`             | [`super::explain::explain`]   |
 //! | GET    | `/v1/config`              | [`super::config_view::view`]  |
+//! | GET    | `/v1/openapi.json`        | [`OPENAPI_JSON`], verbatim    |
 
-use super::reply::{json_reply, problem_reply};
+use super::reply::{json_reply, problem_reply, raw_json_reply};
 use super::{config_view, explain, tenants};
 use crate::response::Problem;
-use crate::snapshot::App;
+use crate::snapshot::{App, Snapshot};
 use crate::tenant_id;
 use bytes::Bytes;
 use http::{HeaderMap, Method};
 use http_body_util::Full;
 use hyper::Response;
 use percent_encoding::percent_decode_str;
+use std::sync::Arc;
 
 /// Largest request body the API reads (`POST /v1/explain`), bytes.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
-fn not_found() -> Problem {
-    Problem::status(404, "no such admin resource")
+/// The OpenAPI 3.1 document of this API (`docs/openapi.json`), served as is.
+pub const OPENAPI_JSON: &str = include_str!("../../docs/openapi.json");
+
+/// What a route answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    Config,
+    Explain,
+    OpenApi,
+    Tenant,
+    TenantReset,
 }
 
-fn method_not_allowed(allow: &'static str) -> Response<Full<Bytes>> {
+/// Every route of the API: method, path template (`{id}` stands for one path segment, the
+/// tenant id) and what answers it. Nothing else under `/v1` is served.
+pub const ROUTES: &[(&str, &str, Endpoint)] = &[
+    ("GET", "/v1/config", Endpoint::Config),
+    ("POST", "/v1/explain", Endpoint::Explain),
+    ("GET", "/v1/openapi.json", Endpoint::OpenApi),
+    ("GET", "/v1/tenants/{id}", Endpoint::Tenant),
+    ("POST", "/v1/tenants/{id}/reset", Endpoint::TenantReset),
+];
+
+/// Where [`route`] sends a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Routed<'a> {
+    /// A route of [`ROUTES`], with the raw (still percent-encoded) `{id}` segment if it has one.
+    Found(Endpoint, Option<&'a str>),
+    /// The path is a route's but not the method: the methods it accepts (`Allow`).
+    MethodNotAllowed(String),
+    NotFound,
+}
+
+/// The `{id}` segment when `path` has the shape of `template`: `Some(None)` for a template
+/// without one, `None` when the shapes differ.
+fn matches<'a>(template: &str, path: &'a str) -> Option<Option<&'a str>> {
+    let mut t = template.split('/');
+    let mut p = path.split('/');
+    let mut id = None;
+    loop {
+        match (t.next(), p.next()) {
+            (None, None) => return Some(id),
+            (Some("{id}"), Some(segment)) => id = Some(segment),
+            (Some(a), Some(b)) if a == b => {}
+            _ => return None,
+        }
+    }
+}
+
+/// Routes `method path` by [`ROUTES`].
+pub fn route<'a>(method: &Method, path: &'a str) -> Routed<'a> {
+    let mut allow: Vec<&str> = Vec::new();
+    for (m, template, endpoint) in ROUTES {
+        if let Some(id) = matches(template, path) {
+            if method.as_str() == *m {
+                return Routed::Found(*endpoint, id);
+            }
+            allow.push(m);
+        }
+    }
+    if allow.is_empty() {
+        Routed::NotFound
+    } else {
+        Routed::MethodNotAllowed(allow.join(", "))
+    }
+}
+
+fn method_not_allowed(allow: &str) -> Response<Full<Bytes>> {
     let p = Problem::status(405, format!("this resource accepts {allow} only"));
     problem_reply(&p, &[("Allow", allow)])
 }
@@ -50,51 +121,54 @@ pub fn tenant_from_segment(segment: &str) -> Result<String, Problem> {
     Ok(id)
 }
 
-/// Answers one `/v1` request. `body` is read only for methods that take one.
-pub async fn handle(
-    app: &App,
-    method: &Method,
-    path: &str,
-    headers: &HeaderMap,
-    body: Bytes,
-) -> Response<Full<Bytes>> {
+/// The snapshot to answer a `/v1` request from, when the API is on and `headers` carry the
+/// token; otherwise the 404 (API off) or 401 (with `WWW-Authenticate`) reply, which wins over
+/// a body over [`MAX_BODY_BYTES`].
+#[allow(clippy::result_large_err)]
+pub fn admit(app: &App, headers: &HeaderMap) -> Result<Arc<Snapshot>, Response<Full<Bytes>>> {
     let snap = app.snapshot.load_full();
     let Some(token) = &snap.admin_token else {
         let p = Problem::status(404, "the admin API is off (admin.token_env)");
-        return problem_reply(&p, &[]);
+        return Err(problem_reply(&p, &[]));
     };
     let authorization = headers
         .get(http::header::AUTHORIZATION)
         .map(|v| v.as_bytes());
     if let Err(denied) = token.check(authorization) {
         let p = Problem::status(401, "this admin API needs the admin Bearer token");
-        return problem_reply(&p, &[("WWW-Authenticate", denied.www_authenticate())]);
+        return Err(problem_reply(
+            &p,
+            &[("WWW-Authenticate", denied.www_authenticate())],
+        ));
     }
-    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    let result = match segments[..] {
-        ["v1", "config"] => match *method {
-            Method::GET => Ok(config_view::view(&snap.config)),
-            _ => return method_not_allowed("GET"),
+    Ok(snap)
+}
+
+/// Answers one admitted `/v1` request (see [`admit`]). `body` is read only by the routes that
+/// take one.
+pub async fn handle(
+    app: &App,
+    snap: &Snapshot,
+    method: &Method,
+    path: &str,
+    body: Bytes,
+) -> Response<Full<Bytes>> {
+    let result = match route(method, path) {
+        Routed::Found(Endpoint::Config, _) => Ok(config_view::view(&snap.config)),
+        Routed::Found(Endpoint::OpenApi, _) => return raw_json_reply(OPENAPI_JSON),
+        Routed::Found(Endpoint::Explain, _) => explain::explain(app, snap, &body).await,
+        Routed::Found(Endpoint::Tenant, id) => match tenant_from_segment(id.unwrap_or_default()) {
+            Ok(t) => tenants::get(app, snap, &t).await,
+            Err(p) => Err(p),
         },
-        ["v1", "explain"] => match *method {
-            Method::POST => explain::explain(app, &snap, &body).await,
-            _ => return method_not_allowed("POST"),
-        },
-        ["v1", "tenants", id] => match *method {
-            Method::GET => match tenant_from_segment(id) {
-                Ok(t) => tenants::get(app, &snap, &t).await,
+        Routed::Found(Endpoint::TenantReset, id) => {
+            match tenant_from_segment(id.unwrap_or_default()) {
+                Ok(t) => tenants::reset(app, snap, &t).await,
                 Err(p) => Err(p),
-            },
-            _ => return method_not_allowed("GET"),
-        },
-        ["v1", "tenants", id, "reset"] => match *method {
-            Method::POST => match tenant_from_segment(id) {
-                Ok(t) => tenants::reset(app, &snap, &t).await,
-                Err(p) => Err(p),
-            },
-            _ => return method_not_allowed("POST"),
-        },
-        _ => Err(not_found()),
+            }
+        }
+        Routed::MethodNotAllowed(allow) => return method_not_allowed(&allow),
+        Routed::NotFound => Err(Problem::status(404, "no such admin resource")),
     };
     match result {
         Ok(v) => json_reply(200, &v),
@@ -103,16 +177,4 @@ pub async fn handle(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tenant_segments() {
-        assert_eq!(tenant_from_segment("acme").unwrap(), "acme");
-        assert_eq!(tenant_from_segment("a%2Fb%20c").unwrap(), "a/b c");
-        assert_eq!(tenant_from_segment("ip:10.0.0.1").unwrap(), "ip:10.0.0.1");
-        for bad in ["", "%20acme", "a%0Ab", "%FF", "ip:nope"] {
-            assert_eq!(tenant_from_segment(bad).unwrap_err().status, 400, "{bad}");
-        }
-    }
-}
+mod tests;

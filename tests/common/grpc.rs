@@ -25,19 +25,8 @@ fn root() -> PathBuf {
 pub fn python() -> &'static str {
     static PYTHON: OnceLock<String> = OnceLock::new();
     PYTHON.get_or_init(|| {
-        let reqs = std::fs::read_to_string(root().join("demo/grpc/requirements.txt"))
-            .expect("demo/grpc/requirements.txt");
-        let out = Command::new(root().join("scripts/venv.sh"))
-            .args(reqs.split_whitespace())
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("run scripts/venv.sh");
-        assert!(
-            out.status.success(),
-            "scripts/venv.sh could not make the venv with grpcio (PyPI is needed once)"
-        );
-        let venv = String::from_utf8(out.stdout).expect("venv path");
-        format!("{}/bin/python", venv.trim())
+        let venv = super::common::venv_with("demo/grpc/requirements.txt");
+        format!("{}/bin/python", venv.display())
     })
 }
 

@@ -14,7 +14,8 @@
 //! `backend` (`tollgate-echo`), `gateway` (`tollgate run` / `check`), `clients` (blocking control
 //! client, reqwest clients, raw one-shot requests), `raw_conn` (hand-driven keep-alive
 //! connections), `relay` (a TCP relay: re-pointed, delayed, cut), `config` (the YAML builder),
-//! `metrics` (Prometheus text), `assertions` (problem bodies, echo JSON), `wait` (polling).
+//! `metrics` (Prometheus text), `assertions` (problem bodies, echo JSON), `wait` (polling),
+//! `venv` (the repository's Python venv with pinned PyPI tools).
 //! `regions`, `redis_topology` and `tls` are included by the test files that need them
 //! (`#[path = "common/..."]`).
 //!
@@ -34,6 +35,7 @@ mod processes;
 mod raw_conn;
 mod redis_server;
 mod relay;
+mod venv;
 mod wait;
 
 // Every helper stays reachable as `common::name`, as before the split. A test file that uses none of
@@ -41,5 +43,5 @@ mod wait;
 #[allow(unused_imports)]
 pub use self::{
     assertions::*, backend::*, clients::*, config::*, gateway::*, metrics::*, processes::*,
-    raw_conn::*, redis_server::*, relay::*, wait::*,
+    raw_conn::*, redis_server::*, relay::*, venv::*, wait::*,
 };
