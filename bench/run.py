@@ -8,14 +8,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tollgate_bench.cli import main  # noqa: E402
-from tollgate_bench.common import BenchError, log  # noqa: E402
+from tollgate_bench.common import run_main  # noqa: E402
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except BenchError as e:
-        log(f"error: {e}")
-        sys.exit(2)
-    except KeyboardInterrupt:
-        log("interrupted")
-        sys.exit(130)
+    run_main(main)

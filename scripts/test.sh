@@ -21,7 +21,11 @@
 #     bench/*.md resolve; docs/ and README citations in src/ name existing pages, anchors, sections)
 #   python3 scripts/code-map.py --check (CONTRIBUTING.md's code map lists every src/ file as it is;
 #     no file imports a top-level module above its own layer)
-#   python3 -m unittest discover -s bench/tests (bench target verdicts vs the committed results)
+#   python3 -m unittest discover -s bench/tests (bench target verdicts vs the committed results,
+#     the soak's account arithmetic)
+#   bench/soak.py --minutes 3 (chaos soak of three gateways on Redis Sentinel with the debug
+#     binaries: reloads, a failover, freezes, backend and gateway kills; every line of the loss
+#     account must pass; the h2 package from bench/requirements.txt in .venv/, scripts/venv.sh)
 #   scripts/compose-demo.sh (docker-compose.yml on rootful Podman from the release binaries: both
 #     gateways share the free tier's burst exactly, reload; as root only, otherwise reported as
 #     skipped; TOLLGATE_SKIP_COMPOSE=1 skips it on purpose)
@@ -65,6 +69,15 @@ step "scripts/check-kubernetes.sh" scripts/check-kubernetes.sh "${CARGO_TARGET_D
 step "scripts/check-links.py" python3 scripts/check-links.py
 step "scripts/code-map.py --check" python3 scripts/code-map.py --check
 step "bench target verdicts (python3 unittest)" python3 -m unittest discover -s bench/tests
+soak() {
+  local venv
+  venv=$(scripts/venv.sh $(grep -v '^#' bench/requirements.txt)) || return 1
+  "$venv/bin/python" bench/soak.py --minutes 3 \
+    --tollgate-binary "${CARGO_TARGET_DIR:-target}/debug/tollgate" \
+    --echo-binary "${CARGO_TARGET_DIR:-target}/debug/tollgate-echo" \
+    --out "${TMPDIR:-/tmp}/tollgate-soak-3min.json"
+}
+step "bench/soak.py --minutes 3 (chaos soak)" soak
 compose_demo() {
   if [[ ${TOLLGATE_SKIP_COMPOSE:-0} == 1 ]]; then
     echo "skipped: TOLLGATE_SKIP_COMPOSE=1"

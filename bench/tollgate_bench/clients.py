@@ -50,14 +50,19 @@ def msum(metrics, name, **want):
     return total
 
 
-def redis_cmd(port, *args, timeout=5.0):
-    """One command over a fresh RESP connection."""
+def resp_encode(args):
+    """One command as RESP bytes (an array of bulk strings)."""
     payload = f"*{len(args)}\r\n".encode()
     for a in args:
         b = str(a).encode()
         payload += b"$%d\r\n%s\r\n" % (len(b), b)
+    return payload
+
+
+def redis_cmd(port, *args, timeout=5.0):
+    """One command over a fresh RESP connection."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(payload)
+        s.sendall(resp_encode(args))
         f = s.makefile("rb")
         return _resp_read(f)
 

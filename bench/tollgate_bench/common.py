@@ -36,3 +36,16 @@ def parse_duration_s(text):
     if not m:
         raise BenchError(f"bad duration {text!r}")
     return int(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
+def run_main(main):
+    """Runs a command-line `main()` and exits with its status: 2 with the message on a
+    BenchError, 130 on Ctrl-C."""
+    try:
+        sys.exit(main())
+    except BenchError as e:
+        log(f"error: {e}")
+        sys.exit(2)
+    except KeyboardInterrupt:
+        log("interrupted")
+        sys.exit(130)
