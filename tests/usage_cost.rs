@@ -397,3 +397,119 @@ async fn the_openai_client_waits_as_told_and_gets_through() {
     assert_eq!(gw.metric_or_zero(limited), 1.0);
     assert_eq!(backend.stats().requests, 2);
 }
+
+/// Two limit rules with a usage budget, keyed by a header alone (its own hash tag, decided in
+/// the rule's slot group) and by tenant and header (decided in the tenant's call): tier `T` has
+/// no budget of its own; refunds on 5xx.
+fn rules_config(redis: &RedisServer, backend: &Backend) -> String {
+    let usage = "usage: { limit: 1, per: 1d, burst: 1000, reserve: 100, \
+                 from: { openai: true }, refund_on: [backend_5xx] }";
+    GatewayConfig::echo(&backend.addr(), "required")
+        .redis(&redis.url(), REDIS)
+        .tier("T", "{ limit: 1, per: 1h, burst: 1000 }")
+        .api_keys_always()
+        .api_key(&api_key("k1"), "k1", "T")
+        .section(
+            "limits",
+            &format!(
+                "\n  - {{ name: per_user, key: [\"header:x-user\"], limit: 1000, per: 1h, {usage} }}\
+                 \n  - {{ name: tenant_user, key: [tenant, \"header:x-user\"], limit: 1000, per: 1h, {usage} }}"
+            ),
+        )
+        .yaml()
+}
+
+/// Whole units in the one usage bucket whose key matches `pattern` (`None`: no such key).
+fn level_of(redis: &RedisServer, pattern: &str) -> Option<i64> {
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(pattern)
+        .query(&mut redis.conn())
+        .expect("KEYS");
+    assert!(keys.len() <= 1, "{keys:?}");
+    let l: Option<String> = redis::cmd("HGET")
+        .arg(keys.first()?)
+        .arg("l")
+        .query(&mut redis.conn())
+        .expect("HGET");
+    l.map(|l| l.parse::<i64>().expect("level").div_euclid(PER_MS))
+}
+
+/// A rule's usage budget is reserved with the other policies, settled exactly from the
+/// backend's count (per rule: `tollgate_usage_settlements_total{tier="<rule>"}`), named
+/// `"<rule>.tokens"` in the headers, refunded on a 5xx, and refuses once spent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_usage_budgets_settle_exactly_and_refund() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let gw = Gateway::start(&rules_config(&redis, &backend));
+    let http = client();
+    let count = |rule: &str, outcome: &str| {
+        let series =
+            format!("tollgate_usage_settlements_total{{tier=\"{rule}\",outcome=\"{outcome}\"}}");
+        gw.metric_or_zero(&series)
+    };
+    let url = gw.url("/v1/chat/completions");
+    let r = completion(&http, &url, "k1", "150", false)
+        .header("x-user", "alice")
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 200);
+    let policy = r.headers()["ratelimit-policy"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(policy.contains("\"per_user.tokens\";q=1000"), "{policy}");
+    assert!(policy.contains("\"tenant_user.tokens\";q=1000"), "{policy}");
+    r.text().await.expect("body");
+    let settled = || count("per_user", "settled") + count("tenant_user", "settled") == 2.0;
+    assert!(eventually(Duration::from_secs(10), settled).await);
+    let own_tag = "tollgate:{r:per_user:*}:u:tokens";
+    let tenant_tag = "tollgate:{k1}:r:tenant_user:u:tokens:*";
+    assert_eq!(level_of(&redis, own_tag), Some(850));
+    assert_eq!(level_of(&redis, tenant_tag), Some(850));
+    // A 5xx gives both reserves back.
+    let r = completion(
+        &http,
+        &gw.url("/v1/chat/completions?status=503"),
+        "k1",
+        "400",
+        false,
+    )
+    .header("x-user", "alice")
+    .send()
+    .await
+    .expect("send");
+    assert_eq!(r.status().as_u16(), 503);
+    r.text().await.expect("body");
+    let refunded = || count("per_user", "refunded") + count("tenant_user", "refunded") == 2.0;
+    assert!(eventually(Duration::from_secs(10), refunded).await);
+    assert_eq!(level_of(&redis, own_tag), Some(850));
+    assert_eq!(level_of(&redis, tenant_tag), Some(850));
+    // Spend the rest (800 reported against 100 reserved): 50 left, less than a reserve.
+    let r = completion(&http, &url, "k1", "800", false)
+        .header("x-user", "alice")
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 200);
+    r.text().await.expect("body");
+    let settled = || count("per_user", "settled") + count("tenant_user", "settled") == 4.0;
+    assert!(eventually(Duration::from_secs(10), settled).await);
+    assert_eq!(level_of(&redis, own_tag), Some(50));
+    let refused = completion(&http, &url, "k1", "1", false)
+        .header("x-user", "alice")
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(refused.status().as_u16(), 429);
+    let body = refused.text().await.expect("body");
+    assert!(body.contains("per_user.tokens"), "{body}");
+    // Another user has a budget of their own.
+    let bob = completion(&http, &url, "k1", "10", false)
+        .header("x-user", "bob")
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(bob.status().as_u16(), 200);
+}
