@@ -268,7 +268,10 @@ async fn bad_counts_keep_the_reserve_or_clamp() {
             .await
             .expect("read");
         assert_eq!(r.status, 200, "{tenant}: {}", r.body);
-        let counted = || settlements(&[&gw], outcome) >= 1.0;
+        // Every settlement so far with this outcome, this one included (a count of 1 could be
+        // an earlier case's, and the level read before this one's call lands).
+        let want = cases[..=i].iter().filter(|c| c.2 == *outcome).count() as f64;
+        let counted = || settlements(&[&gw], outcome) >= want;
         assert!(
             eventually(Duration::from_secs(10), counted).await,
             "{tenant}"
@@ -443,73 +446,59 @@ async fn rule_usage_budgets_settle_exactly_and_refund() {
     let backend = Backend::start("echo");
     let gw = Gateway::start(&rules_config(&redis, &backend));
     let http = client();
-    let count = |rule: &str, outcome: &str| {
-        let series =
-            format!("tollgate_usage_settlements_total{{tier=\"{rule}\",outcome=\"{outcome}\"}}");
-        gw.metric_or_zero(&series)
+    let count = |outcome: &str| -> f64 {
+        ["per_user", "tenant_user"]
+            .iter()
+            .map(|rule| {
+                let labels = format!("tier=\"{rule}\",outcome=\"{outcome}\"");
+                gw.metric_or_zero(&format!("tollgate_usage_settlements_total{{{labels}}}"))
+            })
+            .sum()
     };
-    let url = gw.url("/v1/chat/completions");
-    let r = completion(&http, &url, "k1", "150", false)
-        .header("x-user", "alice")
-        .send()
-        .await
-        .expect("send");
-    assert_eq!(r.status().as_u16(), 200);
-    let policy = r.headers()["ratelimit-policy"]
-        .to_str()
-        .unwrap()
-        .to_string();
+    // A completion by `user` reporting `usage`, at `query`: (status, RateLimit-Policy, body).
+    let ask = |user: &'static str, usage: &'static str, query: &'static str| {
+        let req = completion(
+            &http,
+            &gw.url(&format!("/v1/chat/completions{query}")),
+            "k1",
+            usage,
+            false,
+        )
+        .header("x-user", user);
+        async move {
+            let r = Reply::read(req.send().await.expect("send"))
+                .await
+                .expect("read");
+            let policy = r.header("ratelimit-policy").unwrap_or_default().to_string();
+            (r.status, policy, r.body)
+        }
+    };
+    let (status, policy, _) = ask("alice", "150", "").await;
+    assert_eq!(status, 200);
     assert!(policy.contains("\"per_user.tokens\";q=1000"), "{policy}");
     assert!(policy.contains("\"tenant_user.tokens\";q=1000"), "{policy}");
-    r.text().await.expect("body");
-    let settled = || count("per_user", "settled") + count("tenant_user", "settled") == 2.0;
-    assert!(eventually(Duration::from_secs(10), settled).await);
+    assert!(eventually(Duration::from_secs(10), || count("settled") == 2.0).await);
     let own_tag = "tollgate:{r:per_user:*}:u:tokens";
     let tenant_tag = "tollgate:{k1}:r:tenant_user:u:tokens:*";
     assert_eq!(level_of(&redis, own_tag), Some(850));
     assert_eq!(level_of(&redis, tenant_tag), Some(850));
     // A 5xx gives both reserves back.
-    let r = completion(
-        &http,
-        &gw.url("/v1/chat/completions?status=503"),
-        "k1",
-        "400",
-        false,
-    )
-    .header("x-user", "alice")
-    .send()
-    .await
-    .expect("send");
-    assert_eq!(r.status().as_u16(), 503);
-    r.text().await.expect("body");
-    let refunded = || count("per_user", "refunded") + count("tenant_user", "refunded") == 2.0;
-    assert!(eventually(Duration::from_secs(10), refunded).await);
+    assert_eq!(ask("alice", "400", "?status=503").await.0, 503);
+    assert!(eventually(Duration::from_secs(10), || count("refunded") == 2.0).await);
     assert_eq!(level_of(&redis, own_tag), Some(850));
     assert_eq!(level_of(&redis, tenant_tag), Some(850));
     // Spend the rest (800 reported against 100 reserved): 50 left, less than a reserve.
-    let r = completion(&http, &url, "k1", "800", false)
-        .header("x-user", "alice")
-        .send()
-        .await
-        .expect("send");
-    assert_eq!(r.status().as_u16(), 200);
-    r.text().await.expect("body");
-    let settled = || count("per_user", "settled") + count("tenant_user", "settled") == 4.0;
-    assert!(eventually(Duration::from_secs(10), settled).await);
+    assert_eq!(ask("alice", "800", "").await.0, 200);
+    assert!(eventually(Duration::from_secs(10), || count("settled") == 4.0).await);
     assert_eq!(level_of(&redis, own_tag), Some(50));
-    let refused = completion(&http, &url, "k1", "1", false)
-        .header("x-user", "alice")
-        .send()
-        .await
-        .expect("send");
-    assert_eq!(refused.status().as_u16(), 429);
-    let body = refused.text().await.expect("body");
-    assert!(body.contains("per_user.tokens"), "{body}");
-    // Another user has a budget of their own.
-    let bob = completion(&http, &url, "k1", "10", false)
-        .header("x-user", "bob")
-        .send()
-        .await
-        .expect("send");
-    assert_eq!(bob.status().as_u16(), 200);
+    assert_eq!(level_of(&redis, tenant_tag), Some(50));
+    let (status, _, body) = ask("alice", "1", "").await;
+    assert_eq!(status, 429);
+    // The tenant's call is asked first and refuses, so the rule's own call is never asked.
+    assert!(
+        body.contains("\"violated-policies\":[\"tenant_user.tokens\"]"),
+        "{body}"
+    );
+    // Another user has budgets of their own.
+    assert_eq!(ask("bob", "10", "").await.0, 200);
 }
