@@ -268,7 +268,10 @@ async fn bad_counts_keep_the_reserve_or_clamp() {
             .await
             .expect("read");
         assert_eq!(r.status, 200, "{tenant}: {}", r.body);
-        let counted = || settlements(&[&gw], outcome) >= 1.0;
+        // Every settlement so far with this outcome, this one included (a count of 1 could be
+        // an earlier case's, and the level read before this one's call lands).
+        let want = cases[..=i].iter().filter(|c| c.2 == *outcome).count() as f64;
+        let counted = || settlements(&[&gw], outcome) >= want;
         assert!(
             eventually(Duration::from_secs(10), counted).await,
             "{tenant}"
@@ -396,4 +399,106 @@ async fn the_openai_client_waits_as_told_and_gets_through() {
     let limited = r#"tollgate_decisions_total{layer="tenant",outcome="limited",tier="T"}"#;
     assert_eq!(gw.metric_or_zero(limited), 1.0);
     assert_eq!(backend.stats().requests, 2);
+}
+
+/// Two limit rules with a usage budget, keyed by a header alone (its own hash tag, decided in
+/// the rule's slot group) and by tenant and header (decided in the tenant's call): tier `T` has
+/// no budget of its own; refunds on 5xx.
+fn rules_config(redis: &RedisServer, backend: &Backend) -> String {
+    let usage = "usage: { limit: 1, per: 1d, burst: 1000, reserve: 100, \
+                 from: { openai: true }, refund_on: [backend_5xx] }";
+    GatewayConfig::echo(&backend.addr(), "required")
+        .redis(&redis.url(), REDIS)
+        .tier("T", "{ limit: 1, per: 1h, burst: 1000 }")
+        .api_keys_always()
+        .api_key(&api_key("k1"), "k1", "T")
+        .section(
+            "limits",
+            &format!(
+                "\n  - {{ name: per_user, key: [\"header:x-user\"], limit: 1000, per: 1h, {usage} }}\
+                 \n  - {{ name: tenant_user, key: [tenant, \"header:x-user\"], limit: 1000, per: 1h, {usage} }}"
+            ),
+        )
+        .yaml()
+}
+
+/// Whole units in the one usage bucket whose key matches `pattern` (`None`: no such key).
+fn level_of(redis: &RedisServer, pattern: &str) -> Option<i64> {
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(pattern)
+        .query(&mut redis.conn())
+        .expect("KEYS");
+    assert!(keys.len() <= 1, "{keys:?}");
+    let l: Option<String> = redis::cmd("HGET")
+        .arg(keys.first()?)
+        .arg("l")
+        .query(&mut redis.conn())
+        .expect("HGET");
+    l.map(|l| l.parse::<i64>().expect("level").div_euclid(PER_MS))
+}
+
+/// A rule's usage budget is reserved with the other policies, settled exactly from the
+/// backend's count (per rule: `tollgate_usage_settlements_total{tier="<rule>"}`), named
+/// `"<rule>.tokens"` in the headers, refunded on a 5xx, and refuses once spent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_usage_budgets_settle_exactly_and_refund() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let gw = Gateway::start(&rules_config(&redis, &backend));
+    let http = client();
+    let count = |outcome: &str| -> f64 {
+        ["per_user", "tenant_user"]
+            .iter()
+            .map(|rule| {
+                let labels = format!("tier=\"{rule}\",outcome=\"{outcome}\"");
+                gw.metric_or_zero(&format!("tollgate_usage_settlements_total{{{labels}}}"))
+            })
+            .sum()
+    };
+    // A completion by `user` reporting `usage`, at `query`: (status, RateLimit-Policy, body).
+    let ask = |user: &'static str, usage: &'static str, query: &'static str| {
+        let req = completion(
+            &http,
+            &gw.url(&format!("/v1/chat/completions{query}")),
+            "k1",
+            usage,
+            false,
+        )
+        .header("x-user", user);
+        async move {
+            let r = Reply::read(req.send().await.expect("send"))
+                .await
+                .expect("read");
+            let policy = r.header("ratelimit-policy").unwrap_or_default().to_string();
+            (r.status, policy, r.body)
+        }
+    };
+    let (status, policy, _) = ask("alice", "150", "").await;
+    assert_eq!(status, 200);
+    assert!(policy.contains("\"per_user.tokens\";q=1000"), "{policy}");
+    assert!(policy.contains("\"tenant_user.tokens\";q=1000"), "{policy}");
+    assert!(eventually(Duration::from_secs(10), || count("settled") == 2.0).await);
+    let own_tag = "tollgate:{r:per_user:*}:u:tokens";
+    let tenant_tag = "tollgate:{k1}:r:tenant_user:u:tokens:*";
+    assert_eq!(level_of(&redis, own_tag), Some(850));
+    assert_eq!(level_of(&redis, tenant_tag), Some(850));
+    // A 5xx gives both reserves back.
+    assert_eq!(ask("alice", "400", "?status=503").await.0, 503);
+    assert!(eventually(Duration::from_secs(10), || count("refunded") == 2.0).await);
+    assert_eq!(level_of(&redis, own_tag), Some(850));
+    assert_eq!(level_of(&redis, tenant_tag), Some(850));
+    // Spend the rest (800 reported against 100 reserved): 50 left, less than a reserve.
+    assert_eq!(ask("alice", "800", "").await.0, 200);
+    assert!(eventually(Duration::from_secs(10), || count("settled") == 4.0).await);
+    assert_eq!(level_of(&redis, own_tag), Some(50));
+    assert_eq!(level_of(&redis, tenant_tag), Some(50));
+    let (status, _, body) = ask("alice", "1", "").await;
+    assert_eq!(status, 429);
+    // The tenant's call is asked first and refuses, so the rule's own call is never asked.
+    assert!(
+        body.contains("\"violated-policies\":[\"tenant_user.tokens\"]"),
+        "{body}"
+    );
+    // Another user has budgets of their own.
+    assert_eq!(ask("bob", "10", "").await.0, 200);
 }

@@ -410,6 +410,9 @@ pub struct RawLimitRule {
     /// When Redis cannot decide (default: `redis.on_failure`).
     #[schemars(extend("enum" = ["open", "closed", "local"]))]
     pub on_failure: Option<String>,
+    /// A budget of units the backend reports, one per key, as `tiers.<name>.usage` (policy
+    /// `<rule>.<usage name>`); not with `max_in_flight`.
+    pub usage: Option<RawUsage>,
 }
 
 /// `limits[].match`: conditions on the request, all of which must hold.

@@ -2,7 +2,8 @@
 //! address ([`client_ip`]), request-body limits ([`body`]), `Connection` handling
 //! ([`connection`]), the client request-id rule ([`request_id`]), names that only look like
 //! tollgate's ([`lookalike`]) and the proxy-set fields only a trusted peer may send
-//! ([`proxy_fields`]), and the usage count a backend reports in its response ([`usage_count`]).
+//! ([`proxy_fields`]), the usage count a backend reports in its response ([`usage_count`]) and
+//! the one a client states in its JSON request body ([`request_json`]).
 //! The request-head checks and the HTTP/1 front end that apply them to a
 //! connection are in `proxy/` (`head.rs`, `front.rs`).
 
@@ -12,6 +13,7 @@ pub mod connection;
 pub mod lookalike;
 pub mod proxy_fields;
 pub mod request_id;
+pub mod request_json;
 pub mod target;
 pub mod usage_count;
 

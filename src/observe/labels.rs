@@ -83,11 +83,14 @@ pub enum Outcome {
     Malformed,
     /// Request head: not received within `server.header_read_timeout` (408).
     HeaderTimeout,
+    /// Request body read for a usage reserve (`reserve: { from_json }`): not received within
+    /// `server.header_read_timeout` (408).
+    BodyTimeout,
 }
 
 impl Outcome {
     /// Every outcome, in declaration order (`outcome as usize` indexes it).
-    pub const ALL: [Outcome; 19] = [
+    pub const ALL: [Outcome; 20] = [
         Outcome::Admitted,
         Outcome::Limited,
         Outcome::ShadowLimited,
@@ -107,6 +110,7 @@ impl Outcome {
         Outcome::TooManyHeaders,
         Outcome::Malformed,
         Outcome::HeaderTimeout,
+        Outcome::BodyTimeout,
     ];
 
     /// The label value, e.g. `shadow_limited`.
@@ -131,6 +135,7 @@ impl Outcome {
             Outcome::TooManyHeaders => "too_many_headers",
             Outcome::Malformed => "malformed",
             Outcome::HeaderTimeout => "header_timeout",
+            Outcome::BodyTimeout => "body_timeout",
         }
     }
 }

@@ -9,7 +9,9 @@
 //! are not listed in the headers.
 
 use super::tenant::{self, Plan, Verdict};
+use super::usage;
 use super::{Layer, Outcome, Rejection};
+use crate::config::{LimitRule, UsageBudget};
 use crate::observe::metrics::METRICS;
 use crate::observe::tier_fit::TierFit;
 use crate::policy::rules::{self as rules, AppliedRule, RequestView};
@@ -18,7 +20,7 @@ use crate::quota::rules::{Combined, RuleCall, RuleOutcome};
 use crate::quota::QuotaService;
 use crate::response::{self, Problem, QuotaHeaders, QuotaReport, ReportKind};
 use crate::snapshot::Snapshot;
-use crate::store::redis::keys::{inflight_rule_key, rule_key};
+use crate::store::redis::keys::{inflight_rule_key, rule_key, rule_usage_key};
 use serde_json::json;
 
 /// The rules that apply to `req`, with their quota calls (costing `cost` tokens each; a
@@ -76,6 +78,29 @@ pub fn plan<'a>(
         .collect())
 }
 
+/// The usage budgets (`limits[].usage`) of the applied `rules`: for each, its rule's name, the
+/// budget and its reserve's entry (under the rule bucket's hash tag, or the tenant's for a rule
+/// keyed by `tenant`; costing [`usage::reserve_for`] of the request's `body`), in rule order.
+pub fn usage_calls<'a>(
+    prefix: &str,
+    rules: &[(AppliedRule<'a>, RuleCall)],
+    tenant: Option<&str>,
+    body: Option<&[u8]>,
+) -> Vec<(&'a str, &'a UsageBudget, RuleCall)> {
+    rules
+        .iter()
+        .filter_map(|(a, call)| {
+            let r: &'a LimitRule = a.rule;
+            let u = r.usage.as_ref()?;
+            let t = tenant.filter(|_| r.per_tenant());
+            let key = rule_usage_key(prefix, &r.name, r.algorithm, t, &a.key, &u.name);
+            let reserve = usage::reserve_for(u, body);
+            let entry = usage::entry_at(key, u, reserve, call.entry.shadow, call.on_failure);
+            Some((r.name.as_str(), u, entry))
+        })
+        .collect()
+}
+
 /// Decides the tier's policies (`tier`, when one applies) and `rules` in the quota store, then
 /// [`judge`]s. `status` is the refusal status; `shadow` (a shadow route) makes any refusal a
 /// shadow one.
@@ -84,14 +109,18 @@ pub async fn run(
     fit: &TierFit,
     tier: Option<&Plan<'_>>,
     rules: &[(AppliedRule<'_>, RuleCall)],
-    usage: Option<&RuleCall>,
+    usage: &[&RuleCall],
     status: u16,
     shadow: bool,
 ) -> Verdict {
     let request = tier.map(|p| p.request());
     let tier_shadow = tier.is_some_and(|p| p.limits.tier.mode.is_shadow());
     let asked = request.as_ref().map(|q| (q, tier_shadow));
-    let calls: Vec<&RuleCall> = rules.iter().map(|(_, c)| c).chain(usage).collect();
+    let calls: Vec<&RuleCall> = rules
+        .iter()
+        .map(|(_, c)| c)
+        .chain(usage.iter().copied())
+        .collect();
     // Boxed, as the tenant stage's call (see `tenant::run`).
     let combined = Box::pin(quota.decide_with_rules(asked, &calls)).await;
     if let (Some(p), Some(o)) = (tier, &combined.tier) {
@@ -103,19 +132,19 @@ pub async fn run(
 /// The verdict on `combined`: an admission with every enforced policy's headers, a 429-style
 /// (`status`) `quota-exceeded` refusal naming the refusing policies, or a 503 when a refusing
 /// policy failed closed; shadowed when `shadow`. A shadow tier's own refusal of an admitted
-/// request is a shadow refusal, as without rules. `usage` is the tier's usage budget entry
-/// (docs/DESIGN.md 4e "Usage cost"), decided after the rules; its report follows theirs.
+/// request is a shadow refusal, as without rules. `usage` are the usage budget entries (the
+/// tier's, then the rules', docs/DESIGN.md 4e "Usage cost"), decided after the rules; their
+/// reports follow theirs.
 pub fn judge(
     tier: Option<&Plan<'_>>,
     rules: &[(AppliedRule<'_>, RuleCall)],
-    usage: Option<&RuleCall>,
+    usage: &[&RuleCall],
     combined: Combined,
     status: u16,
     shadow: bool,
 ) -> Verdict {
     let mut reports = Vec::new();
     let mut closed = None;
-    let usage_outcome = usage.zip(combined.rules.get(rules.len()));
     for ((_, call), o) in rules.iter().zip(&combined.rules) {
         let label = rule_label(o, call.entry.shadow);
         METRICS
@@ -138,15 +167,16 @@ pub fn judge(
             _ => {}
         }
     }
-    let mut usage_reserved = false;
-    if let Some((call, o)) = usage_outcome {
+    let mut usage_reserved = vec![false; usage.len()];
+    let usage_outcomes = combined.rules.iter().skip(rules.len());
+    for ((call, o), reserved) in usage.iter().zip(usage_outcomes).zip(&mut usage_reserved) {
         match *o {
             RuleOutcome::Decided {
                 decision,
                 rate,
                 degraded,
             } if !call.entry.shadow || decision.admitted => {
-                usage_reserved = decision.admitted && !degraded;
+                *reserved = decision.admitted && !degraded;
                 reports.push(report(call, ReportKind::Usage, decision, rate, degraded));
             }
             RuleOutcome::FailedClosed { retry_after_s } if !call.entry.shadow => {

@@ -85,9 +85,9 @@ pub struct Verdict {
     /// A `leaky_bucket` slot taken (with the bucket that decided), to give back if the client
     /// leaves during its delay.
     pub reservation: Option<(Rate, Reservation)>,
-    /// The tier's usage budget reserve was debited in Redis: the request settles it when it
-    /// ends (docs/DESIGN.md 4e "Usage cost").
-    pub usage_reserved: bool,
+    /// Per usage entry asked (in order): its reserve was debited in Redis, so the request
+    /// settles it when it ends (docs/DESIGN.md 4e "Usage cost"). Empty without usage budgets.
+    pub usage_reserved: Vec<bool>,
 }
 
 impl Verdict {
@@ -98,7 +98,7 @@ impl Verdict {
             headers,
             near_limit: false,
             reservation: None,
-            usage_reserved: false,
+            usage_reserved: Vec::new(),
         }
     }
 

@@ -1,13 +1,16 @@
-//! Usage cost (`tiers.<name>.usage`, docs/DESIGN.md 4e "Usage cost", docs/usage-cost.md):
-//! reserve at admission, settle or refund when the response ends.
+//! Usage cost (`tiers.<name>.usage` and `limits[].usage`, docs/DESIGN.md 4e "Usage cost",
+//! docs/usage-cost.md): reserve at admission, settle or refund when the response ends.
 //!
-//! [`entry`] is the usage budget's entry in the tier's all-or-nothing policy call (its debit is
-//! the reserve). An admitted request carries a [`UsageMeter`]: the response head and body pass
+//! [`entry`] is the tier's usage budget's entry in the all-or-nothing policy call (its debit is
+//! the reserve, [`reserve_for`]); a rule's is [`entry_at`] its own key. An admitted request
+//! carries a [`UsageMeter`] per budget reserved: the response head and body pass
 //! through it (read only, never held), and when the request ends [`UsageMeter::settle`] decides
 //! with the pure [`settlement`] and spawns the one settlement call, so the response never
-//! waits for it. Every settlement is counted in `tollgate_usage_settlements_total{tier,outcome}`.
+//! waits for it. Every settlement is counted in `tollgate_usage_settlements_total{tier,outcome}`
+//! (`tier`: the tier, or the limit rule).
 
 use crate::config::{FailurePolicy, UsageBudget, UsageSource};
+use crate::http::request_json::top_level_count;
 use crate::http::usage_count::{classify, BodyScan, Count};
 use crate::limit::algorithm::Algorithm;
 use crate::observe::metrics::METRICS;
@@ -17,26 +20,56 @@ use crate::quota::QuotaService;
 use crate::store::redis::keys::usage_key;
 use std::sync::Arc;
 
-/// The usage budget's entry (a token bucket under the tenant's hash tag whose debit is the
-/// reserve), decided with the tier's other policies in one call.
+/// The usage budget's entry (a token bucket under the tenant's hash tag whose debit is
+/// `reserve`, see [`reserve_for`]), decided with the tier's other policies in one call.
 pub fn entry(
     prefix: &str,
     tenant: &str,
     budget: &UsageBudget,
+    reserve: u64,
+    shadow: bool,
+    on_failure: FailurePolicy,
+) -> RuleCall {
+    let key = usage_key(prefix, tenant, &budget.name);
+    entry_at(key, budget, reserve, shadow, on_failure)
+}
+
+/// A usage budget's entry at `key` (a token bucket whose debit is `reserve`): the tier's
+/// ([`entry`]) or a limit rule's (`limits[].usage`, under the rule bucket's hash tag).
+pub fn entry_at(
+    key: String,
+    budget: &UsageBudget,
+    reserve: u64,
     shadow: bool,
     on_failure: FailurePolicy,
 ) -> RuleCall {
     RuleCall {
         name: budget.policy.clone(),
         entry: LimitEntry {
-            key: usage_key(prefix, tenant, &budget.name),
+            key,
             algorithm: Algorithm::TokenBucket,
             rate: budget.rate,
-            cost: budget.reserve,
+            cost: reserve,
             max_delay_ms: 0,
             shadow,
         },
         on_failure,
+    }
+}
+
+/// The reserve of one request: with `reserve: { from_json: <field>, .. }` the field of the
+/// request's JSON `body` (when it was read and states a non-negative integer), clamped to at
+/// least 1 (so a spent budget admits nothing) and at most `max` and the burst (so a full
+/// bucket can always admit it); otherwise the budget's `reserve` (the default).
+pub fn reserve_for(budget: &UsageBudget, body: Option<&[u8]>) -> u64 {
+    let stated = budget
+        .from_json
+        .as_deref()
+        .zip(body)
+        .and_then(|(field, body)| top_level_count(body, field));
+    match stated {
+        Some(n) => n.clamp(1, budget.max.min(budget.rate.burst).max(1)),
+        None => budget.reserve,
     }
 }
 
@@ -132,18 +165,23 @@ pub struct UsageMeter {
 }
 
 impl UsageMeter {
-    /// The meter of a request whose reserve `call` (its [`entry`]) was debited in Redis.
+    /// The meter of a request whose reserve `call` (its [`entry`]) was debited in Redis;
+    /// `owner` (the tier, or the limit rule) labels its settlement.
     pub fn new(
         quota: Arc<QuotaService>,
-        tier: &str,
+        owner: &str,
         budget: &UsageBudget,
         call: &RuleCall,
     ) -> Self {
         UsageMeter {
             quota,
-            tier: tier.to_string(),
+            tier: owner.to_string(),
             key: call.entry.key.clone(),
-            budget: budget.clone(),
+            // Settled against this request's own reserve (read from its body or the default).
+            budget: UsageBudget {
+                reserve: call.entry.cost,
+                ..budget.clone()
+            },
             status: None,
             header: None,
             body: None,

@@ -35,9 +35,9 @@ pub struct Ctx {
     /// The request's fleet-wide concurrency leases (`max_in_flight` of its tier and of its
     /// concurrency rules), given back when dropped.
     pub(super) inflight: Vec<InflightLease>,
-    /// The tier's usage reserve, settled when the request ends (`finish`); a meter dropped
-    /// unsettled keeps the reserve.
-    pub(super) usage: Option<UsageMeter>,
+    /// The usage reserves (the tier's, its rules'), each settled when the request ends
+    /// (`finish`); a meter dropped unsettled keeps its reserve.
+    pub(super) usage: Vec<UsageMeter>,
     /// Layer that decided the request's fate and how (for the access log).
     pub(super) decided: (Layer, Outcome),
     pub(super) connect_tries: usize,
@@ -65,7 +65,7 @@ impl Ctx {
             quota_headers: None,
             slot: None,
             inflight: Vec::new(),
-            usage: None,
+            usage: Vec::new(),
             decided: (Layer::Upstream, Outcome::Admitted),
             connect_tries: 0,
             body_bytes: 0,

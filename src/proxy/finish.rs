@@ -13,8 +13,8 @@ pub(super) fn finish(session: &Session, e: Option<&Error>, ctx: &mut Ctx) {
     let written = session.response_written().map(|r| r.status.as_u16());
     let status = ctx.refused_with.or(written).unwrap_or(0);
     ctx.slot.take();
-    if let Some(meter) = ctx.usage.take() {
-        let client_gone = e.is_some_and(|e| *e.esource() == ErrorSource::Downstream);
+    let client_gone = e.is_some_and(|e| *e.esource() == ErrorSource::Downstream);
+    for meter in ctx.usage.drain(..) {
         let ending = meter.ending(e.is_some(), client_gone);
         meter.settle(ending);
     }

@@ -85,7 +85,7 @@ impl ProxyHttp for Proxy {
         upstream_response: &mut ResponseHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
-        if let Some(meter) = &mut ctx.usage {
+        for meter in &mut ctx.usage {
             meter.head(
                 upstream_response.status.as_u16(),
                 &upstream_response.headers,
@@ -106,7 +106,7 @@ impl ProxyHttp for Proxy {
         end_of_stream: bool,
         ctx: &mut Ctx,
     ) -> Result<Option<std::time::Duration>> {
-        if let Some(meter) = &mut ctx.usage {
+        for meter in &mut ctx.usage {
             meter.body(body.as_deref(), end_of_stream);
         }
         Ok(None)

@@ -22,6 +22,7 @@ pub mod front;
 pub mod head;
 mod hooks;
 mod refuse;
+mod reserve_body;
 mod stages;
 
 pub use ctx::Ctx;

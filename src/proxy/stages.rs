@@ -5,8 +5,10 @@
 use super::ctx::Ctx;
 use super::forward::X_FORWARDED_FOR;
 use super::refuse::{answer_now, count, refuse, settle};
+use super::reserve_body;
 use crate::concurrency::claimant::claimant_of;
 use crate::concurrency::slots::{Claimant, SlotLimits};
+use crate::config::UsageBudget;
 use crate::http::{body, client_ip};
 use crate::identity::Identity;
 use crate::identity::Method;
@@ -163,6 +165,18 @@ pub(super) async fn tenant_stage(
     if plan.is_none() && rules.is_empty() {
         return Ok(false);
     }
+    let from_json = |u: Option<&UsageBudget>| u.is_some_and(|u| u.from_json.is_some());
+    let wanted = from_json(plan.as_ref().and_then(|p| p.limits.tier.usage.as_ref()))
+        || rules.iter().any(|(a, _)| from_json(a.rule.usage.as_ref()));
+    let limit = snap.config.server.http.header_read_timeout;
+    let body = match reserve_body::read(session, wanted, limit).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(r)) => return refuse(session, ctx, r).await,
+        Err(e) => {
+            ctx.decided = (Layer::Tenant, Outcome::ClientLeft);
+            return Err(e);
+        }
+    };
     ctx.tenant = Some(identity.tenant.clone());
     ctx.tier = plan.as_ref().map(|p| p.limits.tier.name.clone());
     let status = snap.config.response.status;
@@ -208,16 +222,25 @@ pub(super) async fn tenant_stage(
     if plan.is_none() && rules.is_empty() {
         return Ok(false);
     }
-    let usage = plan.as_ref().and_then(|p| {
+    // Every usage budget reserved with the request: its tier's, then its rules'.
+    let prefix = &quota.settings.key_prefix;
+    let body = body.as_deref();
+    let mut usage: Vec<(&str, &UsageBudget, RuleCall)> = Vec::new();
+    if let Some((p, u)) = plan
+        .as_ref()
+        .and_then(|p| Some((p, p.limits.tier.usage.as_ref()?)))
+    {
         let tier = p.limits.tier;
-        let shadow = tier.mode.is_shadow();
-        let prefix = &quota.settings.key_prefix;
-        let entry = |u| pipeline::usage::entry(prefix, &p.tenant, u, shadow, tier.on_failure);
-        tier.usage.as_ref().map(|u| (u, entry(u)))
-    });
+        let reserve = pipeline::usage::reserve_for(u, body);
+        let (shadow, on_failure) = (tier.mode.is_shadow(), tier.on_failure);
+        let call = pipeline::usage::entry(prefix, &p.tenant, u, reserve, shadow, on_failure);
+        usage.push((tier.name.as_str(), u, call));
+    }
+    let tenant = Some(identity.tenant.as_str());
+    usage.extend(pipeline::rules::usage_calls(prefix, &rules, tenant, body));
     let fit = &app.tier_fit;
     let verdict = match &plan {
-        Some(p) if rules.is_empty() && usage.is_none() => {
+        Some(p) if rules.is_empty() && usage.is_empty() => {
             let shadow = p.limits.tier.mode.is_shadow() || ctx.shadow_route();
             pipeline::tenant::run(quota, fit, p, status, shadow).await
         }
@@ -228,7 +251,7 @@ pub(super) async fn tenant_stage(
                 fit,
                 plan.as_ref(),
                 &rules,
-                usage.as_ref().map(|(_, call)| call),
+                &usage.iter().map(|(_, _, call)| call).collect::<Vec<_>>(),
                 status,
                 shadow,
             ))
@@ -236,10 +259,13 @@ pub(super) async fn tenant_stage(
         }
     };
     ctx.quota_headers = verdict.headers;
-    if let (true, Some((budget, call)), Some(p)) = (verdict.usage_reserved, &usage, &plan) {
-        let tier = p.limits.tier.name.as_str();
-        let meter = pipeline::usage::UsageMeter::new(quota.clone(), tier, budget, call);
-        ctx.usage = Some(meter);
+    for ((owner, budget, call), _) in usage
+        .iter()
+        .zip(&verdict.usage_reserved)
+        .filter(|(_, r)| **r)
+    {
+        let meter = pipeline::usage::UsageMeter::new(quota.clone(), owner, budget, call);
+        ctx.usage.push(meter);
     }
     if let Decision::Delay(ms) = verdict.decision {
         if let Err(e) = wait_for_slot(session, ms).await {

@@ -4,6 +4,7 @@
 
 use super::common::{FailurePolicy, Mode};
 use super::routes::HostMatch;
+use super::tiers::UsageBudget;
 use crate::limit::algorithm::Algorithm;
 use crate::limit::Rate;
 use std::collections::BTreeMap;
@@ -31,6 +32,10 @@ pub struct LimitRule {
     /// fleet (leases in Redis, docs/DESIGN.md 4e); then `rate`, `algorithm` and `by_tier` do not
     /// apply (`rate` is a placeholder of one token).
     pub max_in_flight: Option<u64>,
+    /// `usage`: a budget of backend-reported units per key, reserved with the rule's bucket and
+    /// settled when the response ends (docs/usage-cost.md#usage-budgets-in-limit-rules); its
+    /// policy is `<rule>.<usage name>`. `None`: no such budget.
+    pub usage: Option<UsageBudget>,
 }
 
 impl LimitRule {

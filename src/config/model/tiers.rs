@@ -37,8 +37,13 @@ pub struct UsageBudget {
     pub name: String,
     /// The bucket, in units (`limit` per `per`, `burst`).
     pub rate: Rate,
-    /// Units debited at admission (1..=burst).
+    /// Units debited at admission (1..=burst); with [`from_json`](Self::from_json), the
+    /// default for a request whose body does not state one.
     pub reserve: u64,
+    /// `reserve: { from_json: <field>, default: <n> }`: the reserve is read from this top-level
+    /// field of the request's JSON body (a non-negative integer, clamped to 1..=min(max,
+    /// burst)); `None`: `reserve` always.
+    pub from_json: Option<String>,
     /// Where the count is read from the backend's response.
     pub source: UsageSource,
     /// A larger reported count is clamped to this (≥ reserve).

@@ -133,6 +133,17 @@ fn rule(
         r.on_failure.as_deref(),
         default_policy,
     );
+    let usage = match (&r.usage, r.max_in_flight) {
+        (Some(_), Some(_)) => {
+            c.err(
+                format!("{path}.usage"),
+                "a concurrency rule (max_in_flight) takes no usage budget (write two rules)",
+            );
+            None
+        }
+        (Some(u), None) => super::usage::settings(c, path, &r.name, u),
+        (None, _) => None,
+    };
     (c.errors.len() == errors_before).then_some(LimitRule {
         name: r.name.clone(),
         matcher,
@@ -144,6 +155,7 @@ fn rule(
         mode,
         on_failure,
         max_in_flight,
+        usage,
     })
 }
 

@@ -1,16 +1,17 @@
-//! `tiers.<name>.usage`: a budget of backend-reported units, reserved at admission and settled
-//! when the response ends (docs/DESIGN.md 4d–4e "Usage cost").
+//! `tiers.<name>.usage` and `limits[].usage`: a budget of backend-reported units, reserved at
+//! admission and settled when the response ends (docs/DESIGN.md 4d–4e "Usage cost").
 
 use super::common::Check;
 use crate::config::model::{RefundOn, UsageBudget, UsageSource};
 use crate::config::raw::{RawReserve, RawUsage};
 use crate::limit::bounds::MAX_UNITS;
 
-/// Usage names that would collide with another policy of the tier (`<tier>.<period>` quotas,
-/// `<tier>.pool`, `<tier>.concurrency`).
+/// Usage names that would collide with another policy of a tier or rule (`<tier>.<period>`
+/// quotas, `<tier>.pool`, `<owner>.concurrency`).
 const TAKEN: [&str; 6] = ["hour", "day", "week", "month", "pool", "concurrency"];
 
-/// `tiers.<tier>.usage` at `path` → the budget, or `None` with an error naming each bad field.
+/// `<path>.usage` of the tier or limit rule named `tier` → the budget (policy
+/// `<tier>.<name>`), or `None` with an error naming each bad field.
 pub(super) fn settings(c: &mut Check, path: &str, tier: &str, u: &RawUsage) -> Option<UsageBudget> {
     let path = format!("{path}.usage");
     let name = u.name.clone().unwrap_or_else(|| "tokens".to_string());
@@ -27,19 +28,16 @@ pub(super) fn settings(c: &mut Check, path: &str, tier: &str, u: &RawUsage) -> O
     } else if TAKEN.contains(&name.as_str()) {
         c.err(
             format!("{path}.name"),
-            format!("\"{name}\" is the name of another policy of the tier (\"{tier}.{name}\")"),
+            format!("\"{name}\" would name another policy (\"{tier}.{name}\")"),
         );
     }
     let rate = c.rate(&path, u.limit, &u.per, u.burst);
-    let reserve = match &u.reserve {
-        RawReserve::Units(n) => c.positive(&format!("{path}.reserve"), *n),
-        RawReserve::FromJson(_) => {
-            c.err(
-                format!("{path}.reserve.from_json"),
-                "reading the reserve from the request body is not supported yet; give a number",
-            );
-            None
-        }
+    let (reserve, from_json) = match &u.reserve {
+        RawReserve::Units(n) => (c.positive(&format!("{path}.reserve"), *n), None),
+        RawReserve::FromJson(j) => (
+            c.positive(&format!("{path}.reserve.default"), j.default),
+            json_field(c, &path, &j.from_json),
+        ),
     };
     let source = source(c, &path, u);
     let max = match u.max {
@@ -77,10 +75,23 @@ pub(super) fn settings(c: &mut Check, path: &str, tier: &str, u: &RawUsage) -> O
         name,
         rate,
         reserve,
+        from_json,
         source,
         max,
         refund_on,
     })
+}
+
+/// `usage.reserve.from_json`: the name of a top-level field of the request's JSON body.
+fn json_field(c: &mut Check, path: &str, field: &str) -> Option<String> {
+    if field.is_empty() || field.len() > 128 {
+        c.err(
+            format!("{path}.reserve.from_json"),
+            "must be the name of a top-level field of the request body (1 to 128 bytes)",
+        );
+        return None;
+    }
+    Some(field.to_string())
 }
 
 /// `usage.from`: exactly one of `header` and `openai: true`.

@@ -81,7 +81,7 @@ fn a_refusing_rule_refuses_with_every_enforced_policy_in_the_headers() {
         ],
         admitted: false,
     };
-    let v = judge(Some(&tier), &rules, None, combined, 429, false);
+    let v = judge(Some(&tier), &rules, &[], combined, 429, false);
     let Decision::Reject(r) = &v.decision else {
         panic!("not a rejection: {:?}", v.decision)
     };
@@ -109,7 +109,7 @@ fn rules_without_a_tier_lead_the_headers_and_shadow_rules_never_refuse() {
         ],
         admitted: true,
     };
-    let v = judge(None, &rules, None, combined, 429, false);
+    let v = judge(None, &rules, &[], combined, 429, false);
     assert!(matches!(v.decision, Decision::Admit));
     let h = v.headers.unwrap();
     assert_eq!(h.policy_name, "per-method");
@@ -130,7 +130,7 @@ fn a_rule_failing_closed_is_a_503() {
         ],
         admitted: false,
     };
-    let v = judge(None, &rules, None, combined, 429, false);
+    let v = judge(None, &rules, &[], combined, 429, false);
     let Decision::Reject(r) = &v.decision else {
         panic!("not a rejection")
     };

@@ -8,6 +8,7 @@ fn budget(refund_on: RefundOn) -> UsageBudget {
         name: "tokens".into(),
         rate: Rate::new(1000, 60_000, 1000),
         reserve: 100,
+        from_json: None,
         source: UsageSource::OpenAi,
         max: 500,
         refund_on,
@@ -99,4 +100,29 @@ fn a_cut_stream_settles_from_the_usage_seen_or_keeps_the_reserve() {
         settlement(&b, Some(200), None, cut),
         (Settlement::ClientGone, 0)
     );
+}
+
+#[test]
+fn a_reserve_from_the_body_is_clamped_and_defaults() {
+    let b = UsageBudget {
+        from_json: Some("max_tokens".into()),
+        ..budget(ALL)
+    };
+    let read = |body: &[u8]| reserve_for(&b, Some(body));
+    assert_eq!(read(br#"{"max_tokens":250}"#), 250);
+    // At most max (500, below the burst of 1000); at least 1.
+    assert_eq!(read(br#"{"max_tokens":90000}"#), 500);
+    assert_eq!(read(br#"{"max_tokens":0}"#), 1);
+    // Absent, invalid, or no body read: the default.
+    assert_eq!(read(br#"{"model":"m"}"#), 100);
+    assert_eq!(read(br#"{"max_tokens":-3}"#), 100);
+    assert_eq!(reserve_for(&b, None), 100);
+    // Without from_json the body is never looked at.
+    assert_eq!(
+        reserve_for(&budget(ALL), Some(br#"{"max_tokens":250}"#)),
+        100
+    );
+    // A max above the burst: clamped to the burst.
+    let wide = UsageBudget { max: 5000, ..b };
+    assert_eq!(reserve_for(&wide, Some(br#"{"max_tokens":90000}"#)), 1000);
 }

@@ -15,6 +15,7 @@ fn rule(name: &str, matcher: RuleMatch, key: Vec<KeyPart>, missing: Missing) -> 
         mode: Mode::Enforce,
         on_failure: FailurePolicy::Local,
         max_in_flight: None,
+        usage: None,
     }
 }
 

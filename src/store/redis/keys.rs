@@ -102,6 +102,24 @@ pub fn usage_key(prefix: &str, tenant: &str, name: &str) -> String {
     tenant_key(prefix, tenant, &format!("u:{name}"))
 }
 
+/// The usage budget `name` of limit rule `rule` (`limits[].usage`) for the encoded key text
+/// `key`: `<prefix>:{<encoded tenant>}:r:<rule>:u:<name>:<key>` when the rule's key holds
+/// `tenant`, else `<prefix>:{r:<rule>:<alg>:<key>}:u:<name>`, in the hash tag of the rule's own
+/// bucket ([`rule_key`]), so both are decided in one call.
+pub fn rule_usage_key(
+    prefix: &str,
+    rule: &str,
+    alg: Algorithm,
+    tenant: Option<&str>,
+    key: &str,
+    name: &str,
+) -> String {
+    match tenant {
+        Some(t) => tenant_key(prefix, t, &format!("r:{rule}:u:{name}:{key}")),
+        None => format!("{}:u:{name}", rule_key(prefix, rule, alg, None, key)),
+    }
+}
+
 /// `<prefix>:{<encoded tenant>}:inflight`: the tenant's fleet-wide concurrency leases (a sorted
 /// set scored by expiry).
 pub fn inflight_key(prefix: &str, tenant: &str) -> String {

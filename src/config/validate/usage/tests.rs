@@ -58,10 +58,67 @@ fn bad_fields_are_named() {
         ("{ name: day, limit: 10, per: 1s, reserve: 5, from: { openai: true } }", "tiers.pro.usage.name"),
         ("{ name: Tok, limit: 10, per: 1s, reserve: 5, from: { openai: true } }", "tiers.pro.usage.name"),
         ("{ limit: 10, per: 1s, reserve: 5, from: { openai: true }, refund_on: [always] }", "tiers.pro.usage.refund_on[0]"),
-        ("{ limit: 10, per: 1s, reserve: { from_json: max_tokens, default: 5 }, from: { openai: true } }", "tiers.pro.usage.reserve.from_json"),
+        ("{ limit: 10, per: 1s, reserve: { from_json: \"\", default: 5 }, from: { openai: true } }", "tiers.pro.usage.reserve.from_json"),
+        ("{ limit: 10, per: 1s, reserve: { from_json: max_tokens, default: 0 }, from: { openai: true } }", "tiers.pro.usage.reserve.default"),
+        ("{ limit: 10, per: 1s, reserve: { from_json: max_tokens, default: 11 }, from: { openai: true } }", "tiers.pro.usage.reserve"),
         ("{ limit: 0, per: 1s, reserve: 5, from: { openai: true } }", "tiers.pro.usage.limit"),
     ] {
         let e = parse_errors(&config(usage));
         assert!(e.iter().any(|e| e.contains(field)), "{usage}: {e:?}");
+    }
+}
+
+#[test]
+fn a_reserve_from_the_request_body_is_read() {
+    let c = parse(&config(
+        "{ limit: 1000, per: 1m, reserve: { from_json: max_tokens, default: 50 }, \
+         from: { openai: true } }",
+    ))
+    .unwrap();
+    let u = c.tiers["pro"].usage.clone().unwrap();
+    assert_eq!(u.from_json.as_deref(), Some("max_tokens"));
+    assert_eq!(u.reserve, 50);
+}
+
+fn rule_config(rule: &str) -> String {
+    format!(
+        r#"
+listen: ["127.0.0.1:8080"]
+redis: {{ url: "redis://127.0.0.1:6379/0" }}
+tiers:
+  pro: {{ limit: 100, per: 1m }}
+limits:
+  - {rule}
+upstreams:
+  u: {{ backends: ["127.0.0.1:9001"] }}
+routes:
+  - {{ path_prefix: "/", upstream: u }}
+"#
+    )
+}
+
+#[test]
+fn a_limit_rule_takes_a_usage_budget_named_after_it() {
+    let c = parse(&rule_config(
+        "{ name: users, key: [tenant, \"claim:sub\"], limit: 10, per: 1s, \
+         usage: { limit: 1000, per: 1m, reserve: 100, from: { openai: true } } }",
+    ))
+    .unwrap();
+    let u = c.limits[0].usage.clone().unwrap();
+    assert_eq!((u.policy.as_str(), u.reserve), ("users.tokens", 100));
+    for (rule, field) in [
+        (
+            "{ name: c, key: [tenant], max_in_flight: 2, \
+             usage: { limit: 10, per: 1s, reserve: 1, from: { openai: true } } }",
+            "limits[0].usage",
+        ),
+        (
+            "{ name: c, key: [tenant], limit: 10, per: 1s, \
+             usage: { limit: 10, per: 1s, reserve: 20, from: { openai: true } } }",
+            "limits[0].usage.reserve",
+        ),
+    ] {
+        let e = parse_errors(&rule_config(rule));
+        assert!(e.iter().any(|e| e.contains(field)), "{rule}: {e:?}");
     }
 }

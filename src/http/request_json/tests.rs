@@ -1,0 +1,78 @@
+use super::*;
+use ::http::HeaderValue;
+
+fn head(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    for (n, v) in pairs {
+        h.append(*n, HeaderValue::from_static(v));
+    }
+    h
+}
+
+#[test]
+fn json_media_types_are_recognised() {
+    for ct in [
+        "application/json",
+        "Application/JSON; charset=utf-8",
+        "application/vnd.api+json",
+    ] {
+        assert!(is_json(ct.as_bytes()), "{ct}");
+    }
+    for ct in [
+        "text/plain",
+        "application/jsonx",
+        "+json",
+        "multipart/form-data",
+    ] {
+        assert!(!is_json(ct.as_bytes()), "{ct}");
+    }
+}
+
+#[test]
+fn only_a_json_body_of_known_length_within_the_limit_is_readable() {
+    let json = ("content-type", "application/json");
+    assert!(readable(&head(&[json, ("content-length", "100")]), 100));
+    assert!(!readable(&head(&[json, ("content-length", "101")]), 100));
+    assert!(!readable(&head(&[json, ("content-length", "0")]), 100));
+    assert!(!readable(&head(&[json]), 100));
+    assert!(!readable(
+        &head(&[
+            json,
+            ("content-length", "10"),
+            ("transfer-encoding", "chunked")
+        ]),
+        100
+    ));
+    assert!(!readable(
+        &head(&[("content-type", "text/plain"), ("content-length", "10")]),
+        100
+    ));
+}
+
+#[test]
+fn the_top_level_field_is_read_as_a_non_negative_integer() {
+    let body = br#"{"model":"m","max_tokens":250,"nested":{"max_tokens":9}}"#;
+    assert_eq!(top_level_count(body, "max_tokens"), Some(250));
+    assert_eq!(
+        top_level_count(br#"{"max_tokens":0}"#, "max_tokens"),
+        Some(0)
+    );
+    for bad in [
+        &br#"{"max_tokens":-1}"#[..],
+        br#"{"max_tokens":1.5}"#,
+        br#"{"max_tokens":1e3}"#,
+        br#"{"max_tokens":"250"}"#,
+        br#"{"max_tokens":null}"#,
+        br#"{"nested":{"max_tokens":9}}"#,
+        br#"[{"max_tokens":9}]"#,
+        br#"{"max_tokens":250"#,
+        b"",
+    ] {
+        assert_eq!(
+            top_level_count(bad, "max_tokens"),
+            None,
+            "{}",
+            String::from_utf8_lossy(bad)
+        );
+    }
+}
