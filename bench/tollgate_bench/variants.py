@@ -47,7 +47,7 @@ VARIANTS = {
     "K": "tollgate as D with the access log on (RUST_LOG=warn,tollgate::access=info, to a file)",
     "E": "tollgate, edge + concurrency (memory, reject nothing)",
     "F": "tollgate, edge + API key + Redis tenant bucket + concurrency",
-    "R": "tollgate as F plus five limits: rules keyed by tenant (one script call per request)",
+    "R": "tollgate as F plus five limits: rules keyed by tenant (one coalesced script call)",
     "M": "tollgate as F with the tier's max_in_flight (a Redis lease per request, refuses nothing)",
     "G": "tollgate as F, one tenant flooding ~10x its limit",
     "L": "tollgate as F with the tier leased (lease: tokens --lease-tokens, max_hold --lease-hold)",
