@@ -502,3 +502,41 @@ async fn rule_usage_budgets_settle_exactly_and_refund() {
     // Another user has budgets of their own.
     assert_eq!(ask("bob", "10", "").await.0, 200);
 }
+
+/// Redis frozen when the response ends: the settlement fails and is counted (`store_failed`),
+/// the client still gets the whole stream, and the reserve stays debited (the kept
+/// reserve is the bound on what a failed settlement can cost).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settlement_redis_cannot_take_is_counted_and_never_holds_the_response() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let mut yaml = config(&redis, &backend, "reserve: 100", &["k1"]);
+    yaml = yaml.replace(REDIS, "timeout_ms: 300, on_failure: closed");
+    assert!(yaml.contains("timeout_ms: 300"), "{yaml}");
+    let gw = Gateway::start(&yaml);
+    let http = client();
+    let url = gw.url("/v1/chat/completions?chunks=3&chunk_delay_ms=700");
+    let mut resp = completion(&http, &url, "k1", "40", true)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(resp.status().as_u16(), 200);
+    // Admitted (the reserve is in Redis); freeze Redis for the rest of the stream.
+    redis.pause();
+    let mut body = String::new();
+    while let Some(chunk) = resp.chunk().await.expect("chunk") {
+        body.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(body.contains("\"total_tokens\":40"), "{body}");
+    assert!(body.contains("[DONE]"), "{body}");
+    let failed = || settlements(&[&gw], "store_failed") == 1.0;
+    let counted = eventually(Duration::from_secs(15), failed).await;
+    redis.resume();
+    assert!(
+        counted,
+        "store_failed: {}",
+        settlements(&[&gw], "store_failed")
+    );
+    assert_eq!(settlements(&[&gw], "settled"), 0.0);
+    assert_eq!(level(&redis, "k1"), Some(900));
+}
