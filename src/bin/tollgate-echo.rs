@@ -369,13 +369,14 @@ async fn handle(
     // Stream the request body; keep the bytes only when they are echoed back.
     let mut body_len: u64 = 0;
     let mut kept: VecDeque<Bytes> = VecDeque::new();
-    let keep = params.echo || openai;
     while let Some(frame) = body.frame().await {
         match frame {
             Ok(frame) => {
                 if let Ok(data) = frame.into_data() {
                     body_len += data.len() as u64;
-                    if keep && !data.is_empty() && body_len <= 1 << 20 {
+                    // An echo keeps the whole body; the OpenAI mode reads at most 1 MiB of it.
+                    let keep = params.echo || (openai && body_len <= 1 << 20);
+                    if keep && !data.is_empty() {
                         kept.push_back(data);
                     }
                 }
