@@ -104,18 +104,27 @@ class H2Conn:
         self.streams = {}  # id -> [future, status, headers, body bytearray]
         self.dead = False
         self.used = 0
+        # Done when open() has finished: streams started meanwhile wait for it (or its error).
+        self.opened = asyncio.get_running_loop().create_future()
 
     async def open(self):
         import h2.config
         import h2.connection
 
-        reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
-        self.conn = h2.connection.H2Connection(
-            config=h2.config.H2Configuration(client_side=True, header_encoding="utf-8")
-        )
-        self.conn.initiate_connection()
-        self.writer.write(self.conn.data_to_send())
-        self._task = asyncio.create_task(self._read(reader))
+        try:
+            reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+            self.conn = h2.connection.H2Connection(
+                config=h2.config.H2Configuration(client_side=True, header_encoding="utf-8")
+            )
+            self.conn.initiate_connection()
+            self.writer.write(self.conn.data_to_send())
+            self._task = asyncio.create_task(self._read(reader))
+        except BaseException as e:
+            self.dead = True
+            self.opened.set_exception(TransportError(f"h2 connection not opened: {e!r}"))
+            self.opened.exception()  # retrieved here: waiting streams get it, nobody else must
+            raise
+        self.opened.set_result(None)
 
     async def _read(self, reader):
         import h2.events
@@ -158,6 +167,7 @@ class H2Conn:
         self.writer.close()
 
     async def get(self, path, key, xff):
+        await self.opened
         if self.dead:
             raise TransportError("h2 connection closed")
         sid = self.conn.get_next_available_stream_id()
