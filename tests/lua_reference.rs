@@ -437,21 +437,11 @@ fn small_rate(rng: &mut StdRng) -> Rate {
 /// Runs the composed policy script for `alg` with no quotas at the fixed clock `now`.
 fn run_policy(
     con: &mut redis::Connection,
-    tenant: &str,
     call: &PolicyCall<'_>,
     now: u64,
 ) -> policy::PolicyDecision {
-    let (keys, args) = policy::keys_and_args("ref", call, Some(now));
-    let script = redis::Script::new(policy::policy_script().source());
-    let mut inv = script.prepare_invoke();
-    for k in &keys {
-        inv.key(k);
-    }
-    for a in &args {
-        inv.arg(a);
-    }
-    let reply: Vec<i64> = inv.invoke(con).unwrap_or_else(|e| panic!("{tenant}: {e}"));
-    policy::parse_reply(&reply, call.rate.limit).expect("reply shape")
+    let one = run_policy_n(con, call, now, 1).remove(0);
+    policy::PolicyDecision::from_batch(one)
 }
 
 #[test]
@@ -503,7 +493,7 @@ fn every_algorithm_script_matches_its_reference_on_random_cases() {
                 max_delay_ms: max_delay,
                 quotas: &[],
             };
-            let got = run_policy(&mut con, &tenant, &call, now);
+            let got = run_policy(&mut con, &call, now);
             let ctx = format!("{alg:?} case {case}: {rate:?} cost {cost} max_delay {max_delay} now {now} state {before:?}");
             assert_eq!(got.main, want, "{ctx}");
             assert_eq!(got.admitted, want.decision.admitted, "{ctx}");
@@ -615,10 +605,10 @@ fn quotas_follow_calendar_windows_and_debit_all_or_nothing() {
         // window end on the real clock: a minute leaves room for a slow machine.)
         let t = boundary - 60_000;
         let got: Vec<bool> = (0..4)
-            .map(|_| run_policy(&mut con, "q", &c, t).admitted)
+            .map(|_| run_policy(&mut con, &c, t).admitted)
             .collect();
         assert_eq!(got, [true, true, true, false], "{alg:?}");
-        let refused = run_policy(&mut con, "q", &c, t);
+        let refused = run_policy(&mut con, &c, t);
         assert!(
             refused.main.decision.admitted,
             "{alg:?}: main alone would admit"
@@ -633,7 +623,7 @@ fn quotas_follow_calendar_windows_and_debit_all_or_nothing() {
         assert_eq!(refused.quotas[1].remaining, 1, "{alg:?}: month counted 3");
         // The refusal by the day quota debited neither the main limit nor the month.
         let main = main_key("ref", "q", alg);
-        let m = run_policy(&mut con, "q", &c, t).main.decision.remaining;
+        let m = run_policy(&mut con, &c, t).main.decision.remaining;
         assert_eq!(m, 96, "{alg:?}: 3 admitted, this one would be the 4th");
         let day_key = format!("ref:{{q}}:q:day:{}", boundary - 86_400_000);
         let month_key = format!("ref:{{q}}:q:month:{}", boundary - 30 * 86_400_000);
@@ -646,7 +636,7 @@ fn quotas_follow_calendar_windows_and_debit_all_or_nothing() {
         assert!(ttl > 0, "{alg:?}: quota key TTL {ttl}");
         // At 00:00:00.000 UTC a new day (and month) begins: new keys, fresh counts.
         let got: Vec<bool> = (0..4)
-            .map(|_| run_policy(&mut con, "q", &c, boundary).admitted)
+            .map(|_| run_policy(&mut con, &c, boundary).admitted)
             .collect();
         assert_eq!(got, [true, true, true, false], "{alg:?} next day");
         let new_month = format!("ref:{{q}}:q:month:{boundary}");
@@ -659,8 +649,8 @@ fn quotas_follow_calendar_windows_and_debit_all_or_nothing() {
         rate: Rate::new(1, 3_600_000, 1),
         ..call("m", Algorithm::FixedWindow, quotas)
     };
-    assert!(run_policy(&mut con, "m", &tight, boundary).admitted);
-    let r = run_policy(&mut con, "m", &tight, boundary);
+    assert!(run_policy(&mut con, &tight, boundary).admitted);
+    let r = run_policy(&mut con, &tight, boundary);
     assert!(!r.admitted && !r.main.decision.admitted && r.quotas[0].admitted);
     let day: u64 = redis::cmd("GET")
         .arg(format!("ref:{{m}}:q:day:{boundary}"))
@@ -675,9 +665,9 @@ fn quotas_follow_calendar_windows_and_debit_all_or_nothing() {
     }]));
     let w = call("w", Algorithm::Gcra, weekly);
     let monday = boundary - 86_400_000;
-    assert!(run_policy(&mut con, "w", &w, monday - 1).admitted);
-    assert!(run_policy(&mut con, "w", &w, monday).admitted);
-    let r = run_policy(&mut con, "w", &w, monday + 1);
+    assert!(run_policy(&mut con, &w, monday - 1).admitted);
+    assert!(run_policy(&mut con, &w, monday).admitted);
+    let r = run_policy(&mut con, &w, monday + 1);
     assert!(!r.admitted);
     assert_eq!(r.quotas[0].retry_after_ms, 7 * 86_400_000 - 1);
     // (The previous week's key expired 1 ms after the injected clock's boundary: TTLs are real.)
@@ -838,7 +828,9 @@ fn run_policy_n(
     for a in &args {
         inv.arg(a);
     }
-    let reply: Vec<i64> = inv.invoke(con).expect("policy call");
+    let reply: Vec<i64> = inv
+        .invoke(con)
+        .unwrap_or_else(|e| panic!("{}: {e}", call.tenant));
     policy::parse_batches(&reply, &[call.rate.limit], n).expect("reply shape")
 }
 
@@ -883,7 +875,7 @@ fn policy_requests_in_one_call_match_consecutive_calls() {
             let now = base + case * 10;
             let batch = run_policy_n(&mut con, &together, now, n);
             for (i, got) in batch.into_iter().enumerate() {
-                let one = run_policy(&mut con, apart.tenant, &apart, now);
+                let one = run_policy(&mut con, &apart, now);
                 assert_eq!(
                     policy::PolicyDecision::from_batch(got),
                     one,
@@ -893,8 +885,8 @@ fn policy_requests_in_one_call_match_consecutive_calls() {
             // The state left behind is the same: the next decision, a little later, agrees.
             let later = now + 200_000;
             assert_eq!(
-                run_policy(&mut con, together.tenant, &together, later),
-                run_policy(&mut con, apart.tenant, &apart, later),
+                run_policy(&mut con, &together, later),
+                run_policy(&mut con, &apart, later),
                 "{alg:?} case {case}: state after {n}"
             );
         }
@@ -923,10 +915,7 @@ fn a_refund_gives_back_exactly_one_debit_for_every_algorithm() {
             max_delay_ms: 0,
             quotas: &quotas,
         };
-        assert!(
-            run_policy(&mut con, &tenant, &call, now).admitted,
-            "{alg:?}"
-        );
+        assert!(run_policy(&mut con, &call, now).admitted, "{alg:?}");
         let entry = call.entry("ref");
         let (keys, args) =
             policy::refund_keys_and_args("ref", &[&entry], Some(call.quota_part()), now);
@@ -941,10 +930,10 @@ fn a_refund_gives_back_exactly_one_debit_for_every_algorithm() {
         let given: i64 = inv.invoke(&mut con).expect("refund");
         assert_eq!(given, 2, "{alg:?}: the limit and the quota");
         for i in 0..3 {
-            let d = run_policy(&mut con, &tenant, &call, now);
+            let d = run_policy(&mut con, &call, now);
             assert!(d.admitted, "{alg:?}: request {i} after the refund");
         }
-        let d = run_policy(&mut con, &tenant, &call, now);
+        let d = run_policy(&mut con, &call, now);
         assert!(
             !d.admitted,
             "{alg:?}: the refund gave back more than it took"
