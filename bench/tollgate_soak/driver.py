@@ -324,6 +324,9 @@ def summary(report, lines):
 
 def main(argv=None):
     args = parse_args(argv)
+    # The driver forks (gateway restarts) while grpcio's threads run; the children exec at once,
+    # so grpcio's fork handlers have nothing to do (and would log each fork they skip).
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
     try:
         import grpc  # noqa: F401
         import h2  # noqa: F401
