@@ -6,7 +6,7 @@ then a loss account (bench/README.md, "Chaos soak"). The code is in bench/tollga
     bench/soak.py --minutes 3 --tollgate-binary target/debug/tollgate \\
         --echo-binary target/debug/tollgate-echo
 
-Needs the h2 package (bench/requirements.txt): run it with the repository venv
+Needs the h2 and grpcio packages (bench/requirements.txt): run it with the repository venv
 (scripts/venv.sh). Exit status: 0 when every account line passed, 1 when one failed, 2 when the
 run could not be done.
 """

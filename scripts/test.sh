@@ -24,8 +24,9 @@
 #   python3 -m unittest discover -s bench/tests (bench target verdicts vs the committed results,
 #     the soak's account arithmetic)
 #   bench/soak.py --minutes 3 (chaos soak of three gateways on Redis Sentinel with the debug
-#     binaries: reloads, a failover, freezes, backend and gateway kills; every line of the loss
-#     account must pass; the h2 package from bench/requirements.txt in .venv/, scripts/venv.sh)
+#     binaries: HTTP/1.1, h2c, WebSocket and gRPC traffic, reloads, a failover, freezes, backend
+#     and gateway kills; every line of the loss account must pass; the h2 and grpcio packages
+#     from bench/requirements.txt in .venv/, scripts/venv.sh)
 #   scripts/compose-demo.sh (docker-compose.yml on rootful Podman from the release binaries: both
 #     gateways share the free tier's burst exactly, reload; as root only, otherwise reported as
 #     skipped; TOLLGATE_SKIP_COMPOSE=1 skips it on purpose)

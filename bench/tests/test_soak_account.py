@@ -1,5 +1,6 @@
-"""The soak's pure parts: answer classes, allowances and bounds, the flatness rule, the fault
-schedule and the reload generations (bench/tollgate_soak/)."""
+"""The soak's pure parts: answer classes (HTTP, WebSocket upgrades, gRPC), allowances and bounds,
+the WebSocket and gRPC verdicts, the flatness rule, the fault schedule and the reload generations
+(bench/tollgate_soak/)."""
 
 import sys
 import unittest
@@ -7,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tollgate_soak import account, gwconfig, plan  # noqa: E402
+from tollgate_soak import account, driver, gwconfig, plan, sessions  # noqa: E402
 from tollgate_soak.account import TenantTally  # noqa: E402
 
 
@@ -30,6 +31,88 @@ class Classify(unittest.TestCase):
         self.assertEqual(account.classify(429, {}, ""), account.LIMITED)
         self.assertEqual(account.classify(401, {}, ""), account.UNAUTHENTICATED)
         self.assertEqual(account.classify(404, {}, ""), account.OTHER)
+
+    def test_a_websocket_upgrade_answered_101_is_an_admission_like_a_200(self):
+        self.assertEqual(account.classify(101, {"ratelimit-policy": "x"}, ""),
+                         account.REDIS_ADMITTED)
+        self.assertEqual(account.classify(
+            101, {"ratelimit-policy": "x", "tollgate-degraded": "redis"}, ""),
+            account.LOCAL_ADMITTED)
+        self.assertEqual(account.classify(101, {}, ""), account.OPEN_ADMITTED)
+
+    def test_a_concurrency_refusal_is_told_by_its_policy(self):
+        self.assertTrue(account.concurrency_refusal(
+            {"ratelimit-policy": '"local.concurrency";q=8'}))
+        self.assertFalse(account.concurrency_refusal({"ratelimit-policy": '"local";q=21;w=126'}))
+        self.assertFalse(account.concurrency_refusal({}))
+
+
+class ClassifyGrpc(unittest.TestCase):
+    GW = {"x-request-id": "r1"}
+
+    def test_ok_is_an_admission_by_who_decided(self):
+        c = account.classify_grpc
+        self.assertEqual(c("OK", {**self.GW, "ratelimit-policy": "x"}), account.REDIS_ADMITTED)
+        self.assertEqual(c("OK", {**self.GW, "ratelimit-policy": "x", "tollgate-degraded": "r"}),
+                         account.LOCAL_ADMITTED)
+        self.assertEqual(c("OK", self.GW), account.OPEN_ADMITTED)
+
+    def test_the_gateways_refusals(self):
+        c = account.classify_grpc
+        self.assertEqual(c("RESOURCE_EXHAUSTED", self.GW), account.LIMITED)
+        self.assertEqual(c("UNAUTHENTICATED", self.GW), account.UNAUTHENTICATED)
+        self.assertEqual(c("UNAVAILABLE", {**self.GW, "retry-after": "1"}),
+                         account.DECLARED_503)
+        self.assertEqual(c("UNAVAILABLE", self.GW), account.GRPC_UNAVAILABLE)
+
+    def test_failures_no_gateway_answered(self):
+        c = account.classify_grpc
+        self.assertEqual(c("UNAVAILABLE", {}), account.GRPC_TRANSPORT)
+        self.assertEqual(c("DEADLINE_EXCEEDED", {}), account.GRPC_NO_ANSWER)
+        self.assertEqual(c("DEADLINE_EXCEEDED", self.GW), account.OTHER)
+        self.assertEqual(c("INTERNAL", {}), account.OTHER)
+        self.assertEqual(c("PERMISSION_DENIED", self.GW), account.OTHER)
+
+
+class Verdicts(unittest.TestCase):
+    def ws(self, **kw):
+        counts = {k: 0 for k in account.WS_COUNTERS}
+        counts.update(attempted=10, opened=4, refused=5, other_answer=1, closed=3, dropped=1)
+        counts.update(kw)
+        return counts
+
+    def test_websockets_pass_with_sessions_opened_none_failed_and_none_left_open(self):
+        ok, detail = account.ws_verdict(self.ws(), {"open": 0})
+        self.assertTrue(ok, detail)
+        self.assertIn("4 opened (101)", detail)
+        self.assertTrue(account.ws_verdict(self.ws(broken_by_kill=2), {"open": 0})[0])
+        self.assertFalse(account.ws_verdict(self.ws(failed=1), {"open": 0})[0])
+        self.assertFalse(account.ws_verdict(self.ws(lost=1), {"open": 0})[0])
+        self.assertFalse(account.ws_verdict(self.ws(), {"open": 1})[0])
+        self.assertFalse(account.ws_verdict(self.ws(), None)[0])
+        self.assertFalse(account.ws_verdict(self.ws(opened=0), {"open": 0})[0])
+        self.assertTrue(account.ws_verdict(self.ws(attempted=0, opened=0), {"open": 0})[0])
+
+    def test_grpc_unavailable_passes_only_in_a_fault_window(self):
+        counts = {account.REDIS_ADMITTED: 5, account.LIMITED: 3, account.DECLARED_503: 2,
+                  account.GRPC_UNAVAILABLE: 1}
+        ok, detail = account.grpc_verdict(counts, [12.0], 0, [(10.0, 15.0)])
+        self.assertTrue(ok, detail)
+        self.assertIn("11 calls: 5 OK, 3 RESOURCE_EXHAUSTED, 2 UNAVAILABLE declared", detail)
+        self.assertFalse(account.grpc_verdict(counts, [16.0], 0, [(10.0, 15.0)])[0])
+        self.assertFalse(account.grpc_verdict(counts, [], 1, [])[0])
+        self.assertFalse(account.grpc_verdict({account.LIMITED: 3}, [], 0, [])[0])
+        self.assertTrue(account.grpc_verdict({}, [], 0, [])[0])
+
+    def test_upstream_gauges_of_every_upstream_unset_is_zero_no_metrics_is_none(self):
+        m = {'tollgate_upstream_in_flight{upstream="echo"}': 2.0,
+             'tollgate_upstream_queue_depth{upstream="echo"}': 0.0}
+        g = driver.upstream_gauges(m)
+        self.assertEqual(set(g), {"echo", "ws", "grpc"})
+        self.assertEqual(g["echo"], {"in_flight": 2.0, "queue_depth": 0.0})
+        self.assertEqual(g["grpc"], {"in_flight": 0, "queue_depth": 0})
+        self.assertEqual(driver.upstream_gauges({})["ws"], {"in_flight": None,
+                                                             "queue_depth": None})
 
 
 class Bounds(unittest.TestCase):
@@ -144,10 +227,32 @@ class Generations(unittest.TestCase):
         self.assertTrue(plan.key_present(195, 0))
         self.assertFalse(plan.key_present(195, 1))
         self.assertTrue(plan.key_present(5, 1))
-        g1 = gwconfig.gateway_yaml(1, 1, 2, [3, 4, 5], "m", ["127.0.0.1:6", "127.0.0.1:7"])
+        g1 = gwconfig.gateway_yaml(1, 1, 2, [3, 4, 5], "m", ["127.0.0.1:6", "127.0.0.1:7"],
+                                   "127.0.0.1:8", "127.0.0.1:9")
         self.assertNotIn('tenant: "t195"', g1)
         self.assertIn('tenant: "t189"', g1)
         self.assertIn('backends: ["127.0.0.1:7", "127.0.0.1:6"]', g1)
+
+    def test_websocket_and_grpc_routes_go_to_their_own_upstreams(self):
+        g = gwconfig.gateway_yaml(0, 1, 2, [3, 4, 5], "m", ["127.0.0.1:6", "127.0.0.1:7"],
+                                  "127.0.0.1:8", "127.0.0.1:9")
+        self.assertIn('{ path_prefix: "/ws", upstream: ws, auth: required }', g)
+        self.assertIn('{ path_prefix: "/demo.Echo/", upstream: grpc, auth: required }', g)
+        grpc_block = g.split("  grpc:\n", 1)[1].split("routes:", 1)[0]
+        self.assertIn('backends: ["127.0.0.1:9"]', grpc_block)
+        self.assertIn("h2: true", grpc_block)
+        self.assertTrue(sessions.GRPC_METHOD.startswith("/demo.Echo/"))
+
+
+class Mix(unittest.TestCase):
+    def test_websocket_scripts_stay_in_their_ranges_and_some_drop_mid_way(self):
+        import random
+
+        rng = random.Random(3)
+        scripts = [sessions.ws_script(rng) for _ in range(400)]
+        self.assertTrue(all(2 <= m <= 4 and 0.1 <= p <= 0.3 for m, _, p in scripts))
+        drops = sum(1 for _, d, _ in scripts if d is not None)
+        self.assertTrue(40 < drops < 160, drops)
 
 
 if __name__ == "__main__":

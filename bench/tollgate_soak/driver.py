@@ -118,22 +118,20 @@ class Run:
         return await asyncio.to_thread(self.settle)
 
     def settle(self):
-        """After the load: slots, queues and leases back to 0, keys with TTLs, last counters."""
+        """After the load: slots, queues, leases and WebSocket sessions back to 0, keys with
+        TTLs, last counters."""
         out = {"gauges": {}, "leases_live": None, "keys": {}}
         deadline = time.monotonic() + SETTLE_S
         while True:
-            gauges = {}
-            for gw in self.fleet.gateways:
-                m = self.fleet.scrape_counters(gw)
-                gauges[gw.index] = {
-                    "in_flight": m.get('tollgate_upstream_in_flight{upstream="echo"}'),
-                    "queue_depth": m.get('tollgate_upstream_queue_depth{upstream="echo"}'),
-                }
-            zero = all(g["in_flight"] == 0 and g["queue_depth"] == 0 for g in gauges.values())
-            if zero or time.monotonic() > deadline:
+            gauges = {gw.index: upstream_gauges(self.fleet.scrape_counters(gw))
+                      for gw in self.fleet.gateways}
+            ws = self.fleet.ws_backend_stats()
+            zero = all(v == 0 for g in gauges.values() for u in g.values() for v in u.values())
+            if (zero and ws is not None and ws["open"] == 0) or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
         out["gauges"] = gauges
+        out["ws_backend"] = ws
         master = self.fleet.master_port()
         keys = scan(master, "tollgate:*")
         lease_keys = [k for k in keys if k.endswith(":inflight")]
@@ -157,6 +155,20 @@ class Run:
         return out
 
 
+def upstream_gauges(metrics):
+    """{upstream: {"in_flight", "queue_depth"}} of one gateway's /metrics, for every upstream
+    of the config (`gwconfig.UPSTREAMS`). A gauge the gateway never set (an upstream it sent
+    nothing to, or one without a queue) is 0; every value is None when /metrics did not
+    answer."""
+    out = {}
+    for u in gwconfig.UPSTREAMS:
+        out[u] = {}
+        for name in ("in_flight", "queue_depth"):
+            v = metrics.get(f'tollgate_upstream_{name}{{upstream="{u}"}}', 0 if metrics else None)
+            out[u][name] = v
+    return out
+
+
 def scan(port, pattern):
     keys, cursor = [], "0"
     while True:
@@ -178,6 +190,7 @@ def build_account(run, settled, duration):
     anon_rows = account.tenant_overs(st.anon, anon_limits, gwconfig.FLEET_SIZE, episodes)
     backend_windows = [(f["start"], f["end"] + BACKEND_EXCUSE_S) for f in run.faults
                        if f["kind"] == "backend"]
+    fault_windows = [(f["start"], f["end"] + BACKEND_EXCUSE_S) for f in run.faults]
     failovers = [f for f in run.faults if f["kind"] == "failover"]
     lines = []
 
@@ -223,9 +236,19 @@ def build_account(run, settled, duration):
     line("transport errors not caused by a gateway SIGKILL", not transport,
          f"{len(transport)}" + (f"; first: {transport[:3]}" if transport else "")
          + f" (caused by a SIGKILL, retried on another gateway: {len(killed)})")
-    odd = [e for e in ev if not e[1].isdigit() and not e[1].startswith("transport")]
+    odd = [e for e in ev if not e[1].isdigit()
+           and not e[1].startswith(("transport", "ws failed", "grpc "))]
     line("unexpected answers (401 for a configured key, bad key not 401, 4xx)", not odd,
          f"{len(odd)}" + (f"; first: {odd[:3]}" if odd else ""))
+    ok, detail = account.ws_verdict(st.ws, settled["ws_backend"])
+    wsfail = [e for e in ev if e[1] == "ws failed"]
+    line("WebSockets: opened, refused, none failed or left open", ok,
+         detail + (f"; first failures: {wsfail[:3]}" if wsfail else ""))
+    gunexp = [e for e in ev if e[1].startswith("grpc unexpected")]
+    ok, detail = account.grpc_verdict(st.grpc, st.grpc_unavailable_at, len(gunexp),
+                                      fault_windows)
+    line("gRPC: OK, RESOURCE_EXHAUSTED, UNAVAILABLE only when declared or during a fault", ok,
+         detail + (f"; first unexpected: {gunexp[:3]}" if gunexp else ""))
 
     res = []
     for gw in run.fleet.gateways:
@@ -237,9 +260,10 @@ def build_account(run, settled, duration):
          all(r["ok"] for r in res),
          "; ".join(f"gw{r['gateway']}.{r['life']}: {r['detail']}" for r in res))
     g = settled["gauges"]
-    line("upstream slots and queue back to 0", all(
-        v["in_flight"] == 0 and v["queue_depth"] == 0 for v in g.values()),
-        ", ".join(f"gw{k}: in_flight {v['in_flight']}, queue {v['queue_depth']}"
+    line("upstream slots and queues back to 0 (echo, ws, grpc)", all(
+        x == 0 for v in g.values() for u in v.values() for x in u.values()),
+        "; ".join(f"gw{k}: " + ", ".join(f"{u} in_flight {x['in_flight']} queue "
+                                         f"{x['queue_depth']}" for u, x in v.items())
                   for k, v in g.items()))
     line("fleet-wide leases back to 0", settled["leases_live"] == 0,
          f"{settled['leases_live']} live leases in {settled['lease_keys']} lease keys")
@@ -260,7 +284,8 @@ def build_account(run, settled, duration):
         "minutes": duration / 60, "rate": run.load.rate, "commit": git_commit(),
         "load": {"sent": st.sent, "shed_by_generator": st.shed, "retried": st.retried,
                  "client_aborts": st.aborted, "addresses": len(st.addresses),
-                 "tenants_seen": len(st.tenants), "by_kind": st.by_kind},
+                 "tenants_seen": len(st.tenants), "by_kind": st.by_kind,
+                 "websockets": st.ws, "grpc": st.grpc},
         "faults": run.faults, "episodes": episodes,
         "lines": [{"name": n, "ok": ok, "detail": d} for n, ok, d in lines],
         "tenants": rows, "resources": res, "settled": settled,
@@ -286,6 +311,9 @@ def summary(report, lines):
            "answers by kind: " + "; ".join(
                f"{k}: " + ", ".join(f"{c} {n}" for c, n in sorted(v.items()))
                for k, v in sorted(ld["by_kind"].items())),
+           "websockets: " + ", ".join(f"{k} {ld['websockets'][k]}" for k in account.WS_COUNTERS),
+           "grpc calls: " + (", ".join(f"{c} {n}" for c, n in sorted(ld["grpc"].items()))
+                             or "none"),
            "faults: " + ", ".join(f"{f['kind']}@{f['start']:.0f}s" for f in report["faults"])]
     for name, ok, detail in lines:
         out.append(f"{'PASS' if ok else 'FAIL'}  {name}: {detail}")
@@ -296,10 +324,14 @@ def summary(report, lines):
 
 def main(argv=None):
     args = parse_args(argv)
+    # The driver forks (gateway restarts) while grpcio's threads run; the children exec at once,
+    # so grpcio's fork handlers have nothing to do (and would log each fork they skip).
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
     try:
+        import grpc  # noqa: F401
         import h2  # noqa: F401
-    except ImportError:
-        raise BenchError("the h2 package is missing: run with the repository venv, "
+    except ImportError as e:
+        raise BenchError(f"{e.name} is missing: run with the repository venv, "
                          "VENV=$(scripts/venv.sh $(grep -v '^#' bench/requirements.txt)) && "
                          "$VENV/bin/python bench/soak.py ...")
     args.tollgate_binary = os.path.abspath(args.tollgate_binary)

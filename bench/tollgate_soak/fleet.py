@@ -1,22 +1,26 @@
 """The soak's processes on free loopback ports, and the faults done to them.
 
 A Redis master and its replica, three sentinels watching them (`down-after-milliseconds` 5 s,
-longer than a freeze), two `tollgate-echo` backends and three gateways sharing one Redis through
-the sentinels. Built on the benchmark driver's `Env` (temp dir, logs, teardown at exit).
+longer than a freeze), two `tollgate-echo` backends, a WebSocket backend (`wsbackend`), the gRPC
+server of demo/grpc/ (both run by this Python, the repository venv's), and three gateways sharing
+one Redis through the sentinels. Built on the benchmark driver's `Env` (temp dir, logs, teardown at exit).
 Blocking calls; the driver runs them in threads.
 """
 
+import json
 import os
 import signal
+import sys
 import time
 import urllib.request
 
-from tollgate_bench.common import BenchError, log
+from tollgate_bench.common import REPO, BenchError, log
 from tollgate_bench.processes import free_port, wait_port
 
 from . import gwconfig, plan, resp
 
 MASTER_NAME = "tollgate"
+GRPC_SERVER = REPO / "demo" / "grpc" / "server.py"
 DOWN_AFTER_MS = 5000
 
 
@@ -59,6 +63,8 @@ class Fleet:
         self.redis = []  # [Proc, port]
         self.sentinels = []  # [Proc, port]
         self.backends = []  # [Proc or None, port]
+        self.ws_backend = None  # [Proc, port]
+        self.grpc_backend = None  # [Proc, port]
         self.gateways = [Gateway(i, env.tmp) for i in range(3)]
         self.generation = 0
 
@@ -75,6 +81,8 @@ class Fleet:
         for i in range(2):
             self.backends.append([None, free_port()])
             self.start_backend(i)
+        self.ws_backend = self._start_python("ws-backend", ["-m", "tollgate_soak.wsbackend"])
+        self.grpc_backend = self._start_python("grpc-server", [GRPC_SERVER])
         self.write_configs()
         for gw in self.gateways:
             self.start_gateway(gw, t0)
@@ -143,6 +151,14 @@ class Fleet:
         wait_port(port, proc)
         self.backends[i][0] = proc
 
+    def _start_python(self, name, argv):
+        """Starts `python <argv> --port P` (this interpreter, bench/ on its path); [Proc, P]."""
+        port = free_port()
+        env = dict(os.environ, PYTHONPATH=str(REPO / "bench"))
+        proc = self.env.start(name, [sys.executable, *argv, "--port", port], env=env)
+        wait_port(port, proc)
+        return [proc, port]
+
     def start_gateway(self, gw, now):
         env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "warn"), NO_COLOR="1")
         proc = self.env.start(
@@ -209,6 +225,16 @@ class Fleet:
                     pass
         return out
 
+    def ws_backend_stats(self):
+        """The WebSocket backend's /stats ({"opened", "open", "closed", "dropped"}), or None when
+        it does not answer."""
+        try:
+            url = f"http://127.0.0.1:{self.ws_backend[1]}/stats"
+            with urllib.request.urlopen(url, timeout=3) as r:
+                return json.loads(r.read())
+        except (OSError, ValueError):
+            return None
+
     def scrape_counters(self, gw):
         """Updates the current life's breaker closes and reload counts from /metrics."""
         m = self.metrics(gw)
@@ -227,7 +253,8 @@ class Fleet:
         backends = [f"127.0.0.1:{p}" for _, p in self.backends]
         for gw in self.gateways:
             text = gwconfig.gateway_yaml(
-                self.generation, gw.port, gw.admin, sentinel_ports, MASTER_NAME, backends
+                self.generation, gw.port, gw.admin, sentinel_ports, MASTER_NAME, backends,
+                f"127.0.0.1:{self.ws_backend[1]}", f"127.0.0.1:{self.grpc_backend[1]}"
             )
             tmp = gw.config.with_suffix(".tmp")
             tmp.write_text(text)

@@ -1,7 +1,9 @@
 """The gateway configuration of each reload generation (YAML text; pure).
 
 Every generation differs from the one before in limits (the `churn` tier), keys (the rotating
-tenants') and the upstream (backend order, `max_concurrency`): what the soak reloads every 10 s.
+tenants') and the echo upstream (backend order, `max_concurrency`): what the soak reloads every
+10 s. Two more upstreams stay the same: `ws` (the WebSocket backend, route `/ws`) and `grpc`
+(the gRPC server of demo/grpc/, `h2: true`, route `/demo.Echo/`); both need a tenant's key.
 The key lists hold SHA-256 digests, as `tollgate hash-key` prints them.
 """
 
@@ -19,6 +21,8 @@ ANON_LIMIT_PER_MIN, ANON_BURST = 60, 10
 LOCAL_MAX_IN_FLIGHT = 8
 FLEET_SIZE = 3
 PER_S = 3600.0
+# The upstreams, as the gateways' metrics label them (`tollgate_upstream_in_flight{upstream}`).
+UPSTREAMS = ("echo", "ws", "grpc")
 
 
 def churn_setting(generation):
@@ -35,10 +39,12 @@ def sha256_hex(text):
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def gateway_yaml(generation, gw_port, admin_port, sentinel_ports, master_name, backends):
+def gateway_yaml(generation, gw_port, admin_port, sentinel_ports, master_name, backends,
+                 ws_backend, grpc_backend):
     """One gateway's config for reload `generation`.
 
-    `sentinel_ports`: the three sentinels; `backends`: the two echo addresses ("127.0.0.1:P").
+    `sentinel_ports`: the three sentinels; `backends`: the two echo addresses ("127.0.0.1:P");
+    `ws_backend`, `grpc_backend`: the WebSocket backend's and the gRPC server's addresses.
     """
     churn_limit, churn_burst = churn_setting(generation)
     order = backends if generation % 2 == 0 else list(reversed(backends))
@@ -89,8 +95,21 @@ upstreams:
     connect_timeout_ms: 500
     read_timeout_ms: 10000
     health_check: {{ path: "/healthz", interval_s: 1 }}
+  ws:
+    backends: ["{ws_backend}"]
+    max_concurrency: 32
+    connect_timeout_ms: 500
+    read_timeout_ms: 10000
+  grpc:
+    backends: ["{grpc_backend}"]
+    h2: true
+    max_concurrency: 32
+    connect_timeout_ms: 500
+    read_timeout_ms: 10000
 routes:
   - {{ path_prefix: "/api", upstream: echo, auth: required }}
+  - {{ path_prefix: "/ws", upstream: ws, auth: required }}
+  - {{ path_prefix: "/demo.Echo/", upstream: grpc, auth: required }}
   - {{ path_prefix: "/open", upstream: echo, auth: optional }}
 response: {{ status: 429, headers: both }}
 observability: {{ access_log: false }}

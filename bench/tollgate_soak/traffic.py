@@ -1,5 +1,6 @@
-"""The soak's mixed load: HTTP/1.1 keep-alive workers, h2c streams and client aborts, from
-20 000+ client addresses (X-Forwarded-For, the gateways trust 127.0.0.1) and 200 tenants.
+"""The soak's mixed load: HTTP/1.1 keep-alive workers, h2c streams, client aborts, WebSocket
+sessions and gRPC calls (`sessions`), from 20 000+ client addresses (X-Forwarded-For, the gateways
+trust 127.0.0.1) and 200 tenants.
 
 Paced by tickets (`rate` per second); a ticket finding every worker busy is shed by the load
 generator (counted, never sent). Every request sent gets an answer within `DEADLINE_S` or is
@@ -9,30 +10,30 @@ balancer would. Results are tallied as they come (`Stats`); nothing per request 
 
 import asyncio
 import random
-import time
 
-from . import account, plan
+from . import account, plan, sessions
+from .clients import H2Conn, TransportError, read_response, request_bytes
 
 DEADLINE_S = 30.0
 ADDRESSES = 24_000
 H1_WORKERS = 12
 MAX_H2_STREAMS = 24
 MAX_ABORTS = 8
+MAX_WS = 16
+MAX_GRPC = 16
 ABORT_AFTER_S = 0.1
 SLOW_MS = 1500
 # (kind, weight): valid key over HTTP/1.1, the same over h2c, an unknown key, anonymous,
-# a client that gives up on a slow request.
-MIX = (("key", 62), ("h2", 15), ("badkey", 10), ("anon", 8), ("abort", 5))
+# a client that gives up on a slow request, a WebSocket session, a unary gRPC call (both with a
+# valid key).
+MIX = (("key", 55), ("h2", 15), ("badkey", 10), ("anon", 8), ("abort", 5), ("ws", 3),
+       ("grpc", 4))
 
 
 def address(n):
     """The n-th client address of the pool (10.0.0.0/8, `ADDRESSES` of them)."""
     i = (n * 7919) % ADDRESSES
     return f"10.{i >> 16}.{(i >> 8) & 255}.{i & 255}"
-
-
-class TransportError(Exception):
-    """The connection failed before a whole answer arrived."""
 
 
 class Stats:
@@ -49,143 +50,13 @@ class Stats:
         self.retried = 0
         self.aborted = 0
         self.addresses = set()
+        self.ws = {k: 0 for k in account.WS_COUNTERS}
+        self.grpc = {}  # class (account.classify_grpc) -> calls
+        self.grpc_unavailable_at = []  # times of the account.GRPC_UNAVAILABLE answers
 
     def count(self, kind, cls):
         d = self.by_kind.setdefault(kind, {})
         d[cls] = d.get(cls, 0) + 1
-
-
-async def read_response(reader):
-    """Reads one HTTP/1.1 response: (status, headers with lowercase names, body text)."""
-    line = await reader.readline()
-    if not line:
-        raise TransportError("connection closed before the status line")
-    parts = line.split(b" ", 2)
-    status = int(parts[1])
-    headers = {}
-    while True:
-        h = await reader.readline()
-        if not h:
-            raise TransportError("connection closed in the headers")
-        if h in (b"\r\n", b"\n"):
-            break
-        k, _, v = h.decode("latin-1").partition(":")
-        headers[k.strip().lower()] = v.strip()
-    if headers.get("transfer-encoding", "").lower() == "chunked":
-        body = bytearray()
-        while True:
-            size = int((await reader.readline()).split(b";")[0], 16)
-            chunk = await reader.readexactly(size + 2)
-            if size == 0:
-                break
-            body += chunk[:-2]
-    else:
-        body = await reader.readexactly(int(headers.get("content-length", "0")))
-    return status, headers, bytes(body).decode("utf-8", "replace")
-
-
-def request_bytes(path, key, xff, close=False):
-    lines = [f"GET {path} HTTP/1.1", "Host: soak.local", f"X-Forwarded-For: {xff}"]
-    if key is not None:
-        lines.append(f"X-API-Key: {key}")
-    if close:
-        lines.append("Connection: close")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode()
-
-
-class H2Conn:
-    """One h2c connection (prior knowledge) to a gateway, many concurrent streams."""
-
-    def __init__(self, port, life):
-        self.port = port
-        self.life = life  # the gateway process it connects to (fleet.GatewayProcess)
-        self.conn = None
-        self.writer = None
-        self.streams = {}  # id -> [future, status, headers, body bytearray]
-        self.dead = False
-        self.used = 0
-        # Done when open() has finished: streams started meanwhile wait for it (or its error).
-        self.opened = asyncio.get_running_loop().create_future()
-
-    async def open(self):
-        import h2.config
-        import h2.connection
-
-        try:
-            reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
-            self.conn = h2.connection.H2Connection(
-                config=h2.config.H2Configuration(client_side=True, header_encoding="utf-8")
-            )
-            self.conn.initiate_connection()
-            self.writer.write(self.conn.data_to_send())
-            self._task = asyncio.create_task(self._read(reader))
-        except BaseException as e:
-            self.dead = True
-            self.opened.set_exception(TransportError(f"h2 connection not opened: {e!r}"))
-            self.opened.exception()  # retrieved here: waiting streams get it, nobody else must
-            raise
-        self.opened.set_result(None)
-
-    async def _read(self, reader):
-        import h2.events
-
-        try:
-            while True:
-                data = await reader.read(65536)
-                if not data:
-                    break
-                for ev in self.conn.receive_data(data):
-                    s = self.streams.get(getattr(ev, "stream_id", None))
-                    if isinstance(ev, h2.events.ResponseReceived) and s:
-                        hs = {k.lower(): v for k, v in ev.headers}
-                        s[1] = int(hs.pop(":status"))
-                        s[2] = hs
-                    elif isinstance(ev, h2.events.DataReceived):
-                        if s:
-                            s[3] += ev.data
-                        self.conn.acknowledge_received_data(
-                            ev.flow_controlled_length, ev.stream_id
-                        )
-                    elif isinstance(ev, h2.events.StreamEnded) and s:
-                        self.streams.pop(ev.stream_id)
-                        if not s[0].done():
-                            s[0].set_result((s[1], s[2], s[3].decode("utf-8", "replace")))
-                    elif isinstance(ev, h2.events.StreamReset) and s:
-                        self.streams.pop(ev.stream_id)
-                        if not s[0].done():
-                            s[0].set_exception(TransportError(f"stream reset {ev.error_code}"))
-                    elif isinstance(ev, h2.events.ConnectionTerminated):
-                        break
-                self.writer.write(self.conn.data_to_send())
-        except Exception:  # noqa: BLE001 - any failure ends every stream of the connection
-            pass
-        self.dead = True
-        for s in self.streams.values():
-            if not s[0].done():
-                s[0].set_exception(TransportError("h2 connection closed"))
-        self.streams.clear()
-        self.writer.close()
-
-    async def get(self, path, key, xff):
-        await self.opened
-        if self.dead:
-            raise TransportError("h2 connection closed")
-        sid = self.conn.get_next_available_stream_id()
-        fut = asyncio.get_running_loop().create_future()
-        self.streams[sid] = [fut, 0, {}, bytearray()]
-        hdrs = [(":method", "GET"), (":scheme", "http"), (":authority", "soak.local"),
-                (":path", path), ("x-forwarded-for", xff)]
-        if key is not None:
-            hdrs.append(("x-api-key", key))
-        self.conn.send_headers(sid, hdrs, end_stream=True)
-        self.writer.write(self.conn.data_to_send())
-        self.used += 1
-        return await fut
-
-    def close(self):
-        self.dead = True
-        if self.writer:
-            self.writer.close()
 
 
 class Load:
@@ -201,6 +72,9 @@ class Load:
         self.h2 = {}
         self.h2_sem = asyncio.Semaphore(MAX_H2_STREAMS)
         self.abort_sem = asyncio.Semaphore(MAX_ABORTS)
+        self.ws_sem = asyncio.Semaphore(MAX_WS)
+        self.grpc_sem = asyncio.Semaphore(MAX_GRPC)
+        self.grpc = None  # grpcload.Channels, made in `run` (grpc.aio needs the running loop)
         self.generation = 0  # the config generation last reloaded (for the rotating keys)
         self._n = 0
         self._rr = 0
@@ -235,14 +109,18 @@ class Load:
             return kind, "/open/x", None, None, xff
         if kind == "abort":
             return kind, f"/api/slow?delay_ms={SLOW_MS}", key, tenant, xff
+        if kind == "ws":
+            return kind, f"/ws/chat?n={self._n}", key, tenant, xff
+        if kind == "grpc":
+            return kind, sessions.GRPC_METHOD, key, tenant, xff
         return kind, f"/api/x?n={self._n}", key, tenant, xff
 
     # ---- recording --------------------------------------------------------------------------
 
-    def record(self, kind, tenant, xff, gw, sent, answer):
-        status, headers, body = answer
+    def tally(self, kind, tenant, xff, gw, sent, cls):
+        """Counts an answer of class `cls` for its kind and its tenant (or anonymous address);
+        returns the time it is recorded at."""
         done = self.clock()
-        cls = account.classify(status, headers, body)
         self.stats.count(kind, cls)
         if tenant is not None:
             self.stats.tenants.setdefault(tenant, account.TenantTally()).add(cls, sent, done)
@@ -252,7 +130,13 @@ class Load:
                     self.stats.events.append((done, "401 for a configured key", gw.index, tenant))
         elif kind == "anon":
             self.stats.anon.setdefault(xff, account.TenantTally()).add(cls, sent, done)
-        elif kind == "badkey" and cls != account.UNAUTHENTICATED:
+        return done
+
+    def record(self, kind, tenant, xff, gw, sent, answer):
+        status, headers, body = answer
+        cls = account.classify(status, headers, body)
+        done = self.tally(kind, tenant, xff, gw, sent, cls)
+        if kind == "badkey" and cls != account.UNAUTHENTICATED:
             self.stats.events.append((done, f"bad key answered {status}", gw.index, body[:200]))
         if cls == account.UNDECLARED_5XX:
             self.stats.events.append((done, f"{status}", gw.index, body[:200]))
@@ -304,16 +188,21 @@ class Load:
                 gw, answer = answer
             self.record(kind, tenant, xff, gw, sent, answer)
 
-    async def retry(self, kind, path, key, xff, failed_gw, life, err):
-        """One retry on another gateway over a fresh connection; None when lost. The error is
-        excused when the gateway process it went to was SIGKILLed (`life.killed_at`)."""
+    def transport_error(self, failed_gw, life, err):
+        """Records a transport error (excused when the gateway process it went to was SIGKILLed,
+        `life.killed_at`) and its retry; returns the gateway to retry on."""
         what = "transport error"
         if life is not None and life.killed_at is not None:
             what = "transport error (gateway killed)"
         self.stats.events.append((self.clock(), what, failed_gw.index,
                                   f"{type(err).__name__}: {err}"))
         self.stats.retried += 1
-        gw = self.pick_gateway(avoid=failed_gw)
+        return self.pick_gateway(avoid=failed_gw)
+
+    async def retry(self, kind, path, key, xff, failed_gw, life, err):
+        """One retry on another gateway over a fresh connection; None when lost (see
+        `transport_error`)."""
+        gw = self.transport_error(failed_gw, life, err)
         try:
             r, w = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", gw.port), 5)
             try:
@@ -387,6 +276,7 @@ class Load:
         """Sends tickets at `rate` per second until the clock reaches `until`, then waits for
         every request in flight."""
         workers = [asyncio.create_task(self.h1_worker()) for _ in range(H1_WORKERS)]
+        self.grpc = sessions.channels(DEADLINE_S)
         tick = 0.02
         credit = 0.0
         next_at = self.clock()
@@ -408,6 +298,19 @@ class Load:
                         continue
                     await self.abort_sem.acquire()
                     self._spawn(self.abort_request(path, key, tenant, xff))
+                elif kind == "ws":
+                    if self.ws_sem.locked():
+                        self.stats.shed += 1
+                        continue
+                    await self.ws_sem.acquire()
+                    self._spawn(sessions.websocket(self, path, key, tenant, xff,
+                                                   sessions.ws_script(self.rng), DEADLINE_S))
+                elif kind == "grpc":
+                    if self.grpc_sem.locked():
+                        self.stats.shed += 1
+                        continue
+                    await self.grpc_sem.acquire()
+                    self._spawn(sessions.grpc_call(self, key, tenant, xff, DEADLINE_S))
                 else:
                     try:
                         self.h1_queue.put_nowait((kind, path, key, tenant, xff))
@@ -422,4 +325,5 @@ class Load:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
         for c in self.h2.values():
             c.close()
+        await self.grpc.close()
         self.stats.sent -= self.stats.shed
