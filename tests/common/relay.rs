@@ -29,7 +29,11 @@ impl TcpRelay {
 
     /// [`start`](Self::start) with `delay` added to every byte in each direction (order kept).
     pub fn start_delayed(target: &str, delay: Duration) -> Self {
-        let listener = TcpListener::bind(("127.0.0.1", free_port())).expect("bind relay");
+        // A port handed out as free can still be taken before the bind (a process left by
+        // another test binary): take the next one.
+        let listener = (0..50)
+            .find_map(|_| TcpListener::bind(("127.0.0.1", free_port())).ok())
+            .expect("bind relay: 50 ports taken");
         let port = listener.local_addr().expect("addr").port();
         let relay = TcpRelay {
             port,
