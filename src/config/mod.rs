@@ -78,16 +78,25 @@ fn yaml_error(e: serde_yaml::Error) -> ConfigError {
         p => format!("{p}.{field}"),
     };
     // A missing or unknown field is reported at its own path: `routes[0].upstream: is required`,
-    // `edge.brust: unknown field ...`.
+    // `edge.brust: unknown field ...`. A name may itself hold backticks: it ends where serde's
+    // "`, expected" (or "`, there are") starts, or at the last backtick.
     if let Some((field, rest)) = reason
         .strip_prefix("missing field `")
-        .and_then(|r| r.split_once('`'))
+        .and_then(|r| r.rsplit_once('`'))
+        .filter(|(field, _)| !field.is_empty())
     {
         return ConfigError::new(join(field), format!("is required{rest}"));
     }
     if let Some((field, _)) = reason
         .strip_prefix("unknown field `")
-        .and_then(|r| r.split_once('`'))
+        .and_then(|r| {
+            let end = ["`, expected", "`, there are"]
+                .iter()
+                .find_map(|tail| r.find(tail))
+                .or_else(|| r.rfind('`'))?;
+            Some((&r[..end], &r[end..]))
+        })
+        .filter(|(field, _)| !field.is_empty())
     {
         return ConfigError::new(join(field), reason);
     }

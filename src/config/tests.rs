@@ -406,3 +406,18 @@ fn ipv4_mapped_cidrs_are_held_as_ipv4() {
     assert_eq!(trusted, ["127.0.0.1/32", "10.0.0.0/8", "2001:db8::/32"]);
     assert_eq!(edge.exempt[0].to_string(), "192.0.2.0/24");
 }
+
+/// A field name holding backticks is still reported at its path, not as a pathless error.
+#[test]
+fn unknown_field_named_with_backticks_has_its_path() {
+    let e = parse_errors("\"`\"(:");
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(e[0].starts_with("`: unknown field ```"), "{e:?}");
+    let e = parse_errors(&format!(
+        "{BASE}\nedge: {{ limit: 1, per: 1s, \"a`b\": 3 }}\n"
+    ));
+    assert!(
+        e.iter().any(|e| e.starts_with("edge.a`b: unknown field")),
+        "{e:?}"
+    );
+}
