@@ -25,6 +25,12 @@
 -- Returns integers, per request in turn: {all admitted (0|1), the clock (Unix ms), ne, per
 -- entry {n, its script's n reply values}, nq, per quota {admitted, remaining, retry-after ms
 -- (-1 = never), ms until the window ends}}.
+--
+-- Several requests whose entries all use a scalable algorithm (below) are decided in closed form
+-- instead, and the reply is {-1, the clock, k = requests admitted (the first k), ne, per entry
+-- {m, the m values of its hash as read before the call (m = 0: no state)}, nq, per quota {tokens
+-- used before the call}}: src/quota/policy_script/replay.rs derives each request's decisions from
+-- that state with the algorithms' Rust mirrors, exactly as this script's loop would decide them.
 if redis.replicate_commands then redis.replicate_commands() end
 
 local real = redis
@@ -78,6 +84,7 @@ local function hmget(key, ...)
   end
   if complete then return out end
   local got = h.deleted and {} or real.call('HMGET', key, ...)
+  if not h.read then h.read = got end
   for i, f in ipairs(names) do
     if h.fields[f] == nil then h.fields[f] = got[i] or false end
     out[i] = h.fields[f]
@@ -247,7 +254,91 @@ local function decide(reply)
   end
 end
 
-local reply = {}
-for _ = 1, requests do decide(reply) end
+-- Closed form. An algorithm is scalable when m requests of cost c at one instant decide and
+-- leave state exactly as one request of cost m·c does (docs/redis.md#request-coalescing-always-on):
+-- token bucket, GCRA, fixed window and sliding window counter (codes in src/limit/algorithm.rs
+-- ALL). Not the sliding window log (one log entry per request) nor the leaky bucket (a cost
+-- beyond the burst may still fit in its delay).
+local SCALABLE = {[1] = true, [2] = true, [3] = true, [5] = true}
+
+-- Entry i decided as one request of m times its cost, its writes kept in e.writes.
+local function run(i, e, m)
+  local argv = {}
+  for j, v in ipairs(e.argv) do argv[j] = v end
+  argv[4] = string.format('%d', m * tonumber(e.argv[4]))
+  e.writes = {}
+  return ALGORITHMS[e.alg]({KEYS[i]}, argv, buffered(e.writes))[1] == 1
+end
+-- The most of n requests entry i admits in turn (0..n): monotone in m, so a binary search.
+local function fitting(i, e, n)
+  if run(i, e, n) then return n end
+  local lo, hi = 0, n - 1
+  while lo < hi do
+    local mid = math.floor((lo + hi + 1) / 2)
+    if run(i, e, mid) then lo = mid else hi = mid - 1 end
+  end
+  return lo
+end
+
+local function closed_form()
+  local k = requests
+  for i, e in ipairs(entries) do
+    e.fit = fitting(i, e, requests)
+    if not e.shadow and e.fit < k then k = e.fit end
+  end
+  local quotas = {}
+  for i = 1, nq do
+    local limit = tonumber(ARGV[at + 1 + 2 * i])
+    local s, e = window(ARGV[at + 2 * i])
+    local key = KEYS[ne + i] .. ':' .. string.format('%d', s)
+    local used = tonumber(real.call('GET', key) or '0')
+    local fit = requests
+    if cost > 0 then fit = math.max(math.floor((limit - used) / cost), 0) end
+    if fit < k then k = fit end
+    quotas[i] = {key, e - now, used}
+  end
+  -- Debits: an entry takes its share of the k admitted requests (a shadow entry only those it
+  -- admitted itself); one that refused the first request keeps what its refusal wrote.
+  for i, e in ipairs(entries) do
+    local d = k
+    if e.shadow and e.fit < k then d = e.fit end
+    if d > 0 then
+      run(i, e, d)
+      apply(e.writes)
+    elseif not run(i, e, 1) then
+      apply(e.writes)
+    end
+  end
+  if k > 0 then
+    for _, q in ipairs(quotas) do
+      real.call('INCRBY', q[1], k * cost)
+      real.call('PEXPIRE', q[1], q[2])
+    end
+  end
+  local reply = {-1, now, k, ne}
+  for i = 1, ne do
+    local read = hashes[KEYS[i]] and hashes[KEYS[i]].read or {}
+    if read[1] then
+      reply[#reply + 1] = #read
+      for _, v in ipairs(read) do reply[#reply + 1] = tonumber(v) end
+    else
+      reply[#reply + 1] = 0
+    end
+  end
+  reply[#reply + 1] = nq
+  for _, q in ipairs(quotas) do reply[#reply + 1] = q[3] end
+  return reply
+end
+
+local scalable = requests > 1
+for _, e in ipairs(entries) do scalable = scalable and SCALABLE[e.alg] == true end
+
+local reply
+if scalable then
+  reply = closed_form()
+else
+  reply = {}
+  for _ = 1, requests do decide(reply) end
+end
 for _, key in ipairs(touched) do write_back(key) end
 return reply

@@ -831,7 +831,136 @@ fn run_policy_n(
     let reply: Vec<i64> = inv
         .invoke(con)
         .unwrap_or_else(|e| panic!("{}: {e}", call.tenant));
-    policy::parse_batches(&reply, &[call.rate.limit], n).expect("reply shape")
+    let key = policy::CallKey { keys, args };
+    policy::decode_reply(&reply, &key, n).expect("reply shape")
+}
+
+/// `lua/policy.lua` over `entries` (and a quota part) deciding `n` requests at `now`: each
+/// request's decisions, and whether the script answered in closed form.
+fn run_entries_n(
+    con: &mut redis::Connection,
+    entries: &[policy::LimitEntry],
+    quotas: Option<policy::QuotaPart<'_>>,
+    now: u64,
+    n: usize,
+) -> (Vec<policy::BatchDecision>, bool) {
+    let refs: Vec<&policy::LimitEntry> = entries.iter().collect();
+    let (keys, mut args) = policy::batch_keys_and_args("ref", &refs, quotas, Some(now));
+    let at = args.len() - 2;
+    args[at] = n.to_string();
+    let script = redis::Script::new(policy::policy_script().source());
+    let mut inv = script.prepare_invoke();
+    for k in &keys {
+        inv.key(k);
+    }
+    for a in &args {
+        inv.arg(a);
+    }
+    let reply: Vec<i64> = inv.invoke(con).expect("policy call");
+    let key = policy::CallKey { keys, args };
+    let decisions = policy::decode_reply(&reply, &key, n).expect("reply shape");
+    (decisions, reply.first() == Some(&-1))
+}
+
+/// Several entries (random algorithms, costs, shadow entries, earlier traffic, a calendar
+/// quota) with a coalesced request count: whether the script answers in closed form (every
+/// entry's algorithm scalable) or request by request, the decisions and the state left are
+/// those of n consecutive calls at the same instant.
+#[test]
+fn several_entries_decided_together_match_consecutive_calls() {
+    let redis = RedisServer::start();
+    let mut con = redis.conn();
+    let mut rng = StdRng::seed_from_u64(0x5ca1_ab1e);
+    let base = redis_now_ms(&mut con);
+    let scalable = [
+        Algorithm::TokenBucket,
+        Algorithm::Gcra,
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindowCounter,
+    ];
+    let quota: &'static [CalendarQuota] = Box::leak(Box::new([CalendarQuota {
+        limit: 9,
+        period: Period::Day,
+    }]));
+    let (mut closed, mut admitted, mut refused) = (0, 0, 0);
+    for case in 0..240u64 {
+        let specs: Vec<(Algorithm, Rate, u64, bool)> = (0..rng.random_range(1..=4))
+            .map(|_| {
+                let alg = if rng.random_bool(0.85) {
+                    scalable[rng.random_range(0..scalable.len())]
+                } else {
+                    Algorithm::ALL[rng.random_range(0..Algorithm::ALL.len())]
+                };
+                let rate = Rate::new(
+                    rng.random_range(1..=20),
+                    3_600_000,
+                    rng.random_range(1..=12),
+                );
+                let over = u64::from(rng.random_bool(0.05));
+                let cost = rng.random_range(1..=rate.burst.min(3) + over);
+                (alg, rate, cost, rng.random_bool(0.2))
+            })
+            .collect();
+        let entries = |tenant: &str| -> Vec<policy::LimitEntry> {
+            specs
+                .iter()
+                .enumerate()
+                .map(|(i, (alg, rate, cost, shadow))| policy::LimitEntry {
+                    key: format!("ref:{{{tenant}}}:e{i}"),
+                    algorithm: *alg,
+                    rate: *rate,
+                    cost: *cost,
+                    max_delay_ms: if *alg == Algorithm::LeakyBucket {
+                        2_000
+                    } else {
+                        0
+                    },
+                    shadow: *shadow,
+                })
+                .collect()
+        };
+        let tenants = [format!("n{case}"), format!("s{case}")];
+        let quota_cost = rng.random_range(1..=3);
+        let part = |t: &'static str| {
+            (case % 3 == 0).then_some(policy::QuotaPart {
+                tenant: t,
+                quotas: quota,
+                cost: quota_cost,
+            })
+        };
+        let [together, apart]: [&'static str; 2] = tenants.map(|t| &*Box::leak(t.into_boxed_str()));
+        let (te, ae) = (entries(together), entries(apart));
+        let now = base + case * 10;
+        // Earlier traffic, the same on both sides.
+        for _ in 0..rng.random_range(0..6) {
+            run_entries_n(&mut con, &te, part(together), now - 5, 1);
+            run_entries_n(&mut con, &ae, part(apart), now - 5, 1);
+        }
+        let n = rng.random_range(2..=10usize);
+        let (batch, in_closed_form) = run_entries_n(&mut con, &te, part(together), now, n);
+        closed += usize::from(in_closed_form);
+        for (i, got) in batch.into_iter().enumerate() {
+            let (mut one, _) = run_entries_n(&mut con, &ae, part(apart), now, 1);
+            let one = one.remove(0);
+            if one.admitted {
+                admitted += 1
+            } else {
+                refused += 1
+            }
+            assert_eq!(got, one, "case {case} ({specs:?}) request {i} of {n}");
+        }
+        let later = now + 200_000;
+        assert_eq!(
+            run_entries_n(&mut con, &te, part(together), later, 1).0,
+            run_entries_n(&mut con, &ae, part(apart), later, 1).0,
+            "case {case} ({specs:?}): state after {n}"
+        );
+    }
+    assert!(closed > 120, "closed form in {closed} of 240 cases");
+    assert!(
+        admitted > 200 && refused > 200,
+        "{admitted} admitted, {refused} refused"
+    );
 }
 
 /// `lua/policy.lua` deciding n requests in one call (coalesced requests) answers and leaves

@@ -152,9 +152,8 @@ def start_variant(ctx, v, backend, redis, g_limit=None, traefik_redis=None):
         extra["lease_tokens"] = a.lease_tokens
     else:
         raise BenchError(f"unknown variant {v}")
-    if extra.get("redis") and v != "R":
-        # Exact decisions of one tenant in flight together share a script call. A request that
-        # rules apply to (R) is decided alone: one lua/policy.lua call per request. M's rate
+    if extra.get("redis"):
+        # Exact decisions of one tenant in flight together share a script call. M's rate
         # decision is coalesced as F's; its lease calls (acquire, release) are one per request.
         extra["coalescing"] = True
     if redis is not None:

@@ -69,15 +69,10 @@ impl QuotaService {
         }
     }
 
-    /// One guarded policy-script call for a request with call identity `key` (entries of these
-    /// `limits`), coalesced with identical calls in flight on this instance; retried once on
+    /// One guarded policy-script call for a request with call identity `key`, coalesced with identical calls in flight on this instance; retried once on
     /// a connection error (only: unlike the token bucket path, not on `NotMaster`) within
     /// `redis.timeout_ms`. Errors: the failure policy's wait (ms).
-    pub(super) async fn ask_policy(
-        &self,
-        key: &CallKey,
-        limits: &[u64],
-    ) -> Result<BatchDecision, u64> {
+    pub(super) async fn ask_policy(&self, key: &CallKey) -> Result<BatchDecision, u64> {
         let call = |n: usize| async move {
             let script = policy::policy_script();
             let args = key.args_for(n);
@@ -85,7 +80,7 @@ impl QuotaService {
                 .redis
                 .eval::<Vec<i64>, _>(script, &key.keys, &args)
                 .await?;
-            policy::parse_batches(&reply, limits, n).ok_or(RedisFault::Other)
+            policy::decode_reply(&reply, key, n).ok_or(RedisFault::Other)
         };
         let answer = self
             .guarded()
@@ -108,7 +103,7 @@ impl QuotaService {
         let call = self.policy_call(q);
         let entry = call.entry(self.redis.key_prefix());
         let key = policy::call_key(self.redis.key_prefix(), &[&entry], Some(call.quota_part()));
-        let d = match self.ask_policy(&key, &[q.rate.limit]).await {
+        let d = match self.ask_policy(&key).await {
             Ok(b) => PolicyDecision::from_batch(b),
             Err(retry_in_ms) => return self.policy_fallback(q, retry_in_ms),
         };

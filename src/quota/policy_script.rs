@@ -305,6 +305,18 @@ fn entry_outcome(v: &[i64], limit: u64) -> (Outcome, Option<TatState>) {
     (outcome, reservation)
 }
 
+/// Decodes the reply of `lua/policy.lua` to the call `key` deciding `requests` requests: in
+/// closed form ([`replay`]) or one block per request ([`parse_batches`]). `None` when it has an
+/// unexpected shape.
+pub fn decode_reply(reply: &[i64], key: &CallKey, requests: usize) -> Option<Vec<BatchDecision>> {
+    let spec = replay::CallSpec::parse(&key.args)?;
+    if reply.first() == Some(&-1) {
+        return replay::replay(reply, &spec, requests);
+    }
+    let limits: Vec<u64> = spec.entries.iter().map(|e| e.rate.limit).collect();
+    parse_batches(reply, &limits, requests)
+}
+
 /// Parses the reply of `lua/policy.lua` deciding `requests` requests over entries of these
 /// `limits` (tokens per period, in call order): each request's decision, in turn; `None` when
 /// it has an unexpected shape.
@@ -371,6 +383,8 @@ impl PolicyDecision {
 pub fn parse_reply(reply: &[i64], limit: u64) -> Option<PolicyDecision> {
     parse_batch(reply, &[limit]).map(PolicyDecision::from_batch)
 }
+
+pub mod replay;
 
 #[cfg(test)]
 mod tests;

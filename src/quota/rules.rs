@@ -136,9 +136,8 @@ impl QuotaService {
     /// One guarded call of the policy script over `members` (and the tier's quotas, when its
     /// main limit is among them).
     async fn ask_group(&self, members: &[&LimitEntry], quotas: Option<QuotaPart<'_>>) -> Asked {
-        let limits: Vec<u64> = members.iter().map(|e| e.rate.limit).collect();
         let key = policy::call_key(self.redis.key_prefix(), members, quotas);
-        match self.ask_policy(&key, &limits).await {
+        match self.ask_policy(&key).await {
             Ok(value) => Asked::Answered(value),
             Err(retry_in_ms) => Asked::Failed { retry_in_ms },
         }

@@ -1,0 +1,192 @@
+//! The closed-form reply of `lua/policy.lua` for a coalesced call: the script decides how many
+//! of the `n` identical requests are admitted (the first `k`) and returns each entry's state as
+//! it read it; every request's decisions are derived here by running the algorithms' Rust
+//! mirrors ([`crate::limit::algorithm::decide`], the same steps as the Lua scripts) over that
+//! state one request after another, exactly as the script's own per-request loop would.
+
+use super::BatchDecision;
+use crate::limit::algorithm::{self, AlgoState, Algorithm};
+use crate::limit::calendar::{self, CalendarQuota, Period};
+use crate::limit::fixed_window::WindowState;
+use crate::limit::gcra::TatState;
+use crate::limit::sliding_window_counter::CounterState;
+use crate::limit::token_bucket::TokenBucketState;
+use crate::limit::Rate;
+
+/// One entry of a policy call, as its arguments describe it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntrySpec {
+    pub algorithm: Algorithm,
+    pub shadow: bool,
+    pub rate: Rate,
+    /// Tokens each request takes.
+    pub cost: u64,
+    /// `leaky_bucket` only.
+    pub max_delay_ms: u64,
+}
+
+/// What a policy call decides, read back from its ARGV (layout in `lua/policy.lua`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallSpec {
+    pub entries: Vec<EntrySpec>,
+    /// Tokens each request takes from every quota.
+    pub quota_cost: u64,
+    pub quotas: Vec<CalendarQuota>,
+}
+
+impl CallSpec {
+    /// Parses a policy call's ARGV; `None` when it is not one.
+    pub fn parse(args: &[String]) -> Option<CallSpec> {
+        let mut it = args.iter();
+        let mut num = || it.next()?.parse::<u64>().ok();
+        let ne = num()?;
+        let mut entries = Vec::new();
+        for _ in 0..ne {
+            let code = num()? as usize;
+            let shadow = num()? == 1;
+            let m = num()?;
+            let values: Vec<u64> = (0..m).map(|_| num()).collect::<Option<_>>()?;
+            let [limit, per_ms, burst, cost] = values.get(..4)?.try_into().ok()?;
+            entries.push(EntrySpec {
+                algorithm: *Algorithm::ALL.get(code.checked_sub(1)?)?,
+                shadow,
+                rate: Rate::new(limit, per_ms, burst),
+                cost,
+                max_delay_ms: values.get(4).copied().unwrap_or(0),
+            });
+        }
+        let quota_cost = num()?;
+        let nq = num()?;
+        let mut quotas = Vec::new();
+        for _ in 0..nq {
+            let period = Period::parse(it.next()?)?;
+            let limit = it.next()?.parse().ok()?;
+            quotas.push(CalendarQuota { limit, period });
+        }
+        Some(CallSpec {
+            entries,
+            quota_cost,
+            quotas,
+        })
+    }
+}
+
+/// An entry's state from the values of its hash as the script read them (empty: no state), in
+/// the order its script reads them; `None` for a shape the algorithm never stores.
+fn state(alg: Algorithm, v: &[u64]) -> Option<Option<AlgoState>> {
+    if v.is_empty() {
+        return Some(None);
+    }
+    let s = match (alg, v) {
+        (Algorithm::TokenBucket, &[level, scale, last_ms]) => {
+            AlgoState::TokenBucket(TokenBucketState {
+                level,
+                scale,
+                last_ms,
+            })
+        }
+        (Algorithm::Gcra, &[tat_ms, rem, scale]) => {
+            AlgoState::Gcra(TatState { tat_ms, rem, scale })
+        }
+        (Algorithm::FixedWindow, &[start_ms, count]) => {
+            AlgoState::FixedWindow(WindowState { start_ms, count })
+        }
+        (Algorithm::SlidingWindowCounter, &[start_ms, cur, prev]) => {
+            AlgoState::SlidingWindowCounter(CounterState {
+                start_ms,
+                cur,
+                prev,
+            })
+        }
+        _ => return None,
+    };
+    Some(Some(s))
+}
+
+/// Each of `n` requests' decisions from a closed-form reply (`-1, clock, k, ne, per entry {m,
+/// values}, nq, per quota {used}`) of a call described by `spec`. `None` when the reply has an
+/// unexpected shape or the derived decisions do not admit exactly the first `k`.
+pub fn replay(reply: &[i64], spec: &CallSpec, n: usize) -> Option<Vec<BatchDecision>> {
+    let nonneg = |v: &i64| u64::try_from(*v).ok();
+    let (&marker, rest) = reply.split_first()?;
+    let [now, k, ne] = rest
+        .get(..3)?
+        .iter()
+        .map(nonneg)
+        .collect::<Option<Vec<_>>>()?[..]
+    else {
+        return None;
+    };
+    if marker != -1 || ne as usize != spec.entries.len() {
+        return None;
+    }
+    let mut at = 4;
+    let mut states = Vec::with_capacity(spec.entries.len());
+    for e in &spec.entries {
+        let m = nonneg(reply.get(at)?)? as usize;
+        let values: Vec<u64> = reply
+            .get(at + 1..at + 1 + m)?
+            .iter()
+            .map(nonneg)
+            .collect::<Option<_>>()?;
+        states.push(state(e.algorithm, &values)?);
+        at += 1 + m;
+    }
+    let nq = nonneg(reply.get(at)?)? as usize;
+    let mut used: Vec<u64> = reply
+        .get(at + 1..)?
+        .iter()
+        .map(nonneg)
+        .collect::<Option<_>>()?;
+    if nq != spec.quotas.len() || used.len() != nq {
+        return None;
+    }
+    let ends: Vec<u64> = spec.quotas.iter().map(|q| q.period.window(now).1).collect();
+
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut next = states.clone();
+        let entries: Vec<_> = spec
+            .entries
+            .iter()
+            .zip(next.iter_mut())
+            .map(|(e, s)| {
+                let o = algorithm::decide(e.algorithm, s, now, &e.rate, e.cost, e.max_delay_ms);
+                (o, None)
+            })
+            .collect();
+        let quotas: Vec<_> = spec
+            .quotas
+            .iter()
+            .zip(&used)
+            .zip(&ends)
+            .map(|((q, u), end)| calendar::decide(*u, q.limit, spec.quota_cost, now, *end))
+            .collect();
+        let admitted = spec
+            .entries
+            .iter()
+            .zip(&entries)
+            .all(|(e, (o, _))| e.shadow || o.decision.admitted)
+            && quotas.iter().all(|d| d.admitted);
+        // As the script applies writes: every entry's when all admit, else a refusing one's.
+        for ((s, n), (o, _)) in states.iter_mut().zip(next).zip(&entries) {
+            if admitted || !o.decision.admitted {
+                *s = n;
+            }
+        }
+        if admitted {
+            used.iter_mut().for_each(|u| *u += spec.quota_cost);
+        }
+        out.push(BatchDecision {
+            admitted,
+            now_ms: now,
+            entries,
+            quotas,
+        });
+    }
+    let admitted = out.iter().take_while(|d| d.admitted).count();
+    (admitted as u64 == k && out.iter().skip(admitted).all(|d| !d.admitted)).then_some(out)
+}
+
+#[cfg(test)]
+mod tests;
