@@ -270,8 +270,12 @@ local function run(i, e, m)
   return ALGORITHMS[e.alg]({KEYS[i]}, argv, buffered(e.writes))[1] == 1
 end
 -- The most of n requests entry i admits in turn (0..n): monotone in m, so a binary search.
+-- When all n fit, their writes are kept (e.all_writes) for the debit of the whole batch.
 local function fitting(i, e, n)
-  if run(i, e, n) then return n end
+  if run(i, e, n) then
+    e.all_writes = e.writes
+    return n
+  end
   local lo, hi = 0, n - 1
   while lo < hi do
     local mid = math.floor((lo + hi + 1) / 2)
@@ -302,7 +306,9 @@ local function closed_form()
   for i, e in ipairs(entries) do
     local d = k
     if e.shadow and e.fit < k then d = e.fit end
-    if d > 0 then
+    if d == requests and e.all_writes then
+      apply(e.all_writes)
+    elseif d > 0 then
       run(i, e, d)
       apply(e.writes)
     elseif not run(i, e, 1) then

@@ -114,7 +114,7 @@ def instructions(ctx):
     if not variants:
         raise BenchError(f"instructions: none of {a.variants} is one of {''.join(SUPPORTED)}")
     backend = start_backend(ctx)
-    redis = start_redis(ctx) if any(v in ("F", "G", "L") for v in variants) else None
+    redis = start_redis(ctx) if any(v in ("F", "G", "L", "R", "M") for v in variants) else None
     n1, n2 = a.requests_small, a.requests_large
     runs = {}
     for v in variants:

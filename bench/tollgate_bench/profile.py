@@ -41,7 +41,7 @@ def profile(ctx):
                              f"inferno: cargo install inferno)")
     variants = [v for v in parse_variants(a.variants) if v not in ("A", "B", "C")]
     backend = start_backend(ctx)
-    redis = start_redis(ctx) if any(v in ("F", "G", "L") for v in variants) else None
+    redis = start_redis(ctx) if any(v in ("F", "G", "L", "R", "M") for v in variants) else None
     traefik_redis = start_redis(ctx, "redis-traefik") if "T" in variants else None
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out_dir = Path(a.results_dir)

@@ -99,7 +99,8 @@ pub struct QuotaService {
     /// Exact token-bucket calls of one tenant in flight together become one call.
     coalesce: coalesce::Coalescer<coalesce::BucketKey, Decision>,
     /// Identical policy-script calls (same KEYS and ARGV) in flight together become one call.
-    policy_coalesce: coalesce::Coalescer<policy_script::CallKey, policy_script::BatchDecision>,
+    policy_coalesce:
+        coalesce::Coalescer<std::sync::Arc<policy_script::CallKey>, policy_script::BatchDecision>,
     fleet: Arc<Fleet>,
     /// Leased tokens of `lease` tiers (times on `epoch`).
     leases: Arc<lease::LeaseStore>,

@@ -18,6 +18,7 @@ use crate::response::{QuotaReport, ReportKind};
 use crate::store::redis::client::RedisFault;
 use crate::store::redis::guarded::{Answered, Budget, RetryOn};
 use crate::store::redis::keys::main_key;
+use std::sync::Arc;
 
 /// What a policy decision adds to the main limit's decision.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -69,10 +70,14 @@ impl QuotaService {
         }
     }
 
-    /// One guarded policy-script call for a request with call identity `key`, coalesced with identical calls in flight on this instance; retried once on
-    /// a connection error (only: unlike the token bucket path, not on `NotMaster`) within
-    /// `redis.timeout_ms`. Errors: the failure policy's wait (ms).
-    pub(super) async fn ask_policy(&self, key: &CallKey) -> Result<BatchDecision, u64> {
+    /// One guarded policy-script call for a request with call identity `key`, coalesced with
+    /// identical calls in flight on this instance; retried once on a connection error (only:
+    /// unlike the token bucket path, not on `NotMaster`) within `redis.timeout_ms`. Errors: the
+    /// failure policy's wait (ms).
+    pub(super) async fn ask_policy(&self, key: CallKey) -> Result<BatchDecision, u64> {
+        // Shared, not copied, by every attempt and by the coalescer's queue.
+        let key = Arc::new(key);
+        let key = &key;
         let call = |n: usize| async move {
             let script = policy::policy_script();
             let args = key.args_for(n);
@@ -80,7 +85,7 @@ impl QuotaService {
                 .redis
                 .eval::<Vec<i64>, _>(script, &key.keys, &args)
                 .await?;
-            policy::decode_reply(&reply, key, n).ok_or(RedisFault::Other)
+            policy::decode_reply(&reply, key.as_ref(), n).ok_or(RedisFault::Other)
         };
         let answer = self
             .guarded()
@@ -103,7 +108,7 @@ impl QuotaService {
         let call = self.policy_call(q);
         let entry = call.entry(self.redis.key_prefix());
         let key = policy::call_key(self.redis.key_prefix(), &[&entry], Some(call.quota_part()));
-        let d = match self.ask_policy(&key).await {
+        let d = match self.ask_policy(key).await {
             Ok(b) => PolicyDecision::from_batch(b),
             Err(retry_in_ms) => return self.policy_fallback(q, retry_in_ms),
         };

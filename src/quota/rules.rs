@@ -137,7 +137,7 @@ impl QuotaService {
     /// main limit is among them).
     async fn ask_group(&self, members: &[&LimitEntry], quotas: Option<QuotaPart<'_>>) -> Asked {
         let key = policy::call_key(self.redis.key_prefix(), members, quotas);
-        match self.ask_policy(&key).await {
+        match self.ask_policy(key).await {
             Ok(value) => Asked::Answered(value),
             Err(retry_in_ms) => Asked::Failed { retry_in_ms },
         }
