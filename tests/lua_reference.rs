@@ -831,8 +831,7 @@ fn run_policy_n(
     let reply: Vec<i64> = inv
         .invoke(con)
         .unwrap_or_else(|e| panic!("{}: {e}", call.tenant));
-    let key = policy::CallKey { keys, args };
-    policy::decode_reply(&reply, &key, n).expect("reply shape")
+    policy::decode_reply(&reply, args.iter().map(String::as_str), n).expect("reply shape")
 }
 
 /// `lua/policy.lua` over `entries` (and a quota part) deciding `n` requests at `now`: each
@@ -857,8 +856,8 @@ fn run_entries_n(
         inv.arg(a);
     }
     let reply: Vec<i64> = inv.invoke(con).expect("policy call");
-    let key = policy::CallKey { keys, args };
-    let decisions = policy::decode_reply(&reply, &key, n).expect("reply shape");
+    let decisions =
+        policy::decode_reply(&reply, args.iter().map(String::as_str), n).expect("reply shape");
     (decisions, reply.first() == Some(&-1))
 }
 

@@ -85,7 +85,7 @@ impl QuotaService {
                 .redis
                 .eval::<Vec<i64>, _>(script, &key.keys, &args)
                 .await?;
-            policy::decode_reply(&reply, key.as_ref(), n).ok_or(RedisFault::Other)
+            policy::decode_reply(&reply, key.arg_list(), n).ok_or(RedisFault::Other)
         };
         let answer = self
             .guarded()

@@ -178,21 +178,27 @@ pub struct BatchDecision {
 }
 
 /// A policy call's identity: its KEYS and ARGV (for one request). Requests whose calls are
-/// equal are decided by one call of `lua/policy.lua` with a request count.
+/// equal are decided by one call of `lua/policy.lua` with a request count. The arguments are
+/// kept as one text, each followed by a space (they are numbers and period names), so building,
+/// hashing and comparing an identity per request costs one string, not one per argument.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CallKey {
     pub keys: Vec<String>,
-    pub args: Vec<String>,
+    /// ARGV without the request count, each argument followed by one space.
+    pub args: String,
 }
 
 impl CallKey {
-    /// ARGV deciding `requests` such requests in turn (the count is the argument before the
-    /// optional test clock, which a coalesced call never has).
+    /// The arguments without the request count.
+    pub fn arg_list(&self) -> impl Iterator<Item = &str> {
+        self.args.split_terminator(' ')
+    }
+
+    /// ARGV deciding `requests` such requests in turn (the count is the last argument: a
+    /// coalesced call has no test clock).
     pub fn args_for(&self, requests: usize) -> Vec<String> {
-        let mut args = self.args.clone();
-        if let Some(last) = args.last_mut() {
-            *last = requests.to_string();
-        }
+        let mut args: Vec<String> = self.arg_list().map(str::to_string).collect();
+        args.push(requests.to_string());
         args
     }
 }
@@ -211,7 +217,38 @@ pub fn keys_and_args(
 /// The identity of a policy call for one request, without a test clock: see
 /// [`batch_keys_and_args`].
 pub fn call_key(prefix: &str, entries: &[&LimitEntry], quotas: Option<QuotaPart<'_>>) -> CallKey {
-    let (keys, args) = batch_keys_and_args(prefix, entries, quotas, None);
+    use std::fmt::Write;
+    let mut keys: Vec<String> = entries.iter().map(|e| e.key.clone()).collect();
+    let mut args = String::with_capacity(16 + 40 * entries.len());
+    let mut put = |v: &dyn std::fmt::Display| {
+        let _ = write!(args, "{v} ");
+    };
+    put(&entries.len());
+    for e in entries {
+        let r = &e.rate;
+        let leaky = e.algorithm == Algorithm::LeakyBucket;
+        put(&e.code());
+        put(&u8::from(e.shadow));
+        put(&(4 + usize::from(leaky)));
+        for v in [r.limit, r.per_ms, r.burst, e.cost] {
+            put(&v);
+        }
+        if leaky {
+            put(&e.max_delay_ms);
+        }
+    }
+    let q = quotas.unwrap_or(QuotaPart {
+        tenant: "",
+        quotas: &[],
+        cost: 0,
+    });
+    put(&q.cost);
+    put(&q.quotas.len());
+    for quota in q.quotas {
+        keys.push(quota_base_key(prefix, q.tenant, quota.period));
+        put(&quota.period.as_str());
+        put(&quota.limit);
+    }
     CallKey { keys, args }
 }
 
@@ -223,36 +260,12 @@ pub fn batch_keys_and_args(
     quotas: Option<QuotaPart<'_>>,
     test_now_ms: Option<u64>,
 ) -> (Vec<String>, Vec<String>) {
-    let mut keys: Vec<String> = entries.iter().map(|e| e.key.clone()).collect();
-    let mut args = vec![entries.len().to_string()];
-    for e in entries {
-        let r = &e.rate;
-        let mut main = vec![r.limit, r.per_ms, r.burst, e.cost];
-        if e.algorithm == Algorithm::LeakyBucket {
-            main.push(e.max_delay_ms);
-        }
-        args.push(e.code().to_string());
-        args.push(u8::from(e.shadow).to_string());
-        args.push(main.len().to_string());
-        args.extend(main.iter().map(u64::to_string));
-    }
-    let q = quotas.unwrap_or(QuotaPart {
-        tenant: "",
-        quotas: &[],
-        cost: 0,
-    });
-    args.push(q.cost.to_string());
-    args.push(q.quotas.len().to_string());
-    for quota in q.quotas {
-        keys.push(quota_base_key(prefix, q.tenant, quota.period));
-        args.push(quota.period.as_str().to_string());
-        args.push(quota.limit.to_string());
-    }
-    args.push("1".to_string());
+    let key = call_key(prefix, entries, quotas);
+    let mut args = key.args_for(1);
     if let Some(now) = test_now_ms {
         args.push(now.to_string());
     }
-    (keys, args)
+    (key.keys, args)
 }
 
 /// KEYS and ARGV of `lua/refund.lua` giving back the debits of `entries` and of `quotas` (a
@@ -305,11 +318,16 @@ fn entry_outcome(v: &[i64], limit: u64) -> (Outcome, Option<TatState>) {
     (outcome, reservation)
 }
 
-/// Decodes the reply of `lua/policy.lua` to the call `key` deciding `requests` requests: in
+/// Decodes the reply of `lua/policy.lua` to a call with these arguments (the first ones
+/// suffice: the request count and a test clock are not read) deciding `requests` requests: in
 /// closed form ([`replay`]) or one block per request ([`parse_batches`]). `None` when it has an
 /// unexpected shape.
-pub fn decode_reply(reply: &[i64], key: &CallKey, requests: usize) -> Option<Vec<BatchDecision>> {
-    let spec = replay::CallSpec::parse(&key.args)?;
+pub fn decode_reply<'a>(
+    reply: &[i64],
+    args: impl IntoIterator<Item = &'a str>,
+    requests: usize,
+) -> Option<Vec<BatchDecision>> {
+    let spec = replay::CallSpec::parse(args)?;
     if reply.first() == Some(&-1) {
         return replay::replay(reply, &spec, requests);
     }

@@ -35,9 +35,10 @@ pub struct CallSpec {
 }
 
 impl CallSpec {
-    /// Parses a policy call's ARGV; `None` when it is not one.
-    pub fn parse(args: &[String]) -> Option<CallSpec> {
-        let mut it = args.iter();
+    /// Parses a policy call's ARGV (what follows the quotas is not read); `None` when it is
+    /// not one.
+    pub fn parse<'a>(args: impl IntoIterator<Item = &'a str>) -> Option<CallSpec> {
+        let mut it = args.into_iter();
         let mut num = || it.next()?.parse::<u64>().ok();
         let ne = num()?;
         let mut entries = Vec::new();

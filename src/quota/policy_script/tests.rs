@@ -105,7 +105,9 @@ fn batch_and_refund_layout() {
     ];
     assert_eq!(args, expected);
     let key = call_key("tg", &[&a, &b], None);
-    assert_eq!(key.args, expected);
+    assert_eq!(key.keys, k);
+    assert_eq!(key.args, expected[..expected.len() - 1].join(" ") + " ");
+    assert_eq!(key.arg_list().count(), expected.len() - 1);
     let three = key.args_for(3);
     assert_eq!(three[..three.len() - 1], expected[..expected.len() - 1]);
     assert_eq!(three.last().map(String::as_str), Some("3"));

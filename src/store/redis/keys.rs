@@ -62,14 +62,15 @@ const RULE_VALUE: &AsciiSet = &NON_ALPHANUMERIC
 /// past [`MAX_RULE_KEY_BYTES`] it is `sha256.<hex digest of that text>`. `parts` are (part as
 /// written in `key:`, value).
 pub fn rule_key_text(parts: &[(&str, &[u8])]) -> String {
-    let mut text = String::new();
+    use std::fmt::Write;
+    let mut text = String::with_capacity(64);
     for (i, (part, value)) in parts.iter().enumerate() {
         if i > 0 {
             text.push(':');
         }
         let (len, part) = (value.len(), percent_encode(part.as_bytes(), RULE_VALUE));
         let value = percent_encode(value, RULE_VALUE);
-        text.push_str(&format!("{part}={len}.{value}"));
+        let _ = write!(text, "{part}={len}.{value}");
     }
     if text.len() > MAX_RULE_KEY_BYTES {
         return format!("sha256.{}", hex::encode(Sha256::digest(text.as_bytes())));
@@ -91,7 +92,10 @@ pub fn rule_key(
 ) -> String {
     let suffix = alg.key_suffix();
     match tenant {
-        Some(t) => tenant_key(prefix, t, &format!("r:{rule}:{suffix}:{key}")),
+        Some(t) => format!(
+            "{prefix}:{{{}}}:r:{rule}:{suffix}:{key}",
+            tenant_id::encode(t)
+        ),
         None => format!("{prefix}:{{r:{rule}:{suffix}:{key}}}"),
     }
 }

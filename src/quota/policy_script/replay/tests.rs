@@ -39,7 +39,7 @@ fn a_call_spec_is_read_back_from_the_arguments_that_made_it() {
         cost: 2,
     };
     let (_, args) = batch_keys_and_args("p", &[&tb, &lb], Some(part), None);
-    let spec = CallSpec::parse(&args).unwrap();
+    let spec = CallSpec::parse(args.iter().map(String::as_str)).unwrap();
     assert_eq!(spec.entries.len(), 2);
     assert_eq!(
         spec.entries[0],
@@ -55,8 +55,8 @@ fn a_call_spec_is_read_back_from_the_arguments_that_made_it() {
     assert!(spec.entries[1].shadow);
     assert_eq!(spec.entries[1].max_delay_ms, 1500);
     assert_eq!((spec.quota_cost, spec.quotas.clone()), (2, quotas.to_vec()));
-    assert!(CallSpec::parse(&args[..3]).is_none());
-    assert!(CallSpec::parse(&["1".into(), "9".into()]).is_none());
+    assert!(CallSpec::parse(args[..3].iter().map(String::as_str)).is_none());
+    assert!(CallSpec::parse(["1", "9"]).is_none());
 }
 
 fn spec(entries: Vec<EntrySpec>, quota: Option<(u64, u64)>) -> CallSpec {
