@@ -14,6 +14,7 @@
     `docs/<name>.md section(s) <N>[, <M>, <N>-<M>, <N>/<M>]` where N looks like a section number
     (`1`, `4c`): the page must have a heading starting with that number (`## 4c.`, `### 4c.`).
 (c) A `README "<X>"` citation left in src/**/*.rs must name a heading of README.md.
+(d) A path (src/..., lua/..., docs/...) named in a comment of lua/**/*.lua must exist.
 
 Prints each broken link or citation as `file:line: ...` and exits 1 if there is any; 0 otherwise.
 Python 3 standard library only.
@@ -213,6 +214,16 @@ def main():
         for n, line in enumerate(open(os.path.join(root, rel), encoding="utf-8"), 1):
             for path in re.findall(r"`(src/[A-Za-z0-9_./-]+\.rs)`", line):
                 if not os.path.isfile(os.path.join(root, path)):
+                    errors.append("%s:%d: names %s, which does not exist" % (rel, n, path))
+
+    # Paths named in the Lua scripts' comments (src/..., lua/..., docs/...) exist.
+    for lua in sorted(glob.glob(os.path.join(root, "lua", "**", "*.lua"), recursive=True)):
+        rel = os.path.relpath(lua, root)
+        for n, line in enumerate(open(lua, encoding="utf-8"), 1):
+            if not line.lstrip().startswith("--"):
+                continue
+            for path in re.findall(r"\b((?:src|lua|docs)/[A-Za-z0-9_./-]*[A-Za-z0-9_])", line):
+                if not os.path.exists(os.path.join(root, path)):
                     errors.append("%s:%d: names %s, which does not exist" % (rel, n, path))
 
     for e in errors:

@@ -1,6 +1,5 @@
--- Token bucket refill shared by lua/token_bucket.lua, lua/pool_bucket.lua and lua/lease.lua, put
--- in front of each at build time (TOKEN_BUCKET_LUA in src/quota/redis_store.rs, POOL_BUCKET_LUA
--- in src/quota/pool_store.rs, LEASE_LUA in src/quota/lease.rs). Mirrors the refill of src/limit/token_bucket.rs.
+-- Token bucket refill shared by lua/token_bucket.lua, lua/pool_bucket.lua, lua/lease.lua and
+-- lua/usage_settle.lua, put in front of each at build time (src/store/redis/scripts.rs). Mirrors the refill of src/limit/token_bucket.rs.
 --
 -- refilled(level, old_scale, last, now, scale, limit, capacity) → level, rebased. Levels are in
 -- units of 1/scale token: `level` written with `old_scale` at `last` (ms) is rescaled to `scale`
