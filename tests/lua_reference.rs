@@ -817,21 +817,8 @@ fn run_policy_n(
     now: u64,
     n: usize,
 ) -> Vec<policy::BatchDecision> {
-    let (keys, mut args) = policy::keys_and_args("ref", call, Some(now));
-    let at = args.len() - 2; // the request count, before the test clock
-    args[at] = n.to_string();
-    let script = redis::Script::new(policy::policy_script().source());
-    let mut inv = script.prepare_invoke();
-    for k in &keys {
-        inv.key(k);
-    }
-    for a in &args {
-        inv.arg(a);
-    }
-    let reply: Vec<i64> = inv
-        .invoke(con)
-        .unwrap_or_else(|e| panic!("{}: {e}", call.tenant));
-    policy::decode_reply(&reply, args.iter().map(String::as_str), n).expect("reply shape")
+    let entry = call.entry("ref");
+    run_entries_n(con, &[entry], Some(call.quota_part()), now, n).0
 }
 
 /// `lua/policy.lua` over `entries` (and a quota part) deciding `n` requests at `now`: each
