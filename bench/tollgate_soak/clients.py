@@ -61,6 +61,8 @@ class H2Conn:
         self.writer = None
         self.streams = {}  # id -> [future, status, headers, body bytearray]
         self.dead = False
+        # Retired: takes no new stream, closes when its last stream has ended.
+        self.retired = False
         self.used = 0
         # Done when open() has finished: streams started meanwhile wait for it (or its error).
         self.opened = asyncio.get_running_loop().create_future()
@@ -138,7 +140,18 @@ class H2Conn:
         self.conn.send_headers(sid, hdrs, end_stream=True)
         self.writer.write(self.conn.data_to_send())
         self.used += 1
-        return await fut
+        try:
+            return await fut
+        finally:
+            if self.retired and not self.streams:
+                self.close()
+
+    def retire(self):
+        """Takes no new stream; closes once the streams in flight have ended (closing at once
+        would fail them: a client's own doing, not the gateway's)."""
+        self.retired = True
+        if not self.streams:
+            self.close()
 
     def close(self):
         self.dead = True

@@ -178,8 +178,9 @@ def scan(port, pattern):
             return keys
 
 
-def build_account(run, settled, duration):
-    """(report dict, lines) of the run. Each line: (name, ok, detail)."""
+def build_account(run, settled, duration, commit):
+    """(report dict, lines) of the run (`commit`: the checkout's commit when it started). Each
+    line: (name, ok, detail)."""
     st = run.load.stats
     lives = [life for gw in run.fleet.gateways for life in gw.lives]
     episodes = sum(1 + life.breaker_closes for life in lives)
@@ -281,7 +282,7 @@ def build_account(run, settled, duration):
         f"; errors: {fault_errors}" if fault_errors else ""))
 
     report = {
-        "minutes": duration / 60, "rate": run.load.rate, "commit": git_commit(),
+        "minutes": duration / 60, "rate": run.load.rate, "commit": commit,
         "load": {"sent": st.sent, "shed_by_generator": st.shed, "retried": st.retried,
                  "client_aborts": st.aborted, "addresses": len(st.addresses),
                  "tenants_seen": len(st.tenants), "by_kind": st.by_kind,
@@ -341,6 +342,7 @@ def main(argv=None):
             raise BenchError(f"{b} is not an executable (cargo build --release --bins, or pass "
                              "--tollgate-binary / --echo-binary)")
     duration = args.minutes * 60.0
+    commit = git_commit()  # now: the checkout may move on during a long run
     with Env(keep_tmp=args.keep_tmp) as env:
         run = Run(args, env)
         try:
@@ -348,7 +350,7 @@ def main(argv=None):
         except BaseException:
             env.keep_tmp = True
             raise
-        report, lines = build_account(run, settled, duration)
+        report, lines = build_account(run, settled, duration, commit)
         if not all(ok for _, ok, _ in lines):
             env.keep_tmp = True
     out = Path(args.out) if args.out else (

@@ -223,8 +223,10 @@ class Load:
             sent = self.clock()
             c = self.h2.get(gw.index)
             try:
-                if c is None or c.dead or c.used >= 500 or c.life is not gw.current:
-                    if c is not None:
+                if c is None or c.dead or c.retired or c.used >= 500 or c.life is not gw.current:
+                    if c is not None and c.life is gw.current:
+                        c.retire()  # worn out: its streams in flight are still answered
+                    elif c is not None:
                         c.close()
                     c = H2Conn(gw.port, gw.current)
                     self.h2[gw.index] = c
