@@ -296,8 +296,12 @@ local function closed_form()
     local s, e = window(ARGV[at + 2 * i])
     local key = KEYS[ne + i] .. ':' .. string.format('%d', s)
     local used = tonumber(real.call('GET', key) or '0')
-    local fit = requests
-    if cost > 0 then fit = math.max(math.floor((limit - used) / cost), 0) end
+    -- As the loop decides: admitted while used + cost <= limit.
+    local fit = 0
+    if used + cost <= limit then
+      fit = requests
+      if cost > 0 then fit = math.floor((limit - used) / cost) end
+    end
     if fit < k then k = fit end
     quotas[i] = {key, e - now, used}
   end
