@@ -20,6 +20,8 @@ CHURN_SETTINGS = ((600, 20), (900, 30))
 ANON_LIMIT_PER_MIN, ANON_BURST = 60, 10
 LOCAL_MAX_IN_FLIGHT = 8
 FLEET_SIZE = 3
+# redis.lease_ttl, in seconds: how long a fleet-wide lease lives unrenewed.
+LEASE_TTL_S = 10
 PER_S = 3600.0
 # The upstreams, as the gateways' metrics label them (`tollgate_upstream_in_flight{upstream}`).
 UPSTREAMS = ("echo", "ws", "grpc")
@@ -70,7 +72,7 @@ redis:
   key_prefix: "tollgate"
   timeout_ms: 250
   fleet_size: {FLEET_SIZE}
-  lease_ttl: 10s
+  lease_ttl: {LEASE_TTL_S}s
 edge:
   limit: 50
   per: 1s
