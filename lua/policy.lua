@@ -26,8 +26,8 @@
 -- entry {n, its script's n reply values}, nq, per quota {admitted, remaining, retry-after ms
 -- (-1 = never), ms until the window ends}}.
 --
--- Several requests whose entries all use a scalable algorithm (below) are decided in closed form
--- instead, and the reply is {-1, the clock, k = requests admitted (the first k), ne, per entry
+-- Several requests whose entries all use a scalable algorithm (below), each on its own key, are
+-- decided in closed form instead when the state read can be replayed (replayable), and the reply is {-1, the clock, k = requests admitted (the first k), ne, per entry
 -- {m, the m values of its hash as read before the call (m = 0: no state)}, nq, per quota {tokens
 -- used before the call}}: src/quota/policy_script/replay.rs derives each request's decisions from
 -- that state with the algorithms' Rust mirrors, exactly as this script's loop would decide them.
@@ -260,6 +260,31 @@ end
 -- ALL). Not the sliding window log (one log entry per request) nor the leaky bucket (a cost
 -- beyond the burst may still fit in its delay).
 local SCALABLE = {[1] = true, [2] = true, [3] = true, [5] = true}
+-- Per scalable algorithm: how many hash fields it reads, and which of them holds the scale the
+-- state was written with, with the argument it must equal (token bucket: s = per_ms; GCRA:
+-- s = limit). The reply returns the state read, for the gateway to replay.
+local FIELDS = {[1] = 3, [2] = 3, [3] = 2, [5] = 3}
+local SCALE = {[1] = {2, 2}, [2] = {3, 1}}
+
+-- Whether the state every entry read can be replayed by the gateway exactly as this script
+-- decides: every field a non-negative integer, written with the current scale. Anything else
+-- (a usage budget in debt, a state written before a reload changed the scale, a partial hash)
+-- is decided by the loop instead; nothing has been written yet.
+local function replayable()
+  for i, e in ipairs(entries) do
+    local h = hashes[KEYS[i]]
+    local read = h and h.read or {}
+    if read[1] then
+      for j = 1, FIELDS[e.alg] do
+        local v = tonumber(read[j])
+        if not v or v < 0 or v ~= math.floor(v) then return false end
+      end
+      local sc = SCALE[e.alg]
+      if sc and tonumber(read[sc[1]]) ~= tonumber(e.argv[sc[2]]) then return false end
+    end
+  end
+  return true
+end
 
 -- Entry i decided as one request of m times its cost, its writes kept in e.writes.
 local function run(i, e, m)
@@ -284,12 +309,14 @@ local function fitting(i, e, n)
   return lo
 end
 
+-- The closed-form reply, or nil when the state read is not replayable (then nothing is written).
 local function closed_form()
   local k = requests
   for i, e in ipairs(entries) do
     e.fit = fitting(i, e, requests)
     if not e.shadow and e.fit < k then k = e.fit end
   end
+  if not replayable() then return nil end
   local quotas = {}
   for i = 1, nq do
     local limit = tonumber(ARGV[at + 1 + 2 * i])
@@ -340,13 +367,17 @@ local function closed_form()
   return reply
 end
 
+-- Scalable entries, each on a key of its own (two entries on one key interleave their writes
+-- request by request, which only the loop does).
 local scalable = requests > 1
-for _, e in ipairs(entries) do scalable = scalable and SCALABLE[e.alg] == true end
+local keyed = {}
+for i, e in ipairs(entries) do
+  scalable = scalable and SCALABLE[e.alg] == true and not keyed[KEYS[i]]
+  keyed[KEYS[i]] = true
+end
 
-local reply
-if scalable then
-  reply = closed_form()
-else
+local reply = scalable and closed_form()
+if not reply then
   reply = {}
   for _ = 1, requests do decide(reply) end
 end
