@@ -27,8 +27,8 @@
 -- (-1 = never), ms until the window ends}}.
 --
 -- Several requests whose entries all use a scalable algorithm (below), each on its own key, are
--- decided in closed form instead when the state read can be replayed (replayable), and the reply is {-1, the clock, k = requests admitted (the first k), ne, per entry
--- {m, the m values of its hash as read before the call (m = 0: no state)}, nq, per quota {tokens
+-- decided in closed form instead when the state read can be replayed (replayable), and the
+-- reply is {-1, the clock, k = requests admitted (the first k), ne, per entry {m, the m values of its hash as read before the call (m = 0: no state)}, nq, per quota {tokens
 -- used before the call}}: src/quota/policy_script/replay.rs derives each request's decisions from
 -- that state with the algorithms' Rust mirrors, exactly as this script's loop would decide them.
 if redis.replicate_commands then redis.replicate_commands() end
@@ -204,6 +204,13 @@ local function window(period)
   return days_from_civil(y, mo) * DAY, days_from_civil(ny, nm) * DAY
 end
 
+-- Quota i's counter key (this window's), limit, tokens used so far and ms until the window ends.
+local function quota(i)
+  local s, e = window(ARGV[at + 2 * i])
+  local key = KEYS[ne + i] .. ':' .. string.format('%d', s)
+  return key, tonumber(ARGV[at + 1 + 2 * i]), tonumber(real.call('GET', key) or '0'), e - now
+end
+
 -- Decides one request, appending its reply to `reply`.
 local function decide(reply)
   local all = true
@@ -215,12 +222,7 @@ local function decide(reply)
 
   local quotas = {}
   for i = 1, nq do
-    local period = ARGV[at + 2 * i]
-    local limit = tonumber(ARGV[at + 1 + 2 * i])
-    local s, e = window(period)
-    local key = KEYS[ne + i] .. ':' .. string.format('%d', s)
-    local used = tonumber(real.call('GET', key) or '0')
-    local to_end = e - now
+    local key, limit, used, to_end = quota(i)
     if used + cost <= limit then
       quotas[i] = {key, to_end, {1, limit - used - cost, 0, to_end}}
     else
@@ -270,10 +272,15 @@ local SCALE = {[1] = {2, 2}, [2] = {3, 1}}
 -- decides: every field a non-negative integer, written with the current scale. Anything else
 -- (a usage budget in debt, a state written before a reload changed the scale, a partial hash)
 -- is decided by the loop instead; nothing has been written yet.
+-- Entry i's hash values as first read from Redis ({} when never read).
+local function read_of(i)
+  local h = hashes[KEYS[i]]
+  return h and h.read or {}
+end
+
 local function replayable()
   for i, e in ipairs(entries) do
-    local h = hashes[KEYS[i]]
-    local read = h and h.read or {}
+    local read = read_of(i)
     if read[1] then
       for j = 1, FIELDS[e.alg] do
         local v = tonumber(read[j])
@@ -319,10 +326,7 @@ local function closed_form()
   if not replayable() then return nil end
   local quotas = {}
   for i = 1, nq do
-    local limit = tonumber(ARGV[at + 1 + 2 * i])
-    local s, e = window(ARGV[at + 2 * i])
-    local key = KEYS[ne + i] .. ':' .. string.format('%d', s)
-    local used = tonumber(real.call('GET', key) or '0')
+    local key, limit, used, to_end = quota(i)
     -- As the loop decides: admitted while used + cost <= limit.
     local fit = 0
     if used + cost <= limit then
@@ -330,7 +334,7 @@ local function closed_form()
       if cost > 0 then fit = math.floor((limit - used) / cost) end
     end
     if fit < k then k = fit end
-    quotas[i] = {key, e - now, used}
+    quotas[i] = {key, to_end, used}
   end
   -- Debits: an entry takes its share of the k admitted requests (a shadow entry only those it
   -- admitted itself); one that refused the first request keeps what its refusal wrote.
@@ -354,7 +358,7 @@ local function closed_form()
   end
   local reply = {-1, now, k, ne}
   for i = 1, ne do
-    local read = hashes[KEYS[i]] and hashes[KEYS[i]].read or {}
+    local read = read_of(i)
     if read[1] then
       reply[#reply + 1] = #read
       for _, v in ipairs(read) do reply[#reply + 1] = tonumber(v) end
