@@ -311,26 +311,42 @@ async fn a_websocket_holds_its_lease_until_closed() {
         .api_key(&api_key("k1"), "k1", "T")
         .yaml();
     let gw = Gateway::start(&yaml);
-    let mut ws = tokio::net::TcpStream::connect(gw.listen_addr())
-        .await
-        .unwrap();
     let request = format!(
         "GET /ws HTTP/1.1\r\nHost: gw.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nX-Api-Key: {}\r\n\r\n",
         api_key("k1")
     );
-    ws.write_all(request.as_bytes()).await.unwrap();
     let mut buf = vec![0u8; 4096];
-    let n = ws.read(&mut buf).await.unwrap();
-    let head = String::from_utf8_lossy(&buf[..n]).to_string();
-    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
-    // Bytes flow both ways, and the lease is held meanwhile.
-    ws.write_all(b"ping").await.unwrap();
-    let mut got = Vec::new();
-    while !got.ends_with(b"ping") {
+    // Pingora 0.9.1 sometimes ends a tunnel right after relaying the 101, when the backend's
+    // answer is read before the request's empty body (cloudflare/pingora#946; README "Known
+    // issues"). Such a tunnel must give its lease back like any closed one; then try again.
+    let mut tries = 0;
+    let ws = loop {
+        tries += 1;
+        let mut ws = tokio::net::TcpStream::connect(gw.listen_addr())
+            .await
+            .unwrap();
+        ws.write_all(request.as_bytes()).await.unwrap();
         let n = ws.read(&mut buf).await.unwrap();
-        assert!(n > 0, "closed early");
-        got.extend_from_slice(&buf[..n]);
-    }
+        let head = String::from_utf8_lossy(&buf[..n]).to_string();
+        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+        // Bytes flow both ways, and the lease is held meanwhile.
+        ws.write_all(b"ping").await.unwrap();
+        let mut got = Vec::new();
+        let mut open = true;
+        while open && !got.ends_with(b"ping") {
+            let n = ws.read(&mut buf).await.unwrap_or(0);
+            open = n > 0;
+            got.extend_from_slice(&buf[..n]);
+        }
+        if open {
+            break ws;
+        }
+        assert!(tries < 5, "every tunnel closed early");
+        assert!(
+            eventually(Duration::from_secs(5), || held(&redis) == 0).await,
+            "a tunnel closed early kept its lease"
+        );
+    };
     assert_eq!(held(&redis), 1);
     assert_eq!(get(&client(), &gw.url("/other")).await.status, 429);
     drop(ws);
