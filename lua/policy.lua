@@ -274,6 +274,7 @@ local SCALE = {[1] = {2, 2}, [2] = {3, 1}}
 -- is decided by the loop instead; nothing has been written yet.
 -- Entry i's hash values as first read from Redis ({} when never read).
 local function read_of(i)
+  if entries[i].read then return entries[i].read end
   local h = hashes[KEYS[i]]
   return h and h.read or {}
 end
@@ -292,6 +293,75 @@ local function replayable()
   end
   return true
 end
+
+-- Closed-form kernels of the token bucket and GCRA: the same arithmetic as their scripts
+-- (lua/token_bucket.lua, lua/gcra.lua with lua/lib/tat.lua) on the hash read once, without
+-- running the script through the buffering `redis` for every trial count. Each script decides
+-- "m requests of cost c" as one request of cost m*c; here `state` reads entry e's hash and sets
+-- its state in numbers, `fit` says how many of n such requests it admits, and `write` issues
+-- what the script would write for d admitted requests (d = 0: for one refused request).
+local function ceil_div(a, b) return idiv(a + b - 1, b) end
+local function int(x) return string.format('%d', x) end
+local KERNELS = {}
+KERNELS[1] = {
+  fields = {'l', 's', 't'},
+  state = function(e, read)
+    e.capacity = e.burst * e.per
+    e.level, e.rebased = e.capacity, false
+    if read[1] then
+      e.level, e.rebased = refilled(tonumber(read[1]), tonumber(read[2]), tonumber(read[3]), now,
+        e.per, e.limit, e.capacity)
+    end
+  end,
+  fit = function(e, n)
+    local need = e.cost * e.per
+    if need > e.capacity or e.level < need then return 0 end
+    return math.min(n, idiv(e.level, need))
+  end,
+  write = function(key, e, d)
+    local need = e.cost * e.per
+    local level = e.level - d * need
+    if d == 0 and not (e.rebased and need <= e.capacity and e.level < need) then return end
+    real.call('HSET', key, 'l', int(level), 's', int(e.per), 't', int(now))
+    -- the script's ceil_div (lua/token_bucket.lua)
+    real.call('PEXPIRE', key, math.floor((e.capacity - level + e.limit - 1) / e.limit))
+  end,
+}
+KERNELS[2] = {
+  fields = {'t', 'r', 's'},
+  state = function(e, read)
+    local limit, cap = e.limit, e.burst * e.per
+    e.capacity, e.owed, e.capped = cap, 0, false
+    if read[1] then
+      local tat, rem, scale = tonumber(read[1]), tonumber(read[2]), tonumber(read[3])
+      if tat >= now then
+        if scale ~= limit and scale ~= 0 then rem = idiv(rem * limit, scale) end
+        local ahead = tat - now
+        if ahead > ceil_div(cap, limit) then
+          e.owed, e.capped = cap, true
+        else
+          e.owed = ahead * limit + rem
+          if e.owed > cap then e.owed, e.capped = cap, true end
+        end
+      end
+    end
+  end,
+  fit = function(e, n)
+    local need = e.cost * e.per
+    if need > e.capacity or e.owed + need > e.capacity then return 0 end
+    return math.min(n, idiv(e.capacity - e.owed, need))
+  end,
+  write = function(key, e, d)
+    local need, limit = e.cost * e.per, e.limit
+    local debt = e.owed + d * need
+    if d == 0 and not (e.capped and (need > e.capacity or debt + need > e.capacity)) then
+      return
+    end
+    local whole = idiv(debt, limit)
+    real.call('HSET', key, 't', int(now + whole), 'r', int(debt - whole * limit), 's', int(limit))
+    real.call('PEXPIRE', key, ceil_div(debt, limit))
+  end,
+}
 
 -- Entry i decided as one request of m times its cost, its writes kept in e.writes.
 local function run(i, e, m)
@@ -320,7 +390,17 @@ end
 local function closed_form()
   local k = requests
   for i, e in ipairs(entries) do
-    e.fit = fitting(i, e, requests)
+    local kernel = KERNELS[e.alg]
+    if kernel then
+      e.kernel = kernel
+      e.limit, e.per = tonumber(e.argv[1]), tonumber(e.argv[2])
+      e.burst, e.cost = tonumber(e.argv[3]), tonumber(e.argv[4])
+      e.read = real.call('HMGET', KEYS[i], unpack(kernel.fields))
+      kernel.state(e, e.read)
+      e.fit = kernel.fit(e, requests)
+    else
+      e.fit = fitting(i, e, requests)
+    end
     if not e.shadow and e.fit < k then k = e.fit end
   end
   if not replayable() then return nil end
@@ -341,7 +421,9 @@ local function closed_form()
   for i, e in ipairs(entries) do
     local d = k
     if e.shadow and e.fit < k then d = e.fit end
-    if d == requests and e.all_writes then
+    if e.kernel then
+      e.kernel.write(KEYS[i], e, d)
+    elseif d == requests and e.all_writes then
       apply(e.all_writes)
     elseif d > 0 then
       run(i, e, d)

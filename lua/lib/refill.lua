@@ -1,5 +1,5 @@
--- Token bucket refill shared by lua/token_bucket.lua, lua/pool_bucket.lua, lua/lease.lua and
--- lua/usage_settle.lua, put in front of each at build time (src/store/redis/scripts.rs). Mirrors the refill of src/limit/token_bucket.rs.
+-- Token bucket refill shared by lua/token_bucket.lua, lua/pool_bucket.lua, lua/lease.lua,
+-- lua/usage_settle.lua and lua/policy.lua, put in front of each at build time (src/store/redis/scripts.rs). Mirrors the refill of src/limit/token_bucket.rs.
 --
 -- refilled(level, old_scale, last, now, scale, limit, capacity) → level, rebased. Levels are in
 -- units of 1/scale token: `level` written with `old_scale` at `last` (ms) is rescaled to `scale`

@@ -57,8 +57,11 @@ pub const LEAKY_REFUND_LUA: &str = include_str!("../../../lua/leaky_refund.lua")
 pub const REFUND_LUA: &str = include_str!("../../../lua/refund.lua");
 
 /// `lua/policy.lua`: the all-or-nothing frame around the algorithms' entries and the calendar
-/// quotas.
-pub const POLICY_LUA: &str = include_str!("../../../lua/policy.lua");
+/// quotas (its closed form refills token buckets with `lua/lib/refill.lua`).
+pub const POLICY_LUA: &str = concat!(
+    include_str!("../../../lua/lib/refill.lua"),
+    include_str!("../../../lua/policy.lua")
+);
 
 /// `lua/lib/prelude.lua`, put where a template says `--@@PRELUDE@@`: effects replication, the
 /// four common arguments, the Redis clock in ms, exact integer helpers.
