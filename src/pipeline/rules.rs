@@ -143,7 +143,7 @@ pub fn judge(
     status: u16,
     shadow: bool,
 ) -> Verdict {
-    let mut reports = Vec::new();
+    let mut reports = Vec::with_capacity(rules.len() + usage.len());
     let mut closed = None;
     for ((_, call), o) in rules.iter().zip(&combined.rules) {
         let label = rule_label(o, call.entry.shadow);
@@ -275,6 +275,7 @@ fn merge_headers(
     let degraded = reports.iter().any(|(_, _, d)| *d);
     match tier.and_then(|v| v.headers.clone()) {
         Some(mut h) => {
+            h.quotas.reserve_exact(reports.len());
             h.quotas.extend(reports.into_iter().map(|(r, _, _)| r));
             h.degraded |= degraded;
             Some(h)

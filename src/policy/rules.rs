@@ -5,7 +5,7 @@ use crate::config::{KeyPart, LimitRule, Missing, RuleMatch};
 use crate::limit::share::Share;
 use crate::limit::Rate;
 use crate::routing::{host_matches, prefix_matches, without_parameters};
-use crate::store::redis::keys::rule_key_text;
+use crate::store::redis::keys::RuleKeyText;
 use http::HeaderMap;
 use percent_encoding::percent_decode;
 use serde_json::{Map, Value};
@@ -40,7 +40,7 @@ pub struct RequestView<'a> {
 #[derive(Debug, Clone)]
 pub struct AppliedRule<'a> {
     pub rule: &'a LimitRule,
-    /// The encoded key text ([`rule_key_text`]).
+    /// The encoded key text ([`rule_key_text`](crate::store::redis::keys::rule_key_text)).
     pub key: String,
     /// The bucket: the rule's own or its `by_tier` size, cut to this region's share under
     /// `multi_region:`.
@@ -67,13 +67,16 @@ pub fn applicable<'a>(
     req: &RequestView<'_>,
     share: Option<&ShareOf<'_>>,
 ) -> Result<Vec<AppliedRule<'a>>, MissingPart> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(rules.len());
     for rule in rules.iter().filter(|r| matches(&r.matcher, req)) {
-        let mut parts: Vec<(String, Cow<'_, [u8]>)> = Vec::with_capacity(rule.key.len());
+        let mut key = RuleKeyText::default();
         let mut lacking = None;
         for part in &rule.key {
             match value_of(part, req) {
-                Some(v) => parts.push((part.spec(), v)),
+                Some(v) => {
+                    let (kind, name) = part.spec_pieces();
+                    key.push(&[kind, name], &v);
+                }
                 None => {
                     lacking = Some(part);
                     break;
@@ -89,7 +92,6 @@ pub fn applicable<'a>(
             }
             continue;
         }
-        let borrowed: Vec<(&str, &[u8])> = parts.iter().map(|(p, v)| (p.as_str(), &**v)).collect();
         let mut rate = rule.rate_for(req.tier);
         if let Some(share) = share {
             let tenant = req.tenant.filter(|_| rule.per_tenant());
@@ -97,7 +99,7 @@ pub fn applicable<'a>(
         }
         out.push(AppliedRule {
             rule,
-            key: rule_key_text(&borrowed),
+            key: key.finish(),
             rate,
         });
     }

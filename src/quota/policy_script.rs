@@ -180,15 +180,41 @@ pub struct BatchDecision {
 /// A policy call's identity: its KEYS and ARGV (for one request). Requests whose calls are
 /// equal are decided by one call of `lua/policy.lua` with a request count. The arguments are
 /// kept as one text, each followed by a space (they are numbers and period names), so building,
-/// hashing and comparing an identity per request costs one string, not one per argument.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// hashing and comparing an identity per request costs one string, not one per argument. The
+/// identity is hashed once, when built ([`CallKey::new`]); its `Hash` writes that digest.
+#[derive(Debug, Clone)]
 pub struct CallKey {
     pub keys: Vec<String>,
     /// ARGV without the request count, each argument followed by one space.
     pub args: String,
+    /// The keys and arguments hashed with this process's random keys.
+    digest: u64,
+}
+
+impl PartialEq for CallKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.digest == other.digest && self.args == other.args && self.keys == other.keys
+    }
+}
+
+impl Eq for CallKey {}
+
+impl std::hash::Hash for CallKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.digest);
+    }
 }
 
 impl CallKey {
+    /// The identity of a call with these KEYS and ARGV (without the request count).
+    pub fn new(keys: Vec<String>, args: String) -> Self {
+        static HASHER: OnceLock<crate::hashing::RandomState> = OnceLock::new();
+        let digest = HASHER
+            .get_or_init(Default::default)
+            .hash_one((&keys, &args));
+        CallKey { keys, args, digest }
+    }
+
     /// The arguments without the request count.
     pub fn arg_list(&self) -> impl Iterator<Item = &str> {
         self.args.split_terminator(' ')
@@ -217,24 +243,27 @@ pub fn keys_and_args(
 /// The identity of a policy call for one request, without a test clock: see
 /// [`batch_keys_and_args`].
 pub fn call_key(prefix: &str, entries: &[&LimitEntry], quotas: Option<QuotaPart<'_>>) -> CallKey {
-    use std::fmt::Write;
     let mut keys: Vec<String> = entries.iter().map(|e| e.key.clone()).collect();
-    let mut args = String::with_capacity(16 + 40 * entries.len());
-    let mut put = |v: &dyn std::fmt::Display| {
-        let _ = write!(args, "{v} ");
-    };
-    put(&entries.len());
+    let mut args = String::with_capacity(16 + 48 * entries.len());
+    // Each argument followed by one space.
+    fn word(args: &mut String, w: &str) {
+        args.push_str(w);
+        args.push(' ');
+    }
+    let mut number = itoa::Buffer::new();
+    let mut put = |args: &mut String, v: u64| word(args, number.format(v));
+    put(&mut args, entries.len() as u64);
     for e in entries {
         let r = &e.rate;
         let leaky = e.algorithm == Algorithm::LeakyBucket;
-        put(&e.code());
-        put(&u8::from(e.shadow));
-        put(&(4 + usize::from(leaky)));
+        put(&mut args, e.code() as u64);
+        put(&mut args, u64::from(e.shadow));
+        put(&mut args, 4 + u64::from(leaky));
         for v in [r.limit, r.per_ms, r.burst, e.cost] {
-            put(&v);
+            put(&mut args, v);
         }
         if leaky {
-            put(&e.max_delay_ms);
+            put(&mut args, e.max_delay_ms);
         }
     }
     let q = quotas.unwrap_or(QuotaPart {
@@ -242,14 +271,14 @@ pub fn call_key(prefix: &str, entries: &[&LimitEntry], quotas: Option<QuotaPart<
         quotas: &[],
         cost: 0,
     });
-    put(&q.cost);
-    put(&q.quotas.len());
+    put(&mut args, q.cost);
+    put(&mut args, q.quotas.len() as u64);
     for quota in q.quotas {
         keys.push(quota_base_key(prefix, q.tenant, quota.period));
-        put(&quota.period.as_str());
-        put(&quota.limit);
+        word(&mut args, quota.period.as_str());
+        put(&mut args, quota.limit);
     }
-    CallKey { keys, args }
+    CallKey::new(keys, args)
 }
 
 /// KEYS and ARGV of a policy call deciding one request over `entries` (all under one hash tag)

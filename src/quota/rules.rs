@@ -299,15 +299,16 @@ fn tier_admits(o: &QuotaOutcome) -> bool {
 
 /// `entries` grouped by Cluster slot, in order of first appearance (the tier's first).
 fn groups_of(entries: &[&LimitEntry]) -> Vec<Group> {
-    let mut groups: Vec<Group> = Vec::new();
+    let mut groups: Vec<Group> = Vec::with_capacity(1);
     for (i, e) in entries.iter().enumerate() {
         let slot = key_slot(&e.key);
         match groups.iter_mut().find(|g| g.slot == slot) {
             Some(g) => g.members.push(i),
-            None => groups.push(Group {
-                slot,
-                members: vec![i],
-            }),
+            None => {
+                let mut members = Vec::with_capacity(entries.len() - i);
+                members.push(i);
+                groups.push(Group { slot, members });
+            }
         }
     }
     groups

@@ -90,15 +90,22 @@ pub enum KeyPart {
 impl KeyPart {
     /// The part as written in `key:` (`tenant`, `header:x-user`, ...).
     pub fn spec(&self) -> String {
+        let (kind, name) = self.spec_pieces();
+        [kind, name].concat()
+    }
+
+    /// [`spec`](Self::spec) in two pieces, without allocating: the kind with its colon when
+    /// a name follows (`header:`), and the name (empty for `tenant`, `client_ip`, ...).
+    pub fn spec_pieces(&self) -> (&'static str, &str) {
         match self {
-            KeyPart::Tenant => "tenant".into(),
-            KeyPart::ClientIp => "client_ip".into(),
-            KeyPart::Route => "route".into(),
-            KeyPart::Method => "method".into(),
-            KeyPart::Host => "host".into(),
-            KeyPart::Header(n) => format!("header:{n}"),
-            KeyPart::Claim(n) => format!("claim:{n}"),
-            KeyPart::Query(n) => format!("query:{n}"),
+            KeyPart::Tenant => ("tenant", ""),
+            KeyPart::ClientIp => ("client_ip", ""),
+            KeyPart::Route => ("route", ""),
+            KeyPart::Method => ("method", ""),
+            KeyPart::Host => ("host", ""),
+            KeyPart::Header(n) => ("header:", n),
+            KeyPart::Claim(n) => ("claim:", n),
+            KeyPart::Query(n) => ("query:", n),
         }
     }
 

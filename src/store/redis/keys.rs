@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 /// `<prefix>:{<encoded tenant>}:<suffix>`: a key of one tenant; every key of a tenant shares its
 /// Cluster slot.
 pub fn tenant_key(prefix: &str, tenant: &str, suffix: &str) -> String {
-    format!("{prefix}:{{{}}}:{suffix}", tenant_id::encode(tenant))
+    [prefix, ":{", &tenant_id::encode(tenant), "}:", suffix].concat()
 }
 
 /// `<prefix>:{<encoded tenant>}:tb`: the tenant's token bucket (exact decisions and leases).
@@ -62,20 +62,54 @@ const RULE_VALUE: &AsciiSet = &NON_ALPHANUMERIC
 /// past [`MAX_RULE_KEY_BYTES`] it is `sha256.<hex digest of that text>`. `parts` are (part as
 /// written in `key:`, value).
 pub fn rule_key_text(parts: &[(&str, &[u8])]) -> String {
-    use std::fmt::Write;
-    let mut text = String::with_capacity(64);
-    for (i, (part, value)) in parts.iter().enumerate() {
-        if i > 0 {
-            text.push(':');
+    let mut text = RuleKeyText::default();
+    for (part, value) in parts {
+        text.push(&[part], value);
+    }
+    text.finish()
+}
+
+/// [`rule_key_text`] built one part at a time (a request's parts are read in turn).
+#[derive(Debug)]
+pub struct RuleKeyText {
+    text: String,
+}
+
+impl Default for RuleKeyText {
+    fn default() -> Self {
+        RuleKeyText {
+            text: String::with_capacity(64),
         }
-        let (len, part) = (value.len(), percent_encode(part.as_bytes(), RULE_VALUE));
-        let value = percent_encode(value, RULE_VALUE);
-        let _ = write!(text, "{part}={len}.{value}");
     }
-    if text.len() > MAX_RULE_KEY_BYTES {
-        return format!("sha256.{}", hex::encode(Sha256::digest(text.as_bytes())));
+}
+
+impl RuleKeyText {
+    /// Appends a part: its name as written in `key:`, given in pieces that are written one
+    /// after the other (`["header:", "x-user"]`), and its value.
+    pub fn push(&mut self, part: &[&str], value: &[u8]) {
+        if !self.text.is_empty() {
+            self.text.push(':');
+        }
+        for piece in part {
+            self.text
+                .extend(percent_encode(piece.as_bytes(), RULE_VALUE));
+        }
+        self.text.push('=');
+        self.text.push_str(itoa::Buffer::new().format(value.len()));
+        self.text.push('.');
+        self.text.extend(percent_encode(value, RULE_VALUE));
     }
-    text
+
+    /// The key text: as pushed, or its SHA-256 past [`MAX_RULE_KEY_BYTES`].
+    pub fn finish(self) -> String {
+        if self.text.len() > MAX_RULE_KEY_BYTES {
+            return format!(
+                "sha256.{}",
+                hex::encode(Sha256::digest(self.text.as_bytes()))
+            );
+        }
+        self.text
+    }
 }
 
 /// The key of limit rule `rule` (algorithm `alg`) for the encoded key text `key`
@@ -92,11 +126,19 @@ pub fn rule_key(
 ) -> String {
     let suffix = alg.key_suffix();
     match tenant {
-        Some(t) => format!(
-            "{prefix}:{{{}}}:r:{rule}:{suffix}:{key}",
-            tenant_id::encode(t)
-        ),
-        None => format!("{prefix}:{{r:{rule}:{suffix}:{key}}}"),
+        Some(t) => [
+            prefix,
+            ":{",
+            &tenant_id::encode(t),
+            "}:r:",
+            rule,
+            ":",
+            suffix,
+            ":",
+            key,
+        ]
+        .concat(),
+        None => [prefix, ":{r:", rule, ":", suffix, ":", key, "}"].concat(),
     }
 }
 
