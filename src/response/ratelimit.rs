@@ -63,7 +63,7 @@ impl QuotaHeaders {
         let (name, limit, d) = self.tightest();
         let reset_s = d.reset_s();
         if matches!(mode, HeaderMode::Ietf | HeaderMode::Both) {
-            let mut policy = String::with_capacity(48);
+            let mut policy = String::with_capacity(48 * (1 + self.quotas.len()));
             if let Some(before) = &self.listed_before {
                 policy.push_str(before);
                 policy.push_str(", ");
