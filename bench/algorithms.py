@@ -53,6 +53,7 @@ def compose(alg):
     # The shared parts in place, as src/quota/policy_script.rs `expand` does.
     body = (LUA / f"{alg}.lua").read_text()
     body = body.replace("--@@PRELUDE@@\n", (LUA / "lib" / "prelude.lua").read_text(), 1)
+    body = body.replace("--@@OWED@@\n", (LUA / "lib" / "owed.lua").read_text(), 1)
     body = body.replace("--@@TAT@@\n", (LUA / "lib" / "tat.lua").read_text(), 1)
     if alg == "token_bucket":
         body = (LUA / "lib" / "refill.lua").read_text() + body

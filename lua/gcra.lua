@@ -12,6 +12,7 @@
 --@@PRELUDE@@
 local max_delay = 0
 
+--@@OWED@@
 --@@TAT@@
 store(new)
 local left = 0

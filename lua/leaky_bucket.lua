@@ -16,6 +16,7 @@
 --@@PRELUDE@@
 local max_delay = tonumber(ARGV[5])
 
+--@@OWED@@
 --@@TAT@@
 local tat, rem = store(new)
 local left, delay = 0, 0

@@ -164,6 +164,8 @@ local function idiv(a, b)
   if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
   return q
 end
+local function ceil_div(a, b) return idiv(a + b - 1, b) end
+--@@OWED@@
 -- Days since 1970-01-01 of the first of month m of year y (src/limit/calendar.rs).
 local function days_from_civil(y, mo)
   if mo <= 2 then y = y - 1 end
@@ -300,7 +302,6 @@ end
 -- "m requests of cost c" as one request of cost m*c; here `state` reads entry e's hash and sets
 -- its state in numbers, `fit` says how many of n such requests it admits, and `write` issues
 -- what the script would write for d admitted requests (d = 0: for one refused request).
-local function ceil_div(a, b) return idiv(a + b - 1, b) end
 local function int(x) return string.format('%d', x) end
 local KERNELS = {}
 KERNELS[1] = {
@@ -330,20 +331,10 @@ KERNELS[1] = {
 KERNELS[2] = {
   fields = {'t', 'r', 's'},
   state = function(e, read)
-    local limit, cap = e.limit, e.burst * e.per
-    e.capacity, e.owed, e.capped = cap, 0, false
+    e.capacity, e.owed, e.capped = e.burst * e.per, 0, false
     if read[1] then
-      local tat, rem, scale = tonumber(read[1]), tonumber(read[2]), tonumber(read[3])
-      if tat >= now then
-        if scale ~= limit and scale ~= 0 then rem = idiv(rem * limit, scale) end
-        local ahead = tat - now
-        if ahead > ceil_div(cap, limit) then
-          e.owed, e.capped = cap, true
-        else
-          e.owed = ahead * limit + rem
-          if e.owed > cap then e.owed, e.capped = cap, true end
-        end
-      end
+      e.owed, e.capped = owed_at(tonumber(read[1]), tonumber(read[2]), tonumber(read[3]), now,
+        e.limit, e.capacity)
     end
   end,
   fit = function(e, n)

@@ -10,17 +10,9 @@ local need = cost * per
 local owed, capped = 0, false
 local stored = redis.call('HMGET', KEYS[1], 't', 'r', 's')
 if stored[1] then
-  local tat, rem, scale = tonumber(stored[1]), tonumber(stored[2]), tonumber(stored[3])
-  if tat >= now then
-    if scale ~= limit and scale ~= 0 then rem = idiv(rem * limit, scale) end
-    local ahead = tat - now
-    if ahead > ceil_div(max_debt, limit) then
-      owed, capped = max_debt, true
-    else
-      owed = ahead * limit + rem
-      if owed > max_debt then owed, capped = max_debt, true end
-    end
-  end
+  -- owed_at: lua/lib/owed.lua, put in before this part.
+  owed, capped = owed_at(tonumber(stored[1]), tonumber(stored[2]), tonumber(stored[3]), now, limit,
+    max_debt)
 end
 
 local function store(debt)

@@ -16,8 +16,9 @@ use crate::limit::{Decision, Rate};
 use crate::store::redis::client::LuaScript;
 use crate::store::redis::keys::{main_key, quota_base_key, quota_key};
 use crate::store::redis::scripts::{
-    FIXED_WINDOW_LUA, GCRA_LUA, LEAKY_BUCKET_LUA, LEAKY_REFUND_LUA, POLICY_LUA, PRELUDE_LUA,
-    REFUND_LUA, SLIDING_WINDOW_COUNTER_LUA, SLIDING_WINDOW_LOG_LUA, TAT_LUA, TOKEN_BUCKET_LUA,
+    FIXED_WINDOW_LUA, GCRA_LUA, LEAKY_BUCKET_LUA, LEAKY_REFUND_LUA, OWED_LUA, POLICY_LUA,
+    PRELUDE_LUA, REFUND_LUA, SLIDING_WINDOW_COUNTER_LUA, SLIDING_WINDOW_LOG_LUA, TAT_LUA,
+    TOKEN_BUCKET_LUA,
 };
 use std::sync::OnceLock;
 
@@ -33,10 +34,12 @@ fn template(alg: Algorithm) -> &'static str {
     }
 }
 
-/// `template` with its `--@@PRELUDE@@` and `--@@TAT@@` lines replaced by the shared parts.
+/// `template` with its `--@@PRELUDE@@`, `--@@OWED@@` and `--@@TAT@@` lines replaced by the
+/// shared parts.
 pub fn expand(template: &str) -> String {
     template
         .replacen("--@@PRELUDE@@\n", PRELUDE_LUA, 1)
+        .replacen("--@@OWED@@\n", OWED_LUA, 1)
         .replacen("--@@TAT@@\n", TAT_LUA, 1)
 }
 
@@ -55,7 +58,7 @@ pub fn algorithm_lua(alg: Algorithm) -> &'static str {
 }
 
 /// `lua/policy.lua` with the six algorithms' scripts in place, as `ALGORITHMS[1..6]` (in the
-/// order of [`Algorithm::ALL`]).
+/// order of [`Algorithm::ALL`]), and the GCRA debt (`lua/lib/owed.lua`) for its closed form.
 pub fn compose() -> String {
     let mut table = String::from("local ALGORITHMS = {\n");
     for alg in Algorithm::ALL {
@@ -64,7 +67,9 @@ pub fn compose() -> String {
         table.push_str("\nend,\n");
     }
     table.push('}');
-    POLICY_LUA.replacen("--@@ALGORITHMS@@", &table, 1)
+    POLICY_LUA
+        .replacen("--@@OWED@@\n", OWED_LUA, 1)
+        .replacen("--@@ALGORITHMS@@", &table, 1)
 }
 
 /// The composed policy script (built once per process; its SHA is stable). The source is

@@ -6,6 +6,8 @@ fn composed_script_embeds_every_algorithm_once() {
     let s = compose();
     assert!(!s.contains("--@@"));
     assert_eq!(s.matches("function(KEYS, ARGV, redis)").count(), 6);
+    // Once per GCRA and leaky bucket script, once for the closed form.
+    assert_eq!(s.matches(OWED_LUA).count(), 3);
     for alg in Algorithm::ALL {
         assert_eq!(s.matches(algorithm_lua(alg)).count(), 1, "{alg:?}");
     }
@@ -22,6 +24,7 @@ fn algorithm_scripts_carry_their_shared_parts() {
         assert_eq!(s.matches(PRELUDE_LUA).count(), prelude, "{alg:?}");
         let tat = usize::from(matches!(alg, Algorithm::Gcra | Algorithm::LeakyBucket));
         assert_eq!(s.matches(TAT_LUA).count(), tat, "{alg:?}");
+        assert_eq!(s.matches(OWED_LUA).count(), tat, "{alg:?}");
         assert_eq!(
             s.matches("redis.replicate_commands()").count(),
             1,

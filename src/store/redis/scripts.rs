@@ -1,6 +1,6 @@
 //! Every Lua script the gateway sends to Redis, embedded at build time from `lua/`. Scripts that
 //! share the token bucket refill carry `lua/lib/refill.lua` in front; the algorithm templates get
-//! their shared parts (`lua/lib/prelude.lua`, `lua/lib/tat.lua`) and their frame
+//! their shared parts (`lua/lib/prelude.lua`, `lua/lib/owed.lua`, `lua/lib/tat.lua`) and their frame
 //! (`lua/policy.lua`) when the quota service composes them at load time.
 
 /// `lua/token_bucket.lua` behind the shared refill `lua/lib/refill.lua`: one exact token bucket
@@ -66,6 +66,10 @@ pub const POLICY_LUA: &str = concat!(
 /// `lua/lib/prelude.lua`, put where a template says `--@@PRELUDE@@`: effects replication, the
 /// four common arguments, the Redis clock in ms, exact integer helpers.
 pub const PRELUDE_LUA: &str = include_str!("../../../lua/lib/prelude.lua");
+
+/// `lua/lib/owed.lua`, put where a script says `--@@OWED@@`: the GCRA debt owed now, shared by
+/// `lua/lib/tat.lua` and the closed form of `lua/policy.lua`.
+pub const OWED_LUA: &str = include_str!("../../../lua/lib/owed.lua");
 
 /// `lua/lib/tat.lua`, put where a template says `--@@TAT@@`: the GCRA state (TAT) and refusals
 /// shared by `gcra` and `leaky_bucket`.
