@@ -3,9 +3,10 @@
 
     bench/algorithms.py [--trace-seconds 600] [--json out.json]
 
-Starts a private redis-server on a free loopback port, loads each algorithm's production script
-composed exactly as src/quota/policy.rs does (lua/policy.lua with lua/<algorithm>.lua inserted),
-and reports per algorithm, for one tier (limit 100 per 10 s, burst 100; W = 10 s):
+Starts a private redis-server on a free loopback port, loads the production policy script composed
+exactly as src/quota/policy_script.rs does (lua/policy.lua with every algorithm's script inserted),
+calls it with one entry of each algorithm in turn, and reports per algorithm, for one tier (limit
+100 per 10 s, burst 100; W = 10 s):
 
 - Redis commands per decision (INFO commandstats, all commands the script ran, EVALSHA excluded),
 - bytes per decision on the wire (the RESP request and reply of one EVALSHA),
@@ -49,16 +50,25 @@ LIMIT, PER_MS, BURST = 100, 10_000, 100
 W = (BURST * PER_MS + LIMIT - 1) // LIMIT
 
 
-def compose(alg):
-    # The shared parts in place, as src/quota/policy_script.rs `expand` does.
+def expand(alg):
+    """lua/<alg>.lua with its shared parts in place, as src/quota/policy_script.rs `expand` does
+    (the token bucket behind its refill, as src/store/redis/scripts.rs embeds it)."""
     body = (LUA / f"{alg}.lua").read_text()
-    body = body.replace("--@@PRELUDE@@\n", (LUA / "lib" / "prelude.lua").read_text(), 1)
-    body = body.replace("--@@OWED@@\n", (LUA / "lib" / "owed.lua").read_text(), 1)
-    body = body.replace("--@@TAT@@\n", (LUA / "lib" / "tat.lua").read_text(), 1)
+    for placeholder, part in [("PRELUDE", "prelude"), ("OWED", "owed"), ("TAT", "tat")]:
+        body = body.replace(f"--@@{placeholder}@@\n", (LUA / "lib" / f"{part}.lua").read_text(), 1)
     if alg == "token_bucket":
         body = (LUA / "lib" / "refill.lua").read_text() + body
-    main = f"local function main_policy(KEYS, ARGV, redis)\n{body}\nend"
-    return (LUA / "policy.lua").read_text().replace("--@@MAIN@@", main, 1)
+    return body
+
+
+def compose(alg):
+    """The policy script as src/quota/policy_script.rs `compose` builds it: every algorithm's
+    script in the ALGORITHMS table (the same text whatever `alg` is measured)."""
+    table = "local ALGORITHMS = {\n" + "".join(
+        f"function(KEYS, ARGV, redis)\n{expand(a)}\nend,\n" for a, _ in ALGORITHMS) + "}"
+    policy = (LUA / "lib" / "refill.lua").read_text() + (LUA / "policy.lua").read_text()
+    policy = policy.replace("--@@OWED@@\n", (LUA / "lib" / "owed.lua").read_text(), 1)
+    return policy.replace("--@@ALGORITHMS@@", table, 1)
 
 
 class Resp:
@@ -153,7 +163,9 @@ def args_for(alg, tenant, cost=1, now=None, max_delay=0, day_quota=None):
     if day_quota:
         keys.append(f"bench:{{{tenant}}}:q:day")
         quotas = ["day", day_quota]
-    argv = [len(main), *main, cost, len(quotas) // 2, *quotas]
+    # One entry (algorithm code, not shadow, its arguments), the quotas, one request.
+    code = [a for a, _ in ALGORITHMS].index(alg) + 1
+    argv = [1, code, 0, len(main), *main, cost, len(quotas) // 2, *quotas, 1]
     argv += [now] if now is not None else []
     return keys, argv
 
