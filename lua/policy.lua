@@ -301,7 +301,7 @@ end
 -- running the script through the buffering `redis` for every trial count. Each script decides
 -- "m requests of cost c" as one request of cost m*c; here `state` reads entry e's hash and sets
 -- its state in numbers, `fit` says how many of n such requests it admits, and `write` issues
--- what the script would write for d admitted requests (d = 0: for one refused request).
+-- what the script would write for d admitted requests (d = 0: for one request it refuses).
 local function int(x) return string.format('%d', x) end
 local KERNELS = {}
 KERNELS[1] = {
@@ -322,7 +322,8 @@ KERNELS[1] = {
   write = function(key, e, d)
     local need = e.cost * e.per
     local level = e.level - d * need
-    if d == 0 and not (e.rebased and need <= e.capacity and e.level < need) then return end
+    -- A refusal writes only a rebased stamp, and only when the cost fits the bucket at all.
+    if d == 0 and not (e.rebased and need <= e.capacity) then return end
     real.call('HSET', key, 'l', int(level), 's', int(e.per), 't', int(now))
     -- the script's ceil_div (lua/token_bucket.lua)
     real.call('PEXPIRE', key, math.floor((e.capacity - level + e.limit - 1) / e.limit))
@@ -345,9 +346,8 @@ KERNELS[2] = {
   write = function(key, e, d)
     local need, limit = e.cost * e.per, e.limit
     local debt = e.owed + d * need
-    if d == 0 and not (e.capped and (need > e.capacity or debt + need > e.capacity)) then
-      return
-    end
+    -- A refusal writes only a capped TAT.
+    if d == 0 and not e.capped then return end
     local whole = idiv(debt, limit)
     real.call('HSET', key, 't', int(now + whole), 'r', int(debt - whole * limit), 's', int(limit))
     real.call('PEXPIRE', key, ceil_div(debt, limit))
@@ -413,7 +413,7 @@ local function closed_form()
     local d = k
     if e.shadow and e.fit < k then d = e.fit end
     if e.kernel then
-      e.kernel.write(KEYS[i], e, d)
+      if d > 0 or e.kernel.fit(e, 1) == 0 then e.kernel.write(KEYS[i], e, d) end
     elseif d == requests and e.all_writes then
       apply(e.all_writes)
     elseif d > 0 then
