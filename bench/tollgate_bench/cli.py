@@ -126,7 +126,7 @@ def main(argv=None):
                    help="Redis script calls per core-second, pipelined; fleet size per Redis")
     ip = argparse.ArgumentParser(add_help=False)
     g = ip.add_argument_group("instructions")
-    g.add_argument("--variants", default="PDF", help="subset of P D K E F L (default PDF)")
+    g.add_argument("--variants", default="PDF", help="subset of P D K E F L G R (default PDF)")
     g.add_argument("--requests-small", type=int, default=300, help="requests of the short run (N1)")
     g.add_argument("--requests-large", type=int, default=1300, help="requests of the long run (N2)")
     g.add_argument("--lease-tokens", type=int, default=100, help="L: tier lease tokens (default 100)")

@@ -24,7 +24,7 @@ from .processes import free_port, wait_port
 from .servers import start_backend, start_redis
 from .variants import parse_variants, start_variant, stop_variant
 
-SUPPORTED = ("P", "D", "K", "E", "F", "L", "G")
+SUPPORTED = ("P", "D", "K", "E", "F", "L", "G", "R")
 # G here: F's limiting with a tier of 1 token per second, so nearly every request is a 429
 # (the rejection path: RateLimit headers, problem+json body, the deny cache).
 G_LIMIT_PER_S = 1

@@ -311,7 +311,7 @@ async fn run(
         claims: identity.claims.as_deref(),
     };
     let rules = match pipeline::rules::plan(snap, &view, route.cost) {
-        Ok(r) => r,
+        Ok(r) => r.rules,
         Err(r) => {
             let status = r.problem.status;
             let l = json!({"layer": "tenant", "decision": "rejected", "status": status, "detail": r.problem.detail});

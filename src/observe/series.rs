@@ -81,6 +81,50 @@ impl DecisionSeries {
     }
 }
 
+/// The outcomes of `tollgate_rule_decisions_total` a rate rule's decision counts.
+pub const RULE_OUTCOMES: [&str; 7] = [
+    "admitted",
+    "limited",
+    "shadow_limited",
+    "fallback",
+    "failed_open",
+    "failed_closed",
+    "unasked",
+];
+
+/// `tollgate_rule_decisions_total{rule, outcome}` for the rules (`limits:`) of one snapshot,
+/// by their position.
+pub struct RuleSeries {
+    by_rule: Vec<(String, [OnceLock<IntCounter>; RULE_OUTCOMES.len()])>,
+}
+
+impl RuleSeries {
+    /// Series for rules named `names`, in order, resolved on first use.
+    pub fn new<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
+        let by_rule = names
+            .into_iter()
+            .map(|n| (n.to_string(), Default::default()))
+            .collect();
+        RuleSeries { by_rule }
+    }
+
+    /// Counts one decision of rule `index` (named `name`) with `outcome` (one of
+    /// [`RULE_OUTCOMES`]; another, or a rule this snapshot does not have, goes through the
+    /// vector directly).
+    pub fn inc(&self, index: usize, name: &str, outcome: &str) {
+        let slot = RULE_OUTCOMES.iter().position(|o| *o == outcome);
+        match (self.by_rule.get(index), slot) {
+            (Some((n, slots)), Some(i)) if n == name => slots[i]
+                .get_or_init(|| METRICS.rule_decisions.with_label_values(&[name, outcome]))
+                .inc(),
+            _ => METRICS
+                .rule_decisions
+                .with_label_values(&[name, outcome])
+                .inc(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,8 +12,9 @@ use super::tenant::{self, Plan, Verdict};
 use super::usage;
 use super::{Layer, Outcome, Rejection};
 use crate::config::{LimitRule, UsageBudget};
-use crate::observe::metrics::METRICS;
+use crate::observe::series::RuleSeries;
 use crate::observe::tier_fit::TierFit;
+use crate::policy::rules::memo::{Prepared, MAX_FINGERPRINT_BYTES};
 use crate::policy::rules::{self as rules, AppliedRule, RequestView};
 use crate::quota::policy_script::LimitEntry;
 use crate::quota::rules::{Combined, RuleCall, RuleOutcome};
@@ -22,17 +23,79 @@ use crate::response::{self, Problem, QuotaHeaders, QuotaReport, ReportKind};
 use crate::snapshot::Snapshot;
 use crate::store::redis::keys::{inflight_rule_key, rule_key, rule_usage_key};
 use serde_json::json;
+use std::sync::Arc;
+
+/// The rules that apply to a request, with their quota calls, and the kept plan they come
+/// from.
+#[derive(Debug, Default)]
+pub struct Planned<'a> {
+    pub rules: Vec<(AppliedRule<'a>, RuleCall)>,
+    /// The memo's plan these rules were copied from (`None`: built for this request alone,
+    /// under `multi_region:` or without rules).
+    pub prepared: Option<Arc<Prepared>>,
+}
 
 /// The rules that apply to `req`, with their quota calls (costing `cost` tokens each; a
 /// concurrency rule's entry key is its lease set). Empty when no rule's `match` holds (or no
-/// rules are configured). Errors: 400 when a rule with
-/// `missing: refuse` lacks a key part.
+/// rules are configured). Outside `multi_region:` the plan is kept in the snapshot's memo
+/// ([`rules::memo`]) and reused by requests with the same fingerprint
+/// ([`rules::fingerprint`]). Errors: 400 when a rule with `missing: refuse` lacks a key part.
 pub fn plan<'a>(
     snap: &'a Snapshot,
     req: &RequestView<'_>,
     cost: u64,
+) -> Result<Planned<'a>, Rejection> {
+    if snap.quota.is_none() || snap.config.limits.is_empty() {
+        return Ok(Planned::default());
+    }
+    let limits = &snap.config.limits;
+    let mut fingerprint = Vec::with_capacity(128);
+    fingerprint.extend_from_slice(&cost.to_le_bytes());
+    let keep = snap.region.is_none()
+        && rules::fingerprint(limits, req, &mut fingerprint)
+        && fingerprint.len() <= MAX_FINGERPRINT_BYTES;
+    if !keep {
+        return Ok(Planned {
+            rules: build(snap, req, cost)?,
+            prepared: None,
+        });
+    }
+    let prepared = match snap.rule_plans.get(&fingerprint) {
+        Some(p) => p,
+        None => {
+            let kept = build(snap, req, cost)?
+                .into_iter()
+                .map(|(a, call)| (a.index, a.key, a.rate, call))
+                .collect();
+            snap.rule_plans.insert(&fingerprint, Prepared::new(kept))
+        }
+    };
+    let rules = prepared
+        .rules
+        .iter()
+        .map(|(index, key, rate, call)| {
+            let a = AppliedRule {
+                rule: &limits[*index],
+                index: *index,
+                key: key.clone(),
+                rate: *rate,
+            };
+            (a, call.clone())
+        })
+        .collect();
+    Ok(Planned {
+        rules,
+        prepared: Some(prepared),
+    })
+}
+
+/// [`plan`]'s rules built for `req` (the memo's miss).
+fn build<'a>(
+    snap: &'a Snapshot,
+    req: &RequestView<'_>,
+    cost: u64,
 ) -> Result<Vec<(AppliedRule<'a>, RuleCall)>, Rejection> {
-    let (Some(quota), false) = (&snap.quota, snap.config.limits.is_empty()) else {
+    let Some(quota) = &snap.quota else {
         return Ok(Vec::new());
     };
     let region = snap.region.as_deref();
@@ -103,12 +166,16 @@ pub fn usage_calls<'a>(
 
 /// Decides the tier's policies (`tier`, when one applies) and `rules` in the quota store, then
 /// [`judge`]s. `status` is the refusal status; `shadow` (a shadow route) makes any refusal a
-/// shadow one.
+/// shadow one. `prepared`: the kept plan `rules` are exactly the rules of, whose script calls
+/// are then built once and reused (not with `usage` entries, which differ per request).
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     quota: &QuotaService,
+    series: &RuleSeries,
     fit: &TierFit,
     tier: Option<&Plan<'_>>,
     rules: &[(AppliedRule<'_>, RuleCall)],
+    prepared: Option<&Prepared>,
     usage: &[&RuleCall],
     status: u16,
     shadow: bool,
@@ -122,20 +189,25 @@ pub async fn run(
         .chain(usage.iter().copied())
         .collect();
     // Boxed, as the tenant stage's call (see `tenant::run`).
-    let combined = Box::pin(quota.decide_with_rules(asked, &calls)).await;
+    let prepared = prepared
+        .filter(|p| usage.is_empty() && p.rules.len() == rules.len())
+        .map(|p| &p.calls);
+    let combined = Box::pin(quota.decide_with_rules(asked, &calls, prepared)).await;
     if let (Some(p), Some(o)) = (tier, &combined.tier) {
         o.record_fit(fit, &p.tenant, crate::observe::tier_fit::unix_ms());
     }
-    judge(tier, rules, usage, combined, status, shadow)
+    judge(series, tier, rules, usage, combined, status, shadow)
 }
 
-/// The verdict on `combined`: an admission with every enforced policy's headers, a 429-style
+/// The verdict on `combined` (each rule's decision counted in `series`): an admission with every enforced policy's headers, a 429-style
 /// (`status`) `quota-exceeded` refusal naming the refusing policies, or a 503 when a refusing
 /// policy failed closed; shadowed when `shadow`. A shadow tier's own refusal of an admitted
 /// request is a shadow refusal, as without rules. `usage` are the usage budget entries (the
 /// tier's, then the rules', docs/DESIGN.md 4e "Usage cost"), decided after the rules; their
 /// reports follow theirs.
+#[allow(clippy::too_many_arguments)]
 pub fn judge(
+    series: &RuleSeries,
     tier: Option<&Plan<'_>>,
     rules: &[(AppliedRule<'_>, RuleCall)],
     usage: &[&RuleCall],
@@ -145,12 +217,8 @@ pub fn judge(
 ) -> Verdict {
     let mut reports = Vec::with_capacity(rules.len() + usage.len());
     let mut closed = None;
-    for ((_, call), o) in rules.iter().zip(&combined.rules) {
-        let label = rule_label(o, call.entry.shadow);
-        METRICS
-            .rule_decisions
-            .with_label_values(&[call.name.as_str(), label])
-            .inc();
+    for ((a, call), o) in rules.iter().zip(&combined.rules) {
+        series.inc(a.index, &call.name, rule_label(o, call.entry.shadow));
         match *o {
             RuleOutcome::Decided { decision, .. } if call.entry.shadow && !decision.admitted => {
                 tracing::info!(rule = %call.name, remaining = decision.remaining, "shadow limit rule would refuse");

@@ -40,6 +40,8 @@ pub struct RequestView<'a> {
 #[derive(Debug, Clone)]
 pub struct AppliedRule<'a> {
     pub rule: &'a LimitRule,
+    /// Its position in `limits:`.
+    pub index: usize,
     /// The encoded key text ([`rule_key_text`](crate::store::redis::keys::rule_key_text)).
     pub key: String,
     /// The bucket: the rule's own or its `by_tier` size, cut to this region's share under
@@ -68,7 +70,11 @@ pub fn applicable<'a>(
     share: Option<&ShareOf<'_>>,
 ) -> Result<Vec<AppliedRule<'a>>, MissingPart> {
     let mut out = Vec::with_capacity(rules.len());
-    for rule in rules.iter().filter(|r| matches(&r.matcher, req)) {
+    for (index, rule) in rules
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| matches(&r.matcher, req))
+    {
         let mut key = RuleKeyText::default();
         let mut lacking = None;
         for part in &rule.key {
@@ -99,11 +105,50 @@ pub fn applicable<'a>(
         }
         out.push(AppliedRule {
             rule,
+            index,
             key: key.finish(),
             rate,
         });
     }
     Ok(out)
+}
+
+/// What [`applicable`] reads of `req` for `rules`, written to `out`: two requests that write
+/// the same bytes get the same rules with the same keys and sizes (outside `multi_region:`,
+/// whose shares change with time). Written: the tier and the tenant, then for each rule that
+/// matches its index and its key parts' values in turn, each length-prefixed, a missing part
+/// marked and ending the rule. `false` when a rule with `missing: refuse` lacks a part (that
+/// request is refused: nothing to reuse).
+pub fn fingerprint(rules: &[LimitRule], req: &RequestView<'_>, out: &mut Vec<u8>) -> bool {
+    fn put(out: &mut Vec<u8>, value: Option<&[u8]>) {
+        match value {
+            Some(v) => {
+                out.push(1);
+                out.extend_from_slice(&(v.len() as u64).to_le_bytes());
+                out.extend_from_slice(v);
+            }
+            None => out.push(0),
+        }
+    }
+    put(out, req.tier.map(str::as_bytes));
+    put(out, req.tenant.map(str::as_bytes));
+    for (i, rule) in rules.iter().enumerate() {
+        if !matches(&rule.matcher, req) {
+            continue;
+        }
+        out.extend_from_slice(&(i as u64).to_le_bytes());
+        for part in &rule.key {
+            let value = value_of(part, req);
+            put(out, value.as_deref());
+            if value.is_none() {
+                if rule.missing == Missing::Refuse {
+                    return false;
+                }
+                break;
+            }
+        }
+    }
+    true
 }
 
 /// True when every condition `m` gives holds for `req`.
@@ -170,6 +215,8 @@ fn query_value(query: &str, name: &str) -> Option<Vec<u8>> {
         (decode(k) == name.as_bytes()).then(|| decode(v))
     })
 }
+
+pub mod memo;
 
 #[cfg(test)]
 mod tests;

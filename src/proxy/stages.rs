@@ -14,9 +14,10 @@ use crate::identity::Identity;
 use crate::identity::Method;
 use crate::observe::metrics::METRICS;
 use crate::pipeline::identity::Credentials;
+use crate::pipeline::rules::Planned;
 use crate::pipeline::Rejection;
 use crate::pipeline::{self, Decision, Layer, Outcome};
-use crate::policy::rules::{AppliedRule, RequestView};
+use crate::policy::rules::RequestView;
 use crate::quota::rules::RuleCall;
 use crate::snapshot::{App, Snapshot};
 use crate::tls::listener::ClientCert;
@@ -158,10 +159,11 @@ pub(super) async fn tenant_stage(
         Ok(p) => p,
         Err(r) => return refuse(session, ctx, r).await,
     };
-    let rules = match rules_of(session.req_header(), ctx, snap, identity, cost) {
-        Ok(r) => r,
-        Err(r) => return refuse(session, ctx, r).await,
-    };
+    let Planned { rules, prepared } =
+        match rules_of(session.req_header(), ctx, snap, identity, cost) {
+            Ok(r) => r,
+            Err(r) => return refuse(session, ctx, r).await,
+        };
     if plan.is_none() && rules.is_empty() {
         return Ok(false);
     }
@@ -197,6 +199,8 @@ pub(super) async fn tenant_stage(
     let (concurrency, rules): (Vec<_>, Vec<_>) = rules
         .into_iter()
         .partition(|(a, _)| a.rule.max_in_flight.is_some());
+    // The kept plan's calls fit only when every one of its rules is decided here.
+    let prepared = prepared.filter(|_| concurrency.is_empty());
     let leases = match concurrency.is_empty() {
         true => Ok(Vec::new()),
         false => {
@@ -248,9 +252,11 @@ pub(super) async fn tenant_stage(
             let shadow = ctx.shadow_route();
             Box::pin(pipeline::rules::run(
                 quota,
+                &snap.rule_series,
                 fit,
                 plan.as_ref(),
                 &rules,
+                prepared.as_deref(),
                 &usage.iter().map(|(_, _, call)| call).collect::<Vec<_>>(),
                 status,
                 shadow,
@@ -302,9 +308,9 @@ fn rules_of<'a>(
     snap: &'a Snapshot,
     identity: &Identity,
     cost: u64,
-) -> std::result::Result<Vec<(AppliedRule<'a>, RuleCall)>, Rejection> {
+) -> std::result::Result<Planned<'a>, Rejection> {
     if snap.config.limits.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Planned::default());
     }
     let client_key = client_ip::key_of(ctx.client, snap.config.ipv6_prefix()).to_string();
     let host = request_host(req);

@@ -74,18 +74,19 @@ impl QuotaService {
     /// identical calls in flight on this instance; retried once on a connection error (only:
     /// unlike the token bucket path, not on `NotMaster`) within `redis.timeout_ms`. Errors: the
     /// failure policy's wait (ms).
-    pub(super) async fn ask_policy(&self, key: CallKey) -> Result<BatchDecision, u64> {
+    pub(super) async fn ask_policy(&self, key: Arc<CallKey>) -> Result<BatchDecision, u64> {
         // Shared, not copied, by every attempt and by the coalescer's queue.
-        let key = Arc::new(key);
         let key = &key;
         let call = |n: usize| async move {
             let script = policy::policy_script();
-            let args = key.args_for(n);
+            let mut count = itoa::Buffer::new();
+            let args = key.args_with(&mut count, n);
             let reply = self
                 .redis
                 .eval::<Vec<i64>, _>(script, &key.keys, &args)
                 .await?;
-            policy::decode_reply(&reply, key.arg_list(), n).ok_or(RedisFault::Other)
+            let spec = key.spec().ok_or(RedisFault::Other)?;
+            policy::decode_reply_of(&reply, spec, n).ok_or(RedisFault::Other)
         };
         let answer = self
             .guarded()
@@ -108,7 +109,7 @@ impl QuotaService {
         let call = self.policy_call(q);
         let entry = call.entry(self.redis.key_prefix());
         let key = policy::call_key(self.redis.key_prefix(), &[&entry], Some(call.quota_part()));
-        let d = match self.ask_policy(key).await {
+        let d = match self.ask_policy(Arc::new(key)).await {
             Ok(b) => PolicyDecision::from_batch(b),
             Err(retry_in_ms) => return self.policy_fallback(q, retry_in_ms),
         };

@@ -194,6 +194,8 @@ pub struct CallKey {
     pub args: String,
     /// The keys and arguments hashed with this process's random keys.
     digest: u64,
+    /// The arguments read back, on first use ([`CallKey::spec`]).
+    spec: OnceLock<Option<replay::CallSpec>>,
 }
 
 impl PartialEq for CallKey {
@@ -217,7 +219,20 @@ impl CallKey {
         let digest = HASHER
             .get_or_init(Default::default)
             .hash_one((&keys, &args));
-        CallKey { keys, args, digest }
+        CallKey {
+            keys,
+            args,
+            digest,
+            spec: OnceLock::new(),
+        }
+    }
+
+    /// What the call decides, read from its arguments once per identity (a kept plan's calls
+    /// are read once, not once per call); `None` when they are not a policy call's.
+    pub fn spec(&self) -> Option<&replay::CallSpec> {
+        self.spec
+            .get_or_init(|| replay::CallSpec::parse(self.arg_list()))
+            .as_ref()
     }
 
     /// The arguments without the request count.
@@ -230,6 +245,14 @@ impl CallKey {
     pub fn args_for(&self, requests: usize) -> Vec<String> {
         let mut args: Vec<String> = self.arg_list().map(str::to_string).collect();
         args.push(requests.to_string());
+        args
+    }
+
+    /// [`args_for`](Self::args_for) borrowed from the identity, the count written to `count`.
+    pub fn args_with<'a>(&'a self, count: &'a mut itoa::Buffer, requests: usize) -> Vec<&'a str> {
+        let mut args = Vec::with_capacity(64);
+        args.extend(self.arg_list());
+        args.push(count.format(requests));
         args
     }
 }
@@ -361,9 +384,17 @@ pub fn decode_reply<'a>(
     args: impl IntoIterator<Item = &'a str>,
     requests: usize,
 ) -> Option<Vec<BatchDecision>> {
-    let spec = replay::CallSpec::parse(args)?;
+    decode_reply_of(reply, &replay::CallSpec::parse(args)?, requests)
+}
+
+/// [`decode_reply`] of a call whose arguments read back as `spec`.
+pub fn decode_reply_of(
+    reply: &[i64],
+    spec: &replay::CallSpec,
+    requests: usize,
+) -> Option<Vec<BatchDecision>> {
     if reply.first() == Some(&-1) {
-        return replay::replay(reply, &spec, requests);
+        return replay::replay(reply, spec, requests);
     }
     let limits: Vec<u64> = spec.entries.iter().map(|e| e.rate.limit).collect();
     parse_batches(reply, &limits, requests)

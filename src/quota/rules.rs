@@ -14,13 +14,15 @@
 //! `1 / fleet size` share: rules first only looked at, then the tier's fallback decided, then
 //! the rules debited, so a local refusal debits nothing locally either.
 
-use super::policy_script::{self as policy, BatchDecision, LimitEntry, QuotaPart};
+use super::policy_script::{self as policy, BatchDecision, CallKey, LimitEntry, QuotaPart};
 use super::TenantQuota;
 use super::{PolicyExtras, QuotaOutcome, QuotaService, Reservation};
 use crate::config::FailurePolicy;
 use crate::limit::algorithm::Algorithm;
+use crate::limit::calendar::CalendarQuota;
 use crate::limit::{Decision, Rate};
 use crate::store::redis::conn::key_slot;
+use std::sync::{Arc, OnceLock};
 
 /// One limit rule to decide with a request.
 #[derive(Debug, Clone)]
@@ -62,9 +64,60 @@ pub struct Combined {
 }
 
 /// A group of entries under one slot, by index into the request's entries (the tier's at 0).
+#[derive(Debug)]
 struct Group {
     slot: u16,
     members: Vec<usize>,
+}
+
+/// A request's script calls as [`QuotaService::decide_with_rules`] builds them (its entries
+/// grouped by slot, each group's call identity), kept with a rule plan
+/// ([`Prepared`](crate::policy::rules::memo::Prepared)) for the next requests of that plan.
+/// Reused only when the tier's part (its entry and quotas) is the one it was built with.
+#[derive(Debug)]
+pub struct PreparedCalls {
+    tier_entry: Option<LimitEntry>,
+    quotas: Option<(String, Vec<CalendarQuota>, u64)>,
+    groups: Vec<Group>,
+    keys: Vec<Arc<CallKey>>,
+}
+
+impl PreparedCalls {
+    /// Groups `entries` (the tier's first, when `tier_entry`) and builds each group's call.
+    fn build(
+        prefix: &str,
+        tier_entry: Option<&LimitEntry>,
+        entries: &[&LimitEntry],
+        quotas: Option<QuotaPart<'_>>,
+    ) -> Self {
+        let groups = groups_of(entries);
+        let keys = groups
+            .iter()
+            .map(|g| {
+                let members: Vec<&LimitEntry> = g.members.iter().map(|&i| entries[i]).collect();
+                let q = quotas.filter(|_| tier_entry.is_some() && g.members.contains(&0));
+                Arc::new(policy::call_key(prefix, &members, q))
+            })
+            .collect();
+        PreparedCalls {
+            tier_entry: tier_entry.cloned(),
+            quotas: quotas.map(|q| (q.tenant.to_string(), q.quotas.to_vec(), q.cost)),
+            groups,
+            keys,
+        }
+    }
+
+    /// True when built for this tier part.
+    fn fits(&self, tier_entry: Option<&LimitEntry>, quotas: Option<QuotaPart<'_>>) -> bool {
+        self.tier_entry.as_ref() == tier_entry
+            && match (&self.quotas, quotas) {
+                (None, None) => true,
+                (Some((tenant, kept, cost)), Some(q)) => {
+                    tenant == q.tenant && kept.as_slice() == q.quotas && *cost == q.cost
+                }
+                _ => false,
+            }
+    }
 }
 
 /// What Redis said to one group.
@@ -77,11 +130,13 @@ enum Asked {
 impl QuotaService {
     /// Decides `rules` with the tier's policies (`tier`: the tenant's quota request and whether
     /// the tier is in shadow mode), all or nothing. Never fails: Redis faults become each
-    /// policy's declared failure outcome.
+    /// policy's declared failure outcome. `prepared`: where the calls of these very `rules` are
+    /// kept once built (a rule plan's), reused while the tier's part is the same.
     pub async fn decide_with_rules(
         &self,
         tier: Option<(&TenantQuota<'_>, bool)>,
         rules: &[&RuleCall],
+        prepared: Option<&OnceLock<PreparedCalls>>,
     ) -> Combined {
         let prefix = self.redis.key_prefix();
         let tier_entry = tier.map(|(q, shadow)| LimitEntry {
@@ -97,9 +152,18 @@ impl QuotaService {
             .iter()
             .chain(rules.iter().map(|r| &r.entry))
             .collect();
-        let groups = groups_of(&entries);
+        let build = || PreparedCalls::build(prefix, tier_entry.as_ref(), &entries, quotas);
+        let local;
+        let calls = match prepared.map(|p| p.get_or_init(build)) {
+            Some(p) if p.fits(tier_entry.as_ref(), quotas) => p,
+            _ => {
+                local = build();
+                &local
+            }
+        };
+        let groups = &calls.groups;
         let mut asked: Vec<Asked> = Vec::with_capacity(groups.len());
-        for g in &groups {
+        for key in &calls.keys {
             if asked
                 .iter()
                 .any(|a| matches!(a, Asked::Answered(b) if !b.admitted))
@@ -107,12 +171,13 @@ impl QuotaService {
                 asked.push(Asked::Unasked);
                 continue;
             }
-            let members: Vec<&LimitEntry> = g.members.iter().map(|&i| entries[i]).collect();
-            let q = quotas.filter(|_| tier.is_some() && g.members.contains(&0));
-            asked.push(self.ask_group(&members, q).await);
+            asked.push(match self.ask_policy(key.clone()).await {
+                Ok(value) => Asked::Answered(value),
+                Err(retry_in_ms) => Asked::Failed { retry_in_ms },
+            });
         }
         let tier_offset = usize::from(tier.is_some());
-        let mut outcome = self.outcomes(tier, rules, &groups, &asked, tier_offset);
+        let mut outcome = self.outcomes(tier, rules, groups, &asked, tier_offset);
         if !outcome.admitted {
             for (g, a) in groups.iter().zip(&asked) {
                 if let Asked::Answered(b) = a {
@@ -131,16 +196,6 @@ impl QuotaService {
             }
         }
         outcome
-    }
-
-    /// One guarded call of the policy script over `members` (and the tier's quotas, when its
-    /// main limit is among them).
-    async fn ask_group(&self, members: &[&LimitEntry], quotas: Option<QuotaPart<'_>>) -> Asked {
-        let key = policy::call_key(self.redis.key_prefix(), members, quotas);
-        match self.ask_policy(key).await {
-            Ok(value) => Asked::Answered(value),
-            Err(retry_in_ms) => Asked::Failed { retry_in_ms },
-        }
     }
 
     /// Gives back what a group's call debited (errors are logged: the worst case is tokens
@@ -313,3 +368,6 @@ fn groups_of(entries: &[&LimitEntry]) -> Vec<Group> {
     }
     groups
 }
+
+#[cfg(test)]
+mod tests;

@@ -9,7 +9,8 @@ mod app;
 use crate::config::{Config, ConfigError};
 use crate::hashing::HashMap;
 use crate::identity::Authenticator;
-use crate::observe::series::{DecisionSeries, RouteSeries};
+use crate::observe::series::{DecisionSeries, RouteSeries, RuleSeries};
+use crate::policy::rules::memo::PlanMemo;
 use crate::quota::QuotaService;
 use crate::region::RegionBudget;
 use crate::response::QuotaHeaders;
@@ -39,6 +40,10 @@ pub struct Snapshot {
     pub route_series: Vec<RouteSeries>,
     /// Decision series of this config's tiers.
     pub decision_series: DecisionSeries,
+    /// Decision series of this config's limit rules, by position.
+    pub rule_series: RuleSeries,
+    /// Limit-rule plans kept for reuse while this config lasts.
+    pub rule_plans: PlanMemo,
 }
 
 impl Snapshot {
@@ -111,6 +116,8 @@ impl Snapshot {
         Ok(Snapshot {
             route_series,
             decision_series: DecisionSeries::new(config.tiers.keys()),
+            rule_series: RuleSeries::new(config.limits.iter().map(|r| r.name.as_str())),
+            rule_plans: PlanMemo::default(),
             router: Router::new(config.routes.clone()),
             upstreams,
             auth,

@@ -47,7 +47,7 @@ fn decided(d: crate::limit::Decision, rate: crate::limit::Rate) -> RuleOutcome {
 fn plan_places_tenant_rules_under_the_tenant_and_others_under_their_own_tag() {
     let s = snap();
     let headers = HeaderMap::new();
-    let rules = plan(&s, &view(&headers), 2).unwrap();
+    let rules = plan(&s, &view(&headers), 2).unwrap().rules;
     let keys: Vec<&str> = rules.iter().map(|(_, c)| c.entry.key.as_str()).collect();
     assert_eq!(
         keys,
@@ -65,7 +65,7 @@ fn plan_places_tenant_rules_under_the_tenant_and_others_under_their_own_tag() {
 fn a_refusing_rule_refuses_with_every_enforced_policy_in_the_headers() {
     let s = snap();
     let headers = HeaderMap::new();
-    let rules = plan(&s, &view(&headers), 1).unwrap();
+    let rules = plan(&s, &view(&headers), 1).unwrap().rules;
     let tier = tenant::plan(&s, &identity(), 1).unwrap().unwrap();
     let combined = Combined {
         tier: Some(QuotaOutcome::Decided {
@@ -81,7 +81,15 @@ fn a_refusing_rule_refuses_with_every_enforced_policy_in_the_headers() {
         ],
         admitted: false,
     };
-    let v = judge(Some(&tier), &rules, &[], combined, 429, false);
+    let v = judge(
+        &s.rule_series,
+        Some(&tier),
+        &rules,
+        &[],
+        combined,
+        429,
+        false,
+    );
     let Decision::Reject(r) = &v.decision else {
         panic!("not a rejection: {:?}", v.decision)
     };
@@ -99,7 +107,7 @@ fn a_refusing_rule_refuses_with_every_enforced_policy_in_the_headers() {
 fn rules_without_a_tier_lead_the_headers_and_shadow_rules_never_refuse() {
     let s = snap();
     let headers = HeaderMap::new();
-    let rules = plan(&s, &view(&headers), 1).unwrap();
+    let rules = plan(&s, &view(&headers), 1).unwrap().rules;
     let combined = Combined {
         tier: None,
         rules: vec![
@@ -109,7 +117,7 @@ fn rules_without_a_tier_lead_the_headers_and_shadow_rules_never_refuse() {
         ],
         admitted: true,
     };
-    let v = judge(None, &rules, &[], combined, 429, false);
+    let v = judge(&s.rule_series, None, &rules, &[], combined, 429, false);
     assert!(matches!(v.decision, Decision::Admit));
     let h = v.headers.unwrap();
     assert_eq!(h.policy_name, "per-method");
@@ -120,7 +128,7 @@ fn rules_without_a_tier_lead_the_headers_and_shadow_rules_never_refuse() {
 fn a_rule_failing_closed_is_a_503() {
     let s = snap();
     let headers = HeaderMap::new();
-    let rules = plan(&s, &view(&headers), 1).unwrap();
+    let rules = plan(&s, &view(&headers), 1).unwrap().rules;
     let combined = Combined {
         tier: None,
         rules: vec![
@@ -130,10 +138,66 @@ fn a_rule_failing_closed_is_a_503() {
         ],
         admitted: false,
     };
-    let v = judge(None, &rules, &[], combined, 429, false);
+    let v = judge(&s.rule_series, None, &rules, &[], combined, 429, false);
     let Decision::Reject(r) = &v.decision else {
         panic!("not a rejection")
     };
     assert_eq!((r.problem.status, r.retry_after), (503, Some(2)));
     assert_eq!(v.outcome, Outcome::FailedClosed);
+}
+
+/// A plan's rules as comparable values: rule index, key text, bucket, Redis key, cost.
+fn summary(
+    rules: &[(AppliedRule<'_>, RuleCall)],
+) -> Vec<(usize, String, crate::limit::Rate, String, u64)> {
+    rules
+        .iter()
+        .map(|(a, c)| {
+            (
+                a.index,
+                a.key.clone(),
+                a.rate,
+                c.entry.key.clone(),
+                c.entry.cost,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_kept_plan_is_reused_only_by_requests_with_the_same_fingerprint() {
+    let s = snap();
+    let headers = HeaderMap::new();
+    let first = plan(&s, &view(&headers), 1).unwrap();
+    let again = plan(&s, &view(&headers), 1).unwrap();
+    let (p1, p2) = (
+        first.prepared.clone().unwrap(),
+        again.prepared.clone().unwrap(),
+    );
+    assert!(
+        Arc::ptr_eq(&p1, &p2),
+        "the second request reuses the first's plan"
+    );
+    assert_eq!(summary(&again.rules), summary(&first.rules));
+    assert_eq!(
+        summary(&first.rules),
+        summary(&build(&s, &view(&headers), 1).unwrap())
+    );
+    assert_eq!(s.rule_plans.len(), 1);
+    // Another method, another cost, another tenant: plans of their own, as built afresh.
+    let get = RequestView {
+        method: "GET",
+        ..view(&headers)
+    };
+    let globex = RequestView {
+        tenant: Some("globex"),
+        ..view(&headers)
+    };
+    for (req, cost) in [(get, 1), (view(&headers), 3), (globex, 1)] {
+        let p = plan(&s, &req, cost).unwrap();
+        assert!(!Arc::ptr_eq(p.prepared.as_ref().unwrap(), &p1));
+        assert_eq!(summary(&p.rules), summary(&build(&s, &req, cost).unwrap()));
+        assert_ne!(summary(&p.rules), summary(&first.rules));
+    }
+    assert_eq!(s.rule_plans.len(), 4);
 }

@@ -172,3 +172,149 @@ fn sizes_follow_the_tier_and_the_regional_share() {
         Share { num: 1, den: 2 }.apply(Rate::new(10, 1_000, 10))
     );
 }
+
+/// The fingerprint of `req` over `rules`, or `None` when a refusing rule lacks a part.
+fn print_of(rules: &[LimitRule], req: &RequestView<'_>) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    fingerprint(rules, req, &mut out).then_some(out)
+}
+
+#[test]
+fn equal_fingerprints_mean_equal_plans_and_every_input_counts() {
+    let by_method = RuleMatch {
+        methods: vec!["POST".into()],
+        ..Default::default()
+    };
+    let rules = vec![
+        rule(
+            "per-user",
+            RuleMatch::default(),
+            vec![KeyPart::Tenant, KeyPart::Header("x-user".into())],
+            Missing::Skip,
+        ),
+        rule(
+            "posts",
+            by_method,
+            vec![KeyPart::ClientIp, KeyPart::Query("user".into())],
+            Missing::Skip,
+        ),
+        rule(
+            "per-sub",
+            RuleMatch::default(),
+            vec![KeyPart::Claim("sub".into())],
+            Missing::Skip,
+        ),
+    ];
+    let mut headers = HeaderMap::new();
+    headers.insert("x-user", HeaderValue::from_static("ann"));
+    let claims: Map<String, Value> = serde_json::from_str(r#"{"sub": "u-1"}"#).unwrap();
+    let base = view(&headers, Some(&claims));
+    let print = print_of(&rules, &base).unwrap();
+    // The same request, read again: the same bytes and the same plan.
+    assert_eq!(print_of(&rules, &base).unwrap(), print);
+    let plan = |req: &RequestView<'_>| {
+        applicable(&rules, req, None)
+            .unwrap()
+            .into_iter()
+            .map(|a| (a.index, a.key, a.rate))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(plan(&base), plan(&view(&headers, Some(&claims))));
+    // Each thing a plan depends on changes the fingerprint.
+    let mut other_user = HeaderMap::new();
+    other_user.insert("x-user", HeaderValue::from_static("bob"));
+    let other_claims: Map<String, Value> = serde_json::from_str(r#"{"sub": "u-2"}"#).unwrap();
+    let variants: Vec<RequestView<'_>> = vec![
+        view(&other_user, Some(&claims)),
+        view(&headers, Some(&other_claims)),
+        view(&headers, None),
+        RequestView {
+            method: "GET",
+            ..base
+        },
+        RequestView {
+            client_key: Some("192.0.2.8"),
+            ..base
+        },
+        RequestView {
+            query: Some("user=b"),
+            ..base
+        },
+        RequestView {
+            tenant: Some("globex"),
+            ..base
+        },
+        RequestView {
+            tier: Some("pro"),
+            ..base
+        },
+        RequestView { tier: None, ..base },
+    ];
+    for (i, v) in variants.iter().enumerate() {
+        let p = print_of(&rules, v).unwrap();
+        assert_ne!(p, print, "variant {i}");
+        assert_eq!(print_of(&rules, v).unwrap(), p, "variant {i} twice");
+    }
+    // Values cannot run into each other: the same bytes split differently differ.
+    let mut ab = HeaderMap::new();
+    ab.insert("x-user", HeaderValue::from_static("a"));
+    let split = |q| RequestView {
+        query: Some(q),
+        ..view(&ab, None)
+    };
+    let one = vec![rule(
+        "two",
+        RuleMatch::default(),
+        vec![KeyPart::Header("x-user".into()), KeyPart::Query("q".into())],
+        Missing::Skip,
+    )];
+    assert_ne!(print_of(&one, &split("q=bc")), {
+        let mut abc = HeaderMap::new();
+        abc.insert("x-user", HeaderValue::from_static("ab"));
+        print_of(
+            &one,
+            &RequestView {
+                query: Some("q=c"),
+                ..view(&abc, None)
+            },
+        )
+    });
+}
+
+#[test]
+fn a_refused_request_has_no_fingerprint() {
+    let headers = HeaderMap::new();
+    let req = view(&headers, None);
+    let skip = vec![rule(
+        "u",
+        RuleMatch::default(),
+        vec![KeyPart::Header("x-user".into())],
+        Missing::Skip,
+    )];
+    assert!(print_of(&skip, &req).is_some());
+    let refuse = vec![rule(
+        "u",
+        RuleMatch::default(),
+        vec![KeyPart::Header("x-user".into())],
+        Missing::Refuse,
+    )];
+    assert_eq!(print_of(&refuse, &req), None);
+    assert!(applicable(&refuse, &req, None).is_err());
+}
+
+#[test]
+fn the_memo_keeps_plans_up_to_its_capacity() {
+    use memo::{PlanMemo, Prepared, CAPACITY};
+    let memo = PlanMemo::default();
+    assert!(memo.get(b"a").is_none());
+    let kept = memo.insert(b"a", Prepared::new(Vec::new()));
+    assert!(std::sync::Arc::ptr_eq(&kept, &memo.get(b"a").unwrap()));
+    for i in 1..CAPACITY {
+        memo.insert(&i.to_le_bytes(), Prepared::new(Vec::new()));
+    }
+    assert_eq!(memo.len(), CAPACITY);
+    // Full: emptied before the next plan is kept.
+    memo.insert(b"next", Prepared::new(Vec::new()));
+    assert_eq!(memo.len(), 1);
+    assert!(memo.get(b"a").is_none() && memo.get(b"next").is_some());
+}

@@ -114,6 +114,12 @@ fn batch_and_refund_layout() {
     let three = key.args_for(3);
     assert_eq!(three[..three.len() - 1], expected[..expected.len() - 1]);
     assert_eq!(three.last().map(String::as_str), Some("3"));
+    let mut count = itoa::Buffer::new();
+    assert_eq!(key.args_with(&mut count, 3), three);
+    let spec = key.spec().expect("a policy call's arguments");
+    assert_eq!(Some(spec), replay::CallSpec::parse(key.arg_list()).as_ref());
+    assert_eq!(spec.entries.len(), 2);
+    assert!(!spec.entries[0].shadow && spec.entries[1].shadow);
     let (k, args) = refund_keys_and_args("tg", &[&b], None, 77);
     assert_eq!(k, ["k2"]);
     assert_eq!(args, ["1", "4", "77", "10", "1000", "20", "1"]);
