@@ -892,7 +892,7 @@ fn several_entries_decided_together_match_consecutive_calls() {
                 .iter()
                 .enumerate()
                 .map(|(i, (alg, rate, cost, shadow))| policy::LimitEntry {
-                    key: format!("ref:{{{tenant}}}:e{i}"),
+                    key: format!("ref:{{{tenant}}}:e{i}").into(),
                     algorithm: *alg,
                     rate: *rate,
                     cost: *cost,

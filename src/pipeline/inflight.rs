@@ -97,7 +97,7 @@ pub async fn take_rules(
         let Some(max) = a.rule.max_in_flight else {
             continue;
         };
-        let key = call.entry.key.clone();
+        let key = call.entry.key.to_string();
         let shadow = call.entry.shadow;
         let label = match quota.acquire_inflight_at(key, max, call.on_failure).await {
             InflightOutcome::Held(lease) => {
@@ -121,7 +121,7 @@ pub async fn take_rules(
         };
         METRICS
             .rule_decisions
-            .with_label_values(&[call.name.as_str(), label])
+            .with_label_values(&[&call.name, label])
             .inc();
     }
     Ok(leases)

@@ -125,9 +125,9 @@ fn build<'a>(
                 None => rule_key(prefix, &r.name, r.algorithm, tenant, &a.key),
             };
             let call = RuleCall {
-                name: r.name.clone(),
+                name: r.name.as_str().into(),
                 entry: LimitEntry {
-                    key,
+                    key: key.into(),
                     algorithm: r.algorithm,
                     rate: a.rate,
                     cost,
@@ -254,7 +254,7 @@ pub fn judge(
         }
     }
     let tier_outcome = combined.tier.clone();
-    let tier_verdict = match (tier, tier_outcome) {
+    let mut tier_verdict = match (tier, tier_outcome) {
         (Some(p), Some(o)) => {
             let tier_shadow = p.limits.tier.mode.is_shadow();
             Some(tenant::judge(p, status, o, None, shadow || tier_shadow))
@@ -262,7 +262,9 @@ pub fn judge(
         _ => None,
     };
     let degraded = reports.iter().any(|(_, _, d)| *d);
-    let headers = merge_headers(tier_verdict.as_ref(), reports);
+    // The tier's headers move into the merged ones (its verdict takes those back below).
+    let tier_headers = tier_verdict.as_mut().and_then(|v| v.headers.take());
+    let headers = merge_headers(tier_headers, reports);
     if combined.admitted {
         let mut v = match tier_verdict {
             // The tier's verdict stands (an admission, a delay, or a shadow tier's refusal).
@@ -325,7 +327,7 @@ fn report(
     degraded: bool,
 ) -> (QuotaReport, crate::limit::Rate, bool) {
     let r = QuotaReport {
-        name: call.name.clone(),
+        name: call.name.to_string(),
         kind,
         limit: rate.burst,
         window_s: rate.window_s(),
@@ -337,11 +339,11 @@ fn report(
 /// The tier's headers with the rules' reports after its own policies; without a tier's
 /// headers, the first rule's report leads.
 fn merge_headers(
-    tier: Option<&Verdict>,
+    tier: Option<QuotaHeaders>,
     reports: Vec<(QuotaReport, crate::limit::Rate, bool)>,
 ) -> Option<QuotaHeaders> {
     let degraded = reports.iter().any(|(_, _, d)| *d);
-    match tier.and_then(|v| v.headers.clone()) {
+    match tier {
         Some(mut h) => {
             h.quotas.reserve_exact(reports.len());
             h.quotas.extend(reports.into_iter().map(|(r, _, _)| r));

@@ -44,9 +44,9 @@ pub fn entry_at(
     on_failure: FailurePolicy,
 ) -> RuleCall {
     RuleCall {
-        name: budget.policy.clone(),
+        name: budget.policy.as_str().into(),
         entry: LimitEntry {
-            key,
+            key: key.into(),
             algorithm: Algorithm::TokenBucket,
             rate: budget.rate,
             cost: reserve,
@@ -176,7 +176,7 @@ impl UsageMeter {
         UsageMeter {
             quota,
             tier: owner.to_string(),
-            key: call.entry.key.clone(),
+            key: call.entry.key.to_string(),
             // Settled against this request's own reserve (read from its body or the default).
             budget: UsageBudget {
                 reserve: call.entry.cost,

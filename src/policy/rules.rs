@@ -10,6 +10,7 @@ use http::HeaderMap;
 use percent_encoding::percent_decode;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
+use std::sync::Arc;
 
 /// What rules read of a request, after the identity stage.
 #[derive(Debug, Clone, Copy)]
@@ -43,7 +44,7 @@ pub struct AppliedRule<'a> {
     /// Its position in `limits:`.
     pub index: usize,
     /// The encoded key text ([`rule_key_text`](crate::store::redis::keys::rule_key_text)).
-    pub key: String,
+    pub key: Arc<str>,
     /// The bucket: the rule's own or its `by_tier` size, cut to this region's share under
     /// `multi_region:`.
     pub rate: Rate,
@@ -106,7 +107,7 @@ pub fn applicable<'a>(
         out.push(AppliedRule {
             rule,
             index,
-            key: key.finish(),
+            key: key.finish().into(),
             rate,
         });
     }

@@ -312,7 +312,12 @@ fn rules_of<'a>(
     if snap.config.limits.is_empty() {
         return Ok(Planned::default());
     }
-    let client_key = client_ip::key_of(ctx.client, snap.config.ipv6_prefix()).to_string();
+    let mut client_key = Vec::with_capacity(40);
+    client_ip::push_ip(
+        &mut client_key,
+        client_ip::key_of(ctx.client, snap.config.ipv6_prefix()),
+    );
+    let client_key = String::from_utf8(client_key).unwrap_or_default();
     let host = request_host(req);
     let view = RequestView {
         method: req.method.as_str(),

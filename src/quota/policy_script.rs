@@ -20,7 +20,7 @@ use crate::store::redis::scripts::{
     PRELUDE_LUA, REFUND_LUA, SLIDING_WINDOW_COUNTER_LUA, SLIDING_WINDOW_LOG_LUA, TAT_LUA,
     TOKEN_BUCKET_LUA,
 };
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// The template `lua/<alg>.lua` as written.
 fn template(alg: Algorithm) -> &'static str {
@@ -95,7 +95,7 @@ pub fn debit_refund_script() -> &'static LuaScript {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LimitEntry {
     /// Its state's key (under the hash tag of its call).
-    pub key: String,
+    pub key: Arc<str>,
     pub algorithm: Algorithm,
     pub rate: Rate,
     /// Tokens this request takes from it.
@@ -137,7 +137,7 @@ impl PolicyCall<'_> {
     /// The tier's main limit as an entry, keyed [`main_key`].
     pub fn entry(&self, prefix: &str) -> LimitEntry {
         LimitEntry {
-            key: main_key(prefix, self.tenant, self.algorithm),
+            key: main_key(prefix, self.tenant, self.algorithm).into(),
             algorithm: self.algorithm,
             rate: self.rate,
             cost: self.cost,
@@ -271,7 +271,7 @@ pub fn keys_and_args(
 /// The identity of a policy call for one request, without a test clock: see
 /// [`batch_keys_and_args`].
 pub fn call_key(prefix: &str, entries: &[&LimitEntry], quotas: Option<QuotaPart<'_>>) -> CallKey {
-    let mut keys: Vec<String> = entries.iter().map(|e| e.key.clone()).collect();
+    let mut keys: Vec<String> = entries.iter().map(|e| e.key.to_string()).collect();
     let mut args = String::with_capacity(16 + 48 * entries.len());
     // Each argument followed by one space.
     fn word(args: &mut String, w: &str) {
@@ -333,7 +333,7 @@ pub fn refund_keys_and_args(
     quotas: Option<QuotaPart<'_>>,
     now_ms: u64,
 ) -> (Vec<String>, Vec<String>) {
-    let mut keys: Vec<String> = entries.iter().map(|e| e.key.clone()).collect();
+    let mut keys: Vec<String> = entries.iter().map(|e| e.key.to_string()).collect();
     let mut values = Vec::new();
     for e in entries {
         let r = &e.rate;

@@ -28,7 +28,7 @@ use std::sync::{Arc, OnceLock};
 #[derive(Debug, Clone)]
 pub struct RuleCall {
     /// Its policy name.
-    pub name: String,
+    pub name: Arc<str>,
     /// Its bucket (key under the tenant's or its own hash tag), size, cost and mode.
     pub entry: LimitEntry,
     pub on_failure: FailurePolicy,
@@ -248,7 +248,7 @@ impl QuotaService {
                         let rate = rule.entry.rate.divided(self.fleet_size());
                         let e = &rule.entry;
                         let peek = self.local_policies.peek(
-                            &e.key,
+                            &e.key.to_string(),
                             e.algorithm,
                             self.now_ms(),
                             &rate,
@@ -295,9 +295,14 @@ impl QuotaService {
                 let e = &rules[r].entry;
                 let rate = e.rate.divided(self.fleet_size());
                 let now = self.now_ms();
-                let (o, _) = self
-                    .local_policies
-                    .decide(&e.key, e.algorithm, now, &rate, e.cost, 0);
+                let (o, _) = self.local_policies.decide(
+                    &e.key.to_string(),
+                    e.algorithm,
+                    now,
+                    &rate,
+                    e.cost,
+                    0,
+                );
                 rule_outcomes[r] = RuleOutcome::Decided {
                     decision: o.decision,
                     rate,

@@ -48,7 +48,7 @@ fn plan_places_tenant_rules_under_the_tenant_and_others_under_their_own_tag() {
     let s = snap();
     let headers = HeaderMap::new();
     let rules = plan(&s, &view(&headers), 2).unwrap().rules;
-    let keys: Vec<&str> = rules.iter().map(|(_, c)| c.entry.key.as_str()).collect();
+    let keys: Vec<&str> = rules.iter().map(|(_, c)| &*c.entry.key).collect();
     assert_eq!(
         keys,
         [
@@ -149,7 +149,7 @@ fn a_rule_failing_closed_is_a_503() {
 /// A plan's rules as comparable values: rule index, key text, bucket, Redis key, cost.
 fn summary(
     rules: &[(AppliedRule<'_>, RuleCall)],
-) -> Vec<(usize, String, crate::limit::Rate, String, u64)> {
+) -> Vec<(usize, Arc<str>, crate::limit::Rate, Arc<str>, u64)> {
     rules
         .iter()
         .map(|(a, c)| {

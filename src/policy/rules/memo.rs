@@ -22,7 +22,7 @@ pub const MAX_FINGERPRINT_BYTES: usize = 1024;
 pub struct Prepared {
     /// Per applied rule, in rule order: its index in `limits:`, its encoded key text, its
     /// bucket and its quota call.
-    pub rules: Vec<(usize, String, Rate, RuleCall)>,
+    pub rules: Vec<(usize, Arc<str>, Rate, RuleCall)>,
     /// The script calls deciding these rules with the tier's policies, built by the first
     /// request that needs them ([`QuotaService::decide_with_rules`](crate::quota::QuotaService::decide_with_rules)).
     pub calls: OnceLock<PreparedCalls>,
@@ -30,7 +30,7 @@ pub struct Prepared {
 
 impl Prepared {
     /// A plan of `rules` whose calls are not built yet.
-    pub fn new(rules: Vec<(usize, String, Rate, RuleCall)>) -> Self {
+    pub fn new(rules: Vec<(usize, Arc<str>, Rate, RuleCall)>) -> Self {
         Prepared {
             rules,
             calls: OnceLock::new(),

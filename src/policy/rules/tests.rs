@@ -90,7 +90,7 @@ fn keys_read_every_part_kind() {
     let key = |part: KeyPart| {
         let rules = [rule("r", RuleMatch::default(), vec![part], Missing::Skip)];
         let applied = applicable(&rules, &req, None).unwrap();
-        applied.first().map(|a| a.key.clone())
+        applied.first().map(|a| a.key.to_string())
     };
     assert_eq!(key(KeyPart::Tenant).unwrap(), "tenant=4.acme");
     assert_eq!(key(KeyPart::ClientIp).unwrap(), "client_ip=9.192.0.2.7");

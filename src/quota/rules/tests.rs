@@ -3,7 +3,7 @@ use crate::limit::calendar::Period;
 
 fn entry(key: &str, cost: u64) -> LimitEntry {
     LimitEntry {
-        key: key.to_string(),
+        key: key.into(),
         algorithm: Algorithm::TokenBucket,
         rate: Rate::new(10, 1_000, 10),
         cost,
