@@ -146,10 +146,11 @@ fn a_rule_failing_closed_is_a_503() {
     assert_eq!(v.outcome, Outcome::FailedClosed);
 }
 
-/// A plan's rules as comparable values: rule index, key text, bucket, Redis key, cost.
-fn summary(
-    rules: &[(AppliedRule<'_>, RuleCall)],
-) -> Vec<(usize, Arc<str>, crate::limit::Rate, Arc<str>, u64)> {
+/// A plan's rule as comparable values: rule index, key text, bucket, Redis key, cost.
+type Summary = (usize, Arc<str>, crate::limit::Rate, Arc<str>, u64);
+
+/// A plan's rules as comparable values.
+fn summary(rules: &[(AppliedRule<'_>, RuleCall)]) -> Vec<Summary> {
     rules
         .iter()
         .map(|(a, c)| {
