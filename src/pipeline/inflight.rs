@@ -7,7 +7,7 @@
 use super::tenant::Plan;
 use super::{Layer, Outcome, Rejection};
 use crate::config::HeaderMode;
-use crate::observe::metrics::METRICS;
+use crate::observe::series::RuleSeries;
 use crate::policy::rules::AppliedRule;
 use crate::quota::inflight::{InflightLease, InflightOutcome};
 use crate::quota::rules::RuleCall;
@@ -88,6 +88,7 @@ pub fn refused(
 /// closed (503); leases taken before are given back as the error drops them.
 pub async fn take_rules(
     quota: &Arc<QuotaService>,
+    series: &RuleSeries,
     rules: &[(AppliedRule<'_>, RuleCall)],
     status: u16,
     headers: HeaderMode,
@@ -119,10 +120,7 @@ pub async fn take_rules(
             }
             InflightOutcome::FailedClosed { .. } => "failed_closed",
         };
-        METRICS
-            .rule_decisions
-            .with_label_values(&[&call.name, label])
-            .inc();
+        series.inc(a.index, &call.name, label);
     }
     Ok(leases)
 }

@@ -65,7 +65,7 @@ pub fn plan<'a>(
         None => {
             let kept = build(snap, req, cost)?
                 .into_iter()
-                .map(|(a, call)| (a.index, a.key, a.rate, call))
+                .map(|(a, call)| (a.index, a.key, call))
                 .collect();
             snap.rule_plans.insert(&fingerprint, Prepared::new(kept))
         }
@@ -73,12 +73,12 @@ pub fn plan<'a>(
     let rules = prepared
         .rules
         .iter()
-        .map(|(index, key, rate, call)| {
+        .map(|(index, key, call)| {
             let a = AppliedRule {
                 rule: &limits[*index],
                 index: *index,
                 key: key.clone(),
-                rate: *rate,
+                rate: call.entry.rate,
             };
             (a, call.clone())
         })
@@ -189,9 +189,7 @@ pub async fn run(
         .chain(usage.iter().copied())
         .collect();
     // Boxed, as the tenant stage's call (see `tenant::run`).
-    let prepared = prepared
-        .filter(|p| usage.is_empty() && p.rules.len() == rules.len())
-        .map(|p| &p.calls);
+    let prepared = prepared.filter(|_| usage.is_empty()).map(|p| &p.calls);
     let combined = Box::pin(quota.decide_with_rules(asked, &calls, prepared)).await;
     if let (Some(p), Some(o)) = (tier, &combined.tier) {
         o.record_fit(fit, &p.tenant, crate::observe::tier_fit::unix_ms());
@@ -199,9 +197,9 @@ pub async fn run(
     judge(series, tier, rules, usage, combined, status, shadow)
 }
 
-/// The verdict on `combined` (each rule's decision counted in `series`): an admission with every enforced policy's headers, a 429-style
-/// (`status`) `quota-exceeded` refusal naming the refusing policies, or a 503 when a refusing
-/// policy failed closed; shadowed when `shadow`. A shadow tier's own refusal of an admitted
+/// The verdict on `combined` (each rule's decision counted in `series`): an admission with
+/// every enforced policy's headers, a 429-style (`status`) `quota-exceeded` refusal naming the
+/// refusing policies, or a 503 when a refusing policy failed closed; shadowed when `shadow`. A shadow tier's own refusal of an admitted
 /// request is a shadow refusal, as without rules. `usage` are the usage budget entries (the
 /// tier's, then the rules', docs/DESIGN.md 4e "Usage cost"), decided after the rules; their
 /// reports follow theirs.

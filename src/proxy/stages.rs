@@ -206,6 +206,7 @@ pub(super) async fn tenant_stage(
         false => {
             Box::pin(pipeline::inflight::take_rules(
                 quota,
+                &snap.rule_series,
                 &concurrency,
                 status,
                 mode,

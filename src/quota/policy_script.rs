@@ -243,9 +243,9 @@ impl CallKey {
     /// ARGV deciding `requests` such requests in turn (the count is the last argument: a
     /// coalesced call has no test clock).
     pub fn args_for(&self, requests: usize) -> Vec<String> {
-        let mut args: Vec<String> = self.arg_list().map(str::to_string).collect();
-        args.push(requests.to_string());
-        args
+        let mut count = itoa::Buffer::new();
+        let args = self.args_with(&mut count, requests);
+        args.into_iter().map(str::to_string).collect()
     }
 
     /// [`args_for`](Self::args_for) borrowed from the identity, the count written to `count`.

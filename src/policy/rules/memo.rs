@@ -6,7 +6,6 @@
 //! values) is not kept; a request whose plan is not kept builds its own, as without the memo.
 
 use crate::hashing::HashMap;
-use crate::limit::Rate;
 use crate::quota::rules::{PreparedCalls, RuleCall};
 use parking_lot::Mutex;
 use std::sync::{Arc, OnceLock};
@@ -20,9 +19,9 @@ pub const MAX_FINGERPRINT_BYTES: usize = 1024;
 /// A plan without its request: what requests with one fingerprint are decided by.
 #[derive(Debug)]
 pub struct Prepared {
-    /// Per applied rule, in rule order: its index in `limits:`, its encoded key text, its
-    /// bucket and its quota call.
-    pub rules: Vec<(usize, Arc<str>, Rate, RuleCall)>,
+    /// Per applied rule, in rule order: its index in `limits:`, its encoded key text and its
+    /// quota call (whose entry holds its bucket).
+    pub rules: Vec<(usize, Arc<str>, RuleCall)>,
     /// The script calls deciding these rules with the tier's policies, built by the first
     /// request that needs them ([`QuotaService::decide_with_rules`](crate::quota::QuotaService::decide_with_rules)).
     pub calls: OnceLock<PreparedCalls>,
@@ -30,7 +29,7 @@ pub struct Prepared {
 
 impl Prepared {
     /// A plan of `rules` whose calls are not built yet.
-    pub fn new(rules: Vec<(usize, Arc<str>, Rate, RuleCall)>) -> Self {
+    pub fn new(rules: Vec<(usize, Arc<str>, RuleCall)>) -> Self {
         Prepared {
             rules,
             calls: OnceLock::new(),
