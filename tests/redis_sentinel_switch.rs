@@ -175,6 +175,24 @@ impl Run {
     }
 }
 
+/// The tail of every sentinel's log and of every data node's, for a failed wait on the sentinels.
+fn sentinel_logs(set: &SentinelSet) -> String {
+    let nodes = set.sentinels.iter().map(|n| ("sentinel", n));
+    let nodes = nodes.chain(set.data.iter().map(|n| ("data node", n)));
+    nodes
+        .map(|(what, n)| {
+            let log = n.log();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+            format!("---- {what} {} ----\n{tail}\n", n.port)
+        })
+        .collect()
+}
+
+/// Scenarios run one at a time: each starts five Redis processes and a gateway under load, and
+/// a sentinel whose timer is starved for 2 s enters TILT for 30 s and acts on nothing.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// One scenario: a master with `replicas` replicas and three sentinels, `gateways` gateways and
 /// steady traffic on them; `fault` breaks things and waits until the sentinels switched (it may
 /// return more gateways, started meanwhile, to drain through); then half a second more of
@@ -185,6 +203,7 @@ async fn scenario(
     gateways: usize,
     fault: impl FnOnce(&mut SentinelSet, &Backend) -> Vec<Gateway>,
 ) {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let mut set = SentinelSet::start_with("tollgate", 1000, replicas);
     let backend = Backend::start("echo");
     let gws: Vec<Gateway> = (0..gateways)
@@ -227,7 +246,9 @@ async fn old_master_back_as_a_replica_admits_no_token_twice() {
         // replica of the new one; a gateway started meanwhile must not pick it either.
         set.data[0].restart();
         let late = Gateway::start(&yaml(set, backend));
-        let replica_again = wait_until(PATIENCE, || {
+        // The sentinels convert it only once it has been up for 8 s (4 publish periods) and
+        // none of them is in TILT; a full sync follows.
+        let replica_again = wait_until(2 * PATIENCE, || {
             let old = &set.data[0];
             old.info_field("replication", "role").as_deref() == Some("slave")
                 && old
@@ -235,7 +256,11 @@ async fn old_master_back_as_a_replica_admits_no_token_twice() {
                     .as_deref()
                     == Some("up")
         });
-        assert!(replica_again, "the old master never became a replica");
+        assert!(
+            replica_again,
+            "the old master never became a replica\n{}",
+            sentinel_logs(set)
+        );
         vec![late]
     })
     .await;
