@@ -35,14 +35,22 @@ if redis.replicate_commands then redis.replicate_commands() end
 
 local real = redis
 local ne = tonumber(ARGV[1])
+-- Entry i: its algorithm, whether it is in shadow mode, and where its m script arguments start
+-- in ARGV (`first`); `argv` (a table of them) is built only for its algorithm script.
 local entries = {}
 local at = 2
 for i = 1, ne do
-  local e = {alg = tonumber(ARGV[at]), shadow = ARGV[at + 1] == '1', argv = {}}
   local m = tonumber(ARGV[at + 2])
-  for j = 1, m do e.argv[j] = ARGV[at + 2 + j] end
-  entries[i] = e
+  entries[i] = {alg = tonumber(ARGV[at]), shadow = ARGV[at + 1] == '1', first = at + 3, m = m}
   at = at + 3 + m
+end
+local function argv_of(e)
+  if not e.argv then
+    local argv = {}
+    for j = 1, e.m do argv[j] = ARGV[e.first + j - 1] end
+    e.argv = argv
+  end
+  return e.argv
 end
 local cost = tonumber(ARGV[at])
 local nq = tonumber(ARGV[at + 1])
@@ -57,106 +65,6 @@ else
   clock = real.call('TIME')
 end
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-
--- Hashes (the state of every algorithm but the sliding window log) are read from Redis once
--- per call and written back once at its end, so the requests of a coalesced call see each
--- other's writes here and n requests cost one HMGET, HSET and PEXPIRE per key, not n of each.
--- hashes[key] = {fields = {name = value | false}, dirty = {name = true}, order = {names},
--- ttl = ms | nil, deleted = true | nil}. Any other command on a cached key writes it back first.
-local hashes = {}
-local touched = {}
-local function hash(key)
-  local h = hashes[key]
-  if not h then
-    h = {fields = {}, dirty = {}, order = {}}
-    hashes[key] = h
-    touched[#touched + 1] = key
-  end
-  return h
-end
-local function hmget(key, ...)
-  local names = {...}
-  local h = hash(key)
-  local out, complete = {}, true
-  for i, f in ipairs(names) do
-    out[i] = h.fields[f]
-    if out[i] == nil then complete = false end
-  end
-  if complete then return out end
-  local got = h.deleted and {} or real.call('HMGET', key, ...)
-  if not h.read then h.read = got end
-  for i, f in ipairs(names) do
-    if h.fields[f] == nil then h.fields[f] = got[i] or false end
-    out[i] = h.fields[f]
-  end
-  return out
-end
-local function hset(key, ...)
-  local h = hash(key)
-  local args = {...}
-  for i = 1, #args, 2 do
-    local f = args[i]
-    if not h.dirty[f] then
-      h.dirty[f] = true
-      h.order[#h.order + 1] = f
-    end
-    h.fields[f] = args[i + 1]
-  end
-  return 0
-end
-local function pexpire(key, ms)
-  local h = hashes[key]
-  if tonumber(ms) > 0 then
-    h.ttl = ms
-  else
-    -- Redis deletes a key given a TTL that is not positive.
-    hashes[key] = {fields = {}, dirty = {}, order = {}, deleted = true}
-  end
-  return 1
-end
-local function write_back(key)
-  local h = hashes[key]
-  if not h then return end
-  hashes[key] = nil
-  if h.deleted then real.call('DEL', key) end
-  if #h.order > 0 then
-    local args = {}
-    for _, f in ipairs(h.order) do
-      args[#args + 1] = f
-      args[#args + 1] = h.fields[f]
-    end
-    real.call('HSET', key, unpack(args))
-  end
-  if h.ttl then real.call('PEXPIRE', key, h.ttl) end
-end
--- A command of the algorithm scripts, through the hash cache.
-local function command(cmd, key, ...)
-  local c = string.upper(cmd)
-  if c == 'HMGET' then return hmget(key, ...) end
-  if c == 'HSET' then return hset(key, ...) end
-  if c == 'PEXPIRE' and hashes[key] then return pexpire(key, ...) end
-  write_back(key)
-  return real.call(cmd, key, ...)
-end
-
-local READS = {HMGET = true, HGET = true, HGETALL = true, GET = true, LRANGE = true,
-  LLEN = true, LINDEX = true, PTTL = true, EXISTS = true}
-local function buffered(writes)
-  local proxy = {}
-  proxy.call = function(cmd, ...)
-    local c = string.upper(cmd)
-    if c == 'TIME' then return clock end
-    if READS[c] then return command(cmd, ...) end
-    writes[#writes + 1] = {cmd, ...}
-    return 0
-  end
-  return setmetatable(proxy, {__index = real})
-end
-local function apply(writes)
-  for _, w in ipairs(writes) do command(unpack(w)) end
-end
-
---@@ALGORITHMS@@
 
 local DAY = 86400000
 local function idiv(a, b)
@@ -213,49 +121,197 @@ local function quota(i)
   return key, tonumber(ARGV[at + 1 + 2 * i]), tonumber(real.call('GET', key) or '0'), e - now
 end
 
--- Decides one request, appending its reply to `reply`.
-local function decide(reply)
-  local all = true
-  for i, e in ipairs(entries) do
-    e.writes = {}
-    e.reply = ALGORITHMS[e.alg]({KEYS[i]}, e.argv, buffered(e.writes))
-    if e.reply[1] ~= 1 and not e.shadow then all = false end
+-- The loop's machinery: the hash cache, the algorithm scripts run through a buffering `redis`,
+-- one request decided in full (`decide`) and an entry's trial runs (`run`, `fitting`). Built on
+-- first use only: the closed form of token buckets and GCRA needs none of it.
+local loop
+local function machinery()
+  if loop then return loop end
+  -- Hashes (the state of every algorithm but the sliding window log) are read from Redis once
+  -- per call and written back once at its end, so the requests of a coalesced call see each
+  -- other's writes here and n requests cost one HMGET, HSET and PEXPIRE per key, not n of each.
+  -- hashes[key] = {fields = {name = value | false}, dirty = {name = true}, order = {names},
+  -- ttl = ms | nil, deleted = true | nil}. Any other command on a cached key writes it back first.
+  local hashes = {}
+  local touched = {}
+  local function hash(key)
+    local h = hashes[key]
+    if not h then
+      h = {fields = {}, dirty = {}, order = {}}
+      hashes[key] = h
+      touched[#touched + 1] = key
+    end
+    return h
   end
-
-  local quotas = {}
-  for i = 1, nq do
-    local key, limit, used, to_end = quota(i)
-    if used + cost <= limit then
-      quotas[i] = {key, to_end, {1, limit - used - cost, 0, to_end}}
+  local function hmget(key, ...)
+    local names = {...}
+    local h = hash(key)
+    local out, complete = {}, true
+    for i, f in ipairs(names) do
+      out[i] = h.fields[f]
+      if out[i] == nil then complete = false end
+    end
+    if complete then return out end
+    local got = h.deleted and {} or real.call('HMGET', key, ...)
+    if not h.read then h.read = got end
+    for i, f in ipairs(names) do
+      if h.fields[f] == nil then h.fields[f] = got[i] or false end
+      out[i] = h.fields[f]
+    end
+    return out
+  end
+  local function hset(key, ...)
+    local h = hash(key)
+    local args = {...}
+    for i = 1, #args, 2 do
+      local f = args[i]
+      if not h.dirty[f] then
+        h.dirty[f] = true
+        h.order[#h.order + 1] = f
+      end
+      h.fields[f] = args[i + 1]
+    end
+    return 0
+  end
+  local function pexpire(key, ms)
+    local h = hashes[key]
+    if tonumber(ms) > 0 then
+      h.ttl = ms
     else
-      all = false
-      local retry = to_end
-      if cost > limit then retry = -1 end
-      quotas[i] = {key, to_end, {0, math.max(limit - used, 0), retry, to_end}}
+      -- Redis deletes a key given a TTL that is not positive.
+      hashes[key] = {fields = {}, dirty = {}, order = {}, deleted = true}
     end
+    return 1
+  end
+  local function write_back(key)
+    local h = hashes[key]
+    if not h then return end
+    hashes[key] = nil
+    if h.deleted then real.call('DEL', key) end
+    if #h.order > 0 then
+      local args = {}
+      for _, f in ipairs(h.order) do
+        args[#args + 1] = f
+        args[#args + 1] = h.fields[f]
+      end
+      real.call('HSET', key, unpack(args))
+    end
+    if h.ttl then real.call('PEXPIRE', key, h.ttl) end
+  end
+  -- A command of the algorithm scripts, through the hash cache.
+  local function command(cmd, key, ...)
+    local c = string.upper(cmd)
+    if c == 'HMGET' then return hmget(key, ...) end
+    if c == 'HSET' then return hset(key, ...) end
+    if c == 'PEXPIRE' and hashes[key] then return pexpire(key, ...) end
+    write_back(key)
+    return real.call(cmd, key, ...)
   end
 
-  for _, e in ipairs(entries) do
-    if all or e.reply[1] ~= 1 then apply(e.writes) end
+  local READS = {HMGET = true, HGET = true, HGETALL = true, GET = true, LRANGE = true,
+    LLEN = true, LINDEX = true, PTTL = true, EXISTS = true}
+  local function buffered(writes)
+    local proxy = {}
+    proxy.call = function(cmd, ...)
+      local c = string.upper(cmd)
+      if c == 'TIME' then return clock end
+      if READS[c] then return command(cmd, ...) end
+      writes[#writes + 1] = {cmd, ...}
+      return 0
+    end
+    return setmetatable(proxy, {__index = real})
   end
-  if all then
+  local function apply(writes)
+    for _, w in ipairs(writes) do command(unpack(w)) end
+  end
+
+  --@@ALGORITHMS@@
+
+  -- Decides one request, appending its reply to `reply`.
+  local function decide(reply)
+    local all = true
+    for i, e in ipairs(entries) do
+      e.writes = {}
+      e.reply = ALGORITHMS[e.alg]({KEYS[i]}, argv_of(e), buffered(e.writes))
+      if e.reply[1] ~= 1 and not e.shadow then all = false end
+    end
+
+    local quotas = {}
+    for i = 1, nq do
+      local key, limit, used, to_end = quota(i)
+      if used + cost <= limit then
+        quotas[i] = {key, to_end, {1, limit - used - cost, 0, to_end}}
+      else
+        all = false
+        local retry = to_end
+        if cost > limit then retry = -1 end
+        quotas[i] = {key, to_end, {0, math.max(limit - used, 0), retry, to_end}}
+      end
+    end
+
+    for _, e in ipairs(entries) do
+      if all or e.reply[1] ~= 1 then apply(e.writes) end
+    end
+    if all then
+      for _, q in ipairs(quotas) do
+        real.call('INCRBY', q[1], cost)
+        real.call('PEXPIRE', q[1], q[2])
+      end
+    end
+
+    reply[#reply + 1] = all and 1 or 0
+    reply[#reply + 1] = now
+    reply[#reply + 1] = ne
+    for _, e in ipairs(entries) do
+      reply[#reply + 1] = #e.reply
+      for _, v in ipairs(e.reply) do reply[#reply + 1] = v end
+    end
+    reply[#reply + 1] = nq
     for _, q in ipairs(quotas) do
-      real.call('INCRBY', q[1], cost)
-      real.call('PEXPIRE', q[1], q[2])
+      for _, v in ipairs(q[3]) do reply[#reply + 1] = v end
     end
   end
 
-  reply[#reply + 1] = all and 1 or 0
-  reply[#reply + 1] = now
-  reply[#reply + 1] = ne
-  for _, e in ipairs(entries) do
-    reply[#reply + 1] = #e.reply
-    for _, v in ipairs(e.reply) do reply[#reply + 1] = v end
+  -- Entry i decided as one request of m times its cost, its writes kept in e.writes.
+  local function run(i, e, m)
+    local argv = {}
+    for j, v in ipairs(argv_of(e)) do argv[j] = v end
+    argv[4] = string.format('%d', m * tonumber(argv[4]))
+    e.writes = {}
+    return ALGORITHMS[e.alg]({KEYS[i]}, argv, buffered(e.writes))[1] == 1
   end
-  reply[#reply + 1] = nq
-  for _, q in ipairs(quotas) do
-    for _, v in ipairs(q[3]) do reply[#reply + 1] = v end
+  -- The most of n requests entry i admits in turn (0..n): monotone in m, so a binary search.
+  -- When all n fit, their writes are kept (e.all_writes) for the debit of the whole batch.
+  local function fitting(i, e, n)
+    if run(i, e, n) then
+      e.all_writes = e.writes
+      return n
+    end
+    local lo, hi = 0, n - 1
+    while lo < hi do
+      local mid = math.floor((lo + hi + 1) / 2)
+      if run(i, e, mid) then lo = mid else hi = mid - 1 end
+    end
+    return lo
   end
+
+
+  loop = {
+    decide = decide,
+    run = run,
+    fitting = fitting,
+    apply = apply,
+    -- The hash values of `key` as first read from Redis (nil when never read).
+    read_of = function(key)
+      local h = hashes[key]
+      return h and h.read
+    end,
+    -- Every cached hash written back.
+    flush = function()
+      for _, key in ipairs(touched) do write_back(key) end
+    end,
+  }
+  return loop
 end
 
 -- Closed form. An algorithm is scalable when m requests of cost c at one instant decide and
@@ -277,20 +333,20 @@ local SCALE = {[1] = {2, 2}, [2] = {3, 1}}
 -- Entry i's hash values as first read from Redis ({} when never read).
 local function read_of(i)
   if entries[i].read then return entries[i].read end
-  local h = hashes[KEYS[i]]
-  return h and h.read or {}
+  return loop and loop.read_of(KEYS[i]) or {}
 end
 
 local function replayable()
   for i, e in ipairs(entries) do
     local read = read_of(i)
     if read[1] then
+      local nums = e.nums
       for j = 1, FIELDS[e.alg] do
-        local v = tonumber(read[j])
+        local v = nums and nums[j] or tonumber(read[j])
         if not v or v < 0 or v ~= math.floor(v) then return false end
       end
       local sc = SCALE[e.alg]
-      if sc and tonumber(read[sc[1]]) ~= tonumber(e.argv[sc[2]]) then return false end
+      if sc and tonumber(read[sc[1]]) ~= tonumber(ARGV[e.first + sc[2] - 1]) then return false end
     end
   end
   return true
@@ -300,18 +356,18 @@ end
 -- (lua/token_bucket.lua, lua/gcra.lua with lua/lib/tat.lua) on the hash read once, without
 -- running the script through the buffering `redis` for every trial count. Each script decides
 -- "m requests of cost c" as one request of cost m*c; here `state` reads entry e's hash and sets
--- its state in numbers, `fit` says how many of n such requests it admits, and `write` issues
--- what the script would write for d admitted requests (d = 0: for one request it refuses).
+-- its state in numbers (`nums`: the hash's fields as numbers), `fit` says how many of n such
+-- requests it admits, and `write` issues what the script would write for d admitted requests
+-- (d = 0: for one request it refuses). A scale is written back as its argument's digits.
 local function int(x) return string.format('%d', x) end
 local KERNELS = {}
 KERNELS[1] = {
   fields = {'l', 's', 't'},
-  state = function(e, read)
+  state = function(e, read, nums)
     e.capacity = e.burst * e.per
     e.level, e.rebased = e.capacity, false
     if read[1] then
-      e.level, e.rebased = refilled(tonumber(read[1]), tonumber(read[2]), tonumber(read[3]), now,
-        e.per, e.limit, e.capacity)
+      e.level, e.rebased = refilled(nums[1], nums[2], nums[3], now, e.per, e.limit, e.capacity)
     end
   end,
   fit = function(e, n)
@@ -324,18 +380,17 @@ KERNELS[1] = {
     local level = e.level - d * need
     -- A refusal writes only a rebased stamp, and only when the cost fits the bucket at all.
     if d == 0 and not (e.rebased and need <= e.capacity) then return end
-    real.call('HSET', key, 'l', int(level), 's', int(e.per), 't', int(now))
+    real.call('HSET', key, 'l', int(level), 's', ARGV[e.first + 1], 't', int(now))
     -- the script's ceil_div (lua/token_bucket.lua)
     real.call('PEXPIRE', key, math.floor((e.capacity - level + e.limit - 1) / e.limit))
   end,
 }
 KERNELS[2] = {
   fields = {'t', 'r', 's'},
-  state = function(e, read)
+  state = function(e, read, nums)
     e.capacity, e.owed, e.capped = e.burst * e.per, 0, false
     if read[1] then
-      e.owed, e.capped = owed_at(tonumber(read[1]), tonumber(read[2]), tonumber(read[3]), now,
-        e.limit, e.capacity)
+      e.owed, e.capped = owed_at(nums[1], nums[2], nums[3], now, e.limit, e.capacity)
     end
   end,
   fit = function(e, n)
@@ -349,33 +404,10 @@ KERNELS[2] = {
     -- A refusal writes only a capped TAT.
     if d == 0 and not e.capped then return end
     local whole = idiv(debt, limit)
-    real.call('HSET', key, 't', int(now + whole), 'r', int(debt - whole * limit), 's', int(limit))
+    real.call('HSET', key, 't', int(now + whole), 'r', int(debt - whole * limit), 's', ARGV[e.first])
     real.call('PEXPIRE', key, ceil_div(debt, limit))
   end,
 }
-
--- Entry i decided as one request of m times its cost, its writes kept in e.writes.
-local function run(i, e, m)
-  local argv = {}
-  for j, v in ipairs(e.argv) do argv[j] = v end
-  argv[4] = string.format('%d', m * tonumber(e.argv[4]))
-  e.writes = {}
-  return ALGORITHMS[e.alg]({KEYS[i]}, argv, buffered(e.writes))[1] == 1
-end
--- The most of n requests entry i admits in turn (0..n): monotone in m, so a binary search.
--- When all n fit, their writes are kept (e.all_writes) for the debit of the whole batch.
-local function fitting(i, e, n)
-  if run(i, e, n) then
-    e.all_writes = e.writes
-    return n
-  end
-  local lo, hi = 0, n - 1
-  while lo < hi do
-    local mid = math.floor((lo + hi + 1) / 2)
-    if run(i, e, mid) then lo = mid else hi = mid - 1 end
-  end
-  return lo
-end
 
 -- The closed-form reply, or nil when the state read is not replayable (then nothing is written).
 local function closed_form()
@@ -384,13 +416,16 @@ local function closed_form()
     local kernel = KERNELS[e.alg]
     if kernel then
       e.kernel = kernel
-      e.limit, e.per = tonumber(e.argv[1]), tonumber(e.argv[2])
-      e.burst, e.cost = tonumber(e.argv[3]), tonumber(e.argv[4])
-      e.read = real.call('HMGET', KEYS[i], unpack(kernel.fields))
-      kernel.state(e, e.read)
+      local f = e.first
+      e.limit, e.per = tonumber(ARGV[f]), tonumber(ARGV[f + 1])
+      e.burst, e.cost = tonumber(ARGV[f + 2]), tonumber(ARGV[f + 3])
+      local fields = kernel.fields
+      local read = real.call('HMGET', KEYS[i], fields[1], fields[2], fields[3])
+      e.read, e.nums = read, {tonumber(read[1]), tonumber(read[2]), tonumber(read[3])}
+      kernel.state(e, read, e.nums)
       e.fit = kernel.fit(e, requests)
     else
-      e.fit = fitting(i, e, requests)
+      e.fit = machinery().fitting(i, e, requests)
     end
     if not e.shadow and e.fit < k then k = e.fit end
   end
@@ -415,12 +450,12 @@ local function closed_form()
     if e.kernel then
       if d > 0 or e.kernel.fit(e, 1) == 0 then e.kernel.write(KEYS[i], e, d) end
     elseif d == requests and e.all_writes then
-      apply(e.all_writes)
+      loop.apply(e.all_writes)
     elseif d > 0 then
-      run(i, e, d)
-      apply(e.writes)
-    elseif not run(i, e, 1) then
-      apply(e.writes)
+      loop.run(i, e, d)
+      loop.apply(e.writes)
+    elseif not loop.run(i, e, 1) then
+      loop.apply(e.writes)
     end
   end
   if k > 0 then
@@ -431,10 +466,10 @@ local function closed_form()
   end
   local reply = {-1, now, k, ne}
   for i = 1, ne do
-    local read = read_of(i)
+    local read, nums = read_of(i), entries[i].nums
     if read[1] then
       reply[#reply + 1] = #read
-      for _, v in ipairs(read) do reply[#reply + 1] = tonumber(v) end
+      for j, v in ipairs(read) do reply[#reply + 1] = nums and nums[j] or tonumber(v) end
     else
       reply[#reply + 1] = 0
     end
@@ -456,7 +491,8 @@ end
 local reply = scalable and closed_form()
 if not reply then
   reply = {}
+  local decide = machinery().decide
   for _ = 1, requests do decide(reply) end
 end
-for _, key in ipairs(touched) do write_back(key) end
+if loop then loop.flush() end
 return reply
