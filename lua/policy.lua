@@ -295,7 +295,6 @@ local function machinery()
     return lo
   end
 
-
   loop = {
     decide = decide,
     run = run,
