@@ -325,27 +325,33 @@ local SCALABLE = {[1] = true, [2] = true, [3] = true, [5] = true}
 local FIELDS = {[1] = 3, [2] = 3, [3] = 2, [5] = 3}
 local SCALE = {[1] = {2, 2}, [2] = {3, 1}}
 
--- Whether the state every entry read can be replayed by the gateway exactly as this script
--- decides: every field a non-negative integer, written with the current scale. Anything else
--- (a usage budget in debt, a state written before a reload changed the scale, a partial hash)
--- is decided by the loop instead; nothing has been written yet.
 -- Entry i's hash values as first read from Redis ({} when never read).
 local function read_of(i)
   if entries[i].read then return entries[i].read end
   return loop and loop.read_of(KEYS[i]) or {}
 end
+-- Field j of entry i's hash as read, as a number (nil when absent or not a number); a kernel's
+-- fields are converted once, when read.
+local function field(i, j)
+  local nums = entries[i].nums
+  if nums then return nums[j] end
+  return tonumber(read_of(i)[j])
+end
 
+-- Whether the state every entry read can be replayed by the gateway exactly as this script
+-- decides: every field a non-negative integer, written with the current scale. Anything else
+-- (a usage budget in debt, a state written before a reload changed the scale, a partial hash)
+-- is decided by the loop instead; nothing has been written yet.
 local function replayable()
   for i, e in ipairs(entries) do
     local read = read_of(i)
     if read[1] then
-      local nums = e.nums
       for j = 1, FIELDS[e.alg] do
-        local v = nums and nums[j] or tonumber(read[j])
+        local v = field(i, j)
         if not v or v < 0 or v ~= math.floor(v) then return false end
       end
       local sc = SCALE[e.alg]
-      if sc and tonumber(read[sc[1]]) ~= tonumber(ARGV[e.first + sc[2] - 1]) then return false end
+      if sc and field(i, sc[1]) ~= tonumber(ARGV[e.first + sc[2] - 1]) then return false end
     end
   end
   return true
@@ -465,10 +471,10 @@ local function closed_form()
   end
   local reply = {-1, now, k, ne}
   for i = 1, ne do
-    local read, nums = read_of(i), entries[i].nums
+    local read = read_of(i)
     if read[1] then
       reply[#reply + 1] = #read
-      for j, v in ipairs(read) do reply[#reply + 1] = nums and nums[j] or tonumber(v) end
+      for j = 1, #read do reply[#reply + 1] = field(i, j) end
     else
       reply[#reply + 1] = 0
     end
