@@ -20,16 +20,18 @@
 --               (hour|day|week|month), limit
 -- then          requests: how many identical requests to decide, one after another at this
 --               call's instant (coalesced calls, src/quota/coalesce.rs)
--- then          optional, tests only (the gateway never sends it): the clock in Unix ms
+-- then          optional, tests only (the gateway never sends it): the clock in Unix ms, then
+--               'loop' to decide request by request even where the closed form would
 --
 -- Returns integers, per request in turn: {all admitted (0|1), the clock (Unix ms), ne, per
 -- entry {n, its script's n reply values}, nq, per quota {admitted, remaining, retry-after ms
 -- (-1 = never), ms until the window ends}}.
 --
--- Several requests whose entries all use a scalable algorithm (below), each on its own key, are
--- decided in closed form instead when the state read can be replayed (replayable), and the
--- reply is {-1, the clock, k = requests admitted (the first k), ne, per entry {m, the m values of its hash as read before the call (m = 0: no state)}, nq, per quota {tokens
--- used before the call}}: src/quota/policy_script/replay.rs derives each request's decisions from
+-- Requests (one or several) whose entries all use a scalable algorithm (below), each on its own
+-- key, are decided in closed form instead when the state read can be replayed (replayable), and
+-- the reply is {-1, the clock, k = requests admitted (the first k), ne, per entry {m, the m
+-- values of its hash as read before the call (m = 0: no state)}, nq, per quota {tokens used
+-- before the call}}: src/quota/policy_script/replay.rs derives each request's decisions from
 -- that state with the algorithms' Rust mirrors, exactly as this script's loop would decide them.
 if redis.replicate_commands then redis.replicate_commands() end
 
@@ -56,6 +58,7 @@ local cost = tonumber(ARGV[at])
 local nq = tonumber(ARGV[at + 1])
 local requests = tonumber(ARGV[at + 2 + 2 * nq])
 local test_now = ARGV[at + 3 + 2 * nq]
+local test_loop = ARGV[at + 4 + 2 * nq] == 'loop'
 
 local clock
 if test_now then
@@ -485,8 +488,9 @@ local function closed_form()
 end
 
 -- Scalable entries, each on a key of its own (two entries on one key interleave their writes
--- request by request, which only the loop does).
-local scalable = requests > 1
+-- request by request, which only the loop does). One request too: the closed form reads and
+-- writes what the loop would, without building the loop's machinery.
+local scalable = not test_loop
 local keyed = {}
 for i, e in ipairs(entries) do
   scalable = scalable and SCALABLE[e.alg] == true and not keyed[KEYS[i]]

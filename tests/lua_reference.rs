@@ -818,22 +818,27 @@ fn run_policy_n(
     n: usize,
 ) -> Vec<policy::BatchDecision> {
     let entry = call.entry("ref");
-    run_entries_n(con, &[entry], Some(call.quota_part()), now, n).0
+    run_entries_n(con, &[entry], Some(call.quota_part()), now, n, false).0
 }
 
 /// `lua/policy.lua` over `entries` (and a quota part) deciding `n` requests at `now`: each
-/// request's decisions, and whether the script answered in closed form.
+/// request's decisions, and whether the script answered in closed form. `by_loop`: decided
+/// request by request even where the closed form would (the script's test-only `loop`).
 fn run_entries_n(
     con: &mut redis::Connection,
     entries: &[policy::LimitEntry],
     quotas: Option<policy::QuotaPart<'_>>,
     now: u64,
     n: usize,
+    by_loop: bool,
 ) -> (Vec<policy::BatchDecision>, bool) {
     let refs: Vec<&policy::LimitEntry> = entries.iter().collect();
     let (keys, mut args) = policy::batch_keys_and_args("ref", &refs, quotas, Some(now));
     let at = args.len() - 2;
     args[at] = n.to_string();
+    if by_loop {
+        args.push("loop".to_string());
+    }
     let script = redis::Script::new(policy::policy_script().source());
     let mut inv = script.prepare_invoke();
     for k in &keys {
@@ -845,13 +850,15 @@ fn run_entries_n(
     let reply: Vec<i64> = inv.invoke(con).expect("policy call");
     let decisions =
         policy::decode_reply(&reply, args.iter().map(String::as_str), n).expect("reply shape");
-    (decisions, reply.first() == Some(&-1))
+    let closed_form = reply.first() == Some(&-1);
+    assert!(!(by_loop && closed_form), "closed form asked for the loop");
+    (decisions, closed_form)
 }
 
 /// Several entries (random algorithms, costs, shadow entries, earlier traffic, a calendar
-/// quota) with a coalesced request count: whether the script answers in closed form (every
-/// entry's algorithm scalable) or request by request, the decisions and the state left are
-/// those of n consecutive calls at the same instant.
+/// quota) with a coalesced request count (one included): whether the script answers in closed
+/// form (every entry's algorithm scalable) or request by request, the decisions and the state
+/// left are those of n consecutive calls at the same instant, each decided by the loop.
 #[test]
 fn several_entries_decided_together_match_consecutive_calls() {
     let redis = RedisServer::start();
@@ -960,14 +967,14 @@ fn several_entries_decided_together_match_consecutive_calls() {
         // the state the batch must write).
         let earlier = rng.random_range(0..6);
         for _ in 0..if odd == 3 { 0 } else { earlier } {
-            run_entries_n(&mut con, &te, part(together), now - 5, 1);
-            run_entries_n(&mut con, &ae, part(apart), now - 5, 1);
+            run_entries_n(&mut con, &te, part(together), now - 5, 1, false);
+            run_entries_n(&mut con, &ae, part(apart), now - 5, 1, true);
         }
-        let n = rng.random_range(2..=10usize);
-        let (batch, in_closed_form) = run_entries_n(&mut con, &te, part(together), now, n);
+        let n = rng.random_range(1..=10usize);
+        let (batch, in_closed_form) = run_entries_n(&mut con, &te, part(together), now, n, false);
         closed += usize::from(in_closed_form);
         for (i, got) in batch.into_iter().enumerate() {
-            let (mut one, _) = run_entries_n(&mut con, &ae, part(apart), now, 1);
+            let (mut one, _) = run_entries_n(&mut con, &ae, part(apart), now, 1, true);
             let one = one.remove(0);
             if one.admitted {
                 admitted += 1
@@ -999,8 +1006,8 @@ fn several_entries_decided_together_match_consecutive_calls() {
         }
         let later = now + 200_000;
         assert_eq!(
-            run_entries_n(&mut con, &te, part(together), later, 1).0,
-            run_entries_n(&mut con, &ae, part(apart), later, 1).0,
+            run_entries_n(&mut con, &te, part(together), later, 1, false).0,
+            run_entries_n(&mut con, &ae, part(apart), later, 1, true).0,
             "case {case} ({specs:?}): state after {n}"
         );
     }
