@@ -19,6 +19,7 @@ pub mod usage_count;
 
 use ::http::header::HOST;
 use pingora::http::RequestHeader;
+use std::borrow::Cow;
 use target::Target;
 
 /// Host used for routing: the absolute-form authority when there is one (RFC 9112 3.2.2: it wins
@@ -30,7 +31,8 @@ pub fn routing_host(req: &RequestHeader, target: &Target) -> String {
         .as_deref()
         .or_else(|| req.uri.authority().map(|a| a.as_str()))
         .or_else(|| req.headers.get(HOST).and_then(|h| h.to_str().ok()));
-    raw.map(normalize_host).unwrap_or_default()
+    raw.map(|r| normalize_host(r).into_owned())
+        .unwrap_or_default()
 }
 
 /// Makes `req` carry the normalised target in origin-form (what routing saw is what the backend
@@ -65,13 +67,18 @@ pub fn log_escape(raw: &[u8], max: usize) -> String {
     s
 }
 
-/// `Host` value → lower-case host without port (IPv6 literals keep their brackets).
-pub fn normalize_host(raw: &str) -> String {
+/// `Host` value → lower-case host without port (IPv6 literals keep their brackets); borrowed
+/// from `raw` when it is already lower case.
+pub fn normalize_host(raw: &str) -> Cow<'_, str> {
     let raw = raw.trim();
     let host = if raw.starts_with('[') {
         raw.split_inclusive(']').next().unwrap_or(raw)
     } else {
         raw.rsplit_once(':').map(|(h, _)| h).unwrap_or(raw)
     };
-    host.trim_end_matches('.').to_ascii_lowercase()
+    let host = host.trim_end_matches('.');
+    match host.bytes().any(|b| b.is_ascii_uppercase()) {
+        true => Cow::Owned(host.to_ascii_lowercase()),
+        false => Cow::Borrowed(host),
+    }
 }

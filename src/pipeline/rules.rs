@@ -325,7 +325,7 @@ fn report(
     degraded: bool,
 ) -> (QuotaReport, crate::limit::Rate, bool) {
     let r = QuotaReport {
-        name: call.name.to_string(),
+        name: String::from(&*call.name),
         kind,
         limit: rate.burst,
         window_s: rate.window_s(),

@@ -196,9 +196,13 @@ pub(super) async fn tenant_stage(
             }
         }
     }
-    let (concurrency, rules): (Vec<_>, Vec<_>) = rules
-        .into_iter()
-        .partition(|(a, _)| a.rule.max_in_flight.is_some());
+    let (concurrency, rules): (Vec<_>, Vec<_>) =
+        match rules.iter().any(|(a, _)| a.rule.max_in_flight.is_some()) {
+            true => rules
+                .into_iter()
+                .partition(|(a, _)| a.rule.max_in_flight.is_some()),
+            false => (Vec::new(), rules),
+        };
     // The kept plan's calls fit only when every one of its rules is decided here.
     let prepared = prepared.filter(|_| concurrency.is_empty());
     let leases = match concurrency.is_empty() {
@@ -337,7 +341,7 @@ fn rules_of<'a>(
 
 /// The request's host, lower case without port: the target's authority (HTTP/2, absolute
 /// form), else `Host`; empty when neither is there.
-fn request_host(req: &RequestHeader) -> String {
+fn request_host(req: &RequestHeader) -> std::borrow::Cow<'_, str> {
     let raw = req.uri.authority().map(|a| a.as_str()).or_else(|| {
         req.headers
             .get(http::header::HOST)
