@@ -1,7 +1,8 @@
 //! Limit rules (`limits:`, docs/DESIGN.md 4e "Rules", "Keys") through the real gateway, a real
 //! `redis-server` (and a real Redis Cluster) and the real echo backend: buckets keyed by method,
-//! JWT claim, route and request values; several rules and the tier decided all or nothing;
-//! keys that cannot alias; missing parts; shadow rules; the local fallback; reload.
+//! JWT claim, route and request values; several rules and the tier decided all or nothing, in
+//! one script call per hash tag; keys that cannot alias; missing parts; shadow rules; the local
+//! fallback; reload.
 //!
 //! Counts are exact with buckets that barely refill (`per: 1h`).
 
@@ -251,6 +252,97 @@ async fn shared_route_limit_next_to_per_tenant_one_on_a_cluster() {
         redis::from_redis_value(node.cmd(&["HGETALL", key])).expect("HGETALL")
     };
     shared_and_per_tenant_all_or_nothing(spec, get).await;
+}
+
+/// The tier and five rules keyed by `tenant` are one script call per request; a rule keyed
+/// without `tenant` adds one call on its own tag (docs/rules.md "How one request is decided").
+/// `calls` reads the script calls Redis ran since `reset`; requests go one at a time, so no
+/// two share a call.
+async fn script_calls_follow_hash_tags(
+    redis_spec: String,
+    reset: impl Fn(),
+    calls: impl Fn() -> u64,
+) {
+    let backend = Backend::start("echo");
+    let mut rules = String::new();
+    for (name, key) in [
+        ("t-all", "[tenant]"),
+        ("t-method", "[tenant, method]"),
+        ("t-route", "[tenant, route]"),
+        ("t-user", "[tenant, \"header:x-user\"]"),
+        ("t-model", "[tenant, \"query:model\"]"),
+    ] {
+        rules += &format!("  - {{ name: {name}, match: {{ routes: [\"/five\", \"/six\"] }}, key: {key}, limit: 1, per: 1h, burst: 100 }}\n");
+    }
+    rules += "  - { name: shared, match: { routes: [\"/six\"] }, key: [route], limit: 1, per: 1h, burst: 100 }\n";
+    let gw = start(&config(&redis_spec, &backend, BIG, &["k1"], &rules));
+    let http = client();
+    let get = |path: &str| {
+        let req = http
+            .get(gw.url(path))
+            .header("x-api-key", api_key("k1"))
+            .header("x-user", "u1");
+        send(req)
+    };
+    // First requests take script loading (on every node a call goes to) out of the count.
+    for path in ["/five", "/six"] {
+        assert_eq!(get(&format!("{path}?model=m")).await.status, 200);
+    }
+    for (path, rules_applied, calls_per_request) in [("/five", 5, 1), ("/six", 6, 2)] {
+        reset();
+        for _ in 0..4 {
+            let r = get(&format!("{path}?model=m")).await;
+            assert_eq!(r.status, 200, "{path}: {}", r.body);
+            let policy = r.header("ratelimit-policy").unwrap_or_default();
+            assert_eq!(
+                policy.split(", ").count(),
+                1 + rules_applied,
+                "{path}: {policy}"
+            );
+        }
+        assert_eq!(
+            calls(),
+            4 * calls_per_request,
+            "{path}: script calls for 4 requests"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tier_and_tenant_rules_are_one_script_call() {
+    let redis = RedisServer::start();
+    script_calls_follow_hash_tags(
+        standalone(&redis),
+        || redis.reset_stats(),
+        || redis.command_calls("evalsha") + redis.command_calls("eval"),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tier_and_tenant_rules_are_one_script_call_on_a_cluster() {
+    let cluster = RedisCluster::start(3, 0);
+    let urls: Vec<String> = cluster.urls().iter().map(|u| format!("\"{u}\"")).collect();
+    let spec = format!(
+        "{{ mode: cluster, urls: [{}], timeout_ms: 2000, on_failure: closed }}",
+        urls.join(", ")
+    );
+    let reset = || {
+        for node in &cluster.nodes {
+            node.cmd(&["CONFIG", "RESETSTAT"]);
+        }
+    };
+    let calls = || -> u64 {
+        let info = |n: &redis_topology::RedisNode| n.info("commandstats");
+        cluster
+            .nodes
+            .iter()
+            .map(|n| {
+                parse_command_calls(&info(n), "evalsha") + parse_command_calls(&info(n), "eval")
+            })
+            .sum()
+    };
+    script_calls_follow_hash_tags(spec, reset, calls).await;
 }
 
 /// Values that look alike never share a bucket: separators, braces, `%`, its own encoding,
