@@ -77,8 +77,9 @@ pub fn normalize_host(raw: &str) -> Cow<'_, str> {
         raw.rsplit_once(':').map(|(h, _)| h).unwrap_or(raw)
     };
     let host = host.trim_end_matches('.');
-    match host.bytes().any(|b| b.is_ascii_uppercase()) {
-        true => Cow::Owned(host.to_ascii_lowercase()),
-        false => Cow::Borrowed(host),
+    if host.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(host.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(host)
     }
 }

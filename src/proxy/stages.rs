@@ -196,13 +196,14 @@ pub(super) async fn tenant_stage(
             }
         }
     }
-    let (concurrency, rules): (Vec<_>, Vec<_>) =
-        match rules.iter().any(|(a, _)| a.rule.max_in_flight.is_some()) {
-            true => rules
-                .into_iter()
-                .partition(|(a, _)| a.rule.max_in_flight.is_some()),
-            false => (Vec::new(), rules),
-        };
+    let has_concurrency = rules.iter().any(|(a, _)| a.rule.max_in_flight.is_some());
+    let (concurrency, rules): (Vec<_>, Vec<_>) = if has_concurrency {
+        rules
+            .into_iter()
+            .partition(|(a, _)| a.rule.max_in_flight.is_some())
+    } else {
+        (Vec::new(), rules)
+    };
     // The kept plan's calls fit only when every one of its rules is decided here.
     let prepared = prepared.filter(|_| concurrency.is_empty());
     let leases = match concurrency.is_empty() {
