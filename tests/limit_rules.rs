@@ -45,6 +45,15 @@ fn standalone(redis: &RedisServer) -> String {
     format!("{{ url: \"{}\", {STRICT_REDIS} }}", redis.url())
 }
 
+/// `redis:` options for `cluster`, failing closed.
+fn cluster_spec(cluster: &RedisCluster) -> String {
+    let urls: Vec<String> = cluster.urls().iter().map(|u| format!("\"{u}\"")).collect();
+    format!(
+        "{{ mode: cluster, urls: [{}], timeout_ms: 2000, on_failure: closed }}",
+        urls.join(", ")
+    )
+}
+
 const BIG: &str = "{ limit: 1, per: 1h, burst: 1000 }";
 
 fn start(yaml: &str) -> Gateway {
@@ -241,11 +250,7 @@ async fn shared_route_limit_next_to_per_tenant_one_debits_neither_on_refusal() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shared_route_limit_next_to_per_tenant_one_on_a_cluster() {
     let cluster = RedisCluster::start(3, 0);
-    let urls: Vec<String> = cluster.urls().iter().map(|u| format!("\"{u}\"")).collect();
-    let spec = format!(
-        "{{ mode: cluster, urls: [{}], timeout_ms: 2000, on_failure: closed }}",
-        urls.join(", ")
-    );
+    let spec = cluster_spec(&cluster);
     let get = |key: &str| -> Vec<(String, String)> {
         let slot = redis_topology::keyslot(&cluster.nodes[0], key);
         let node = &cluster.nodes[cluster.master_of_slot(slot)];
@@ -322,11 +327,7 @@ async fn tier_and_tenant_rules_are_one_script_call() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tier_and_tenant_rules_are_one_script_call_on_a_cluster() {
     let cluster = RedisCluster::start(3, 0);
-    let urls: Vec<String> = cluster.urls().iter().map(|u| format!("\"{u}\"")).collect();
-    let spec = format!(
-        "{{ mode: cluster, urls: [{}], timeout_ms: 2000, on_failure: closed }}",
-        urls.join(", ")
-    );
+    let spec = cluster_spec(&cluster);
     let reset = || {
         for node in &cluster.nodes {
             node.cmd(&["CONFIG", "RESETSTAT"]);
