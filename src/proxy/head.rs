@@ -1,17 +1,18 @@
-//! Checks a request head (request line and header fields, HTTP/1.x) before Pingora parses it, so
-//! that what Pingora would answer with a plain-text 400 (or a limit it does not have) becomes a
-//! counted, logged problem+json answer with a request id.
+//! Applies the shared request-head rules ([`crate::http::head`]) to each protocol: an HTTP/1.x
+//! head on its raw bytes before Pingora parses it ([`check_head`]), so that what Pingora would
+//! answer with a plain-text 400 (or a limit it does not have) becomes a counted, logged
+//! problem+json answer with a request id; an HTTP/2 head as Pingora parsed it, before the first
+//! stage ([`check_h2`]).
 //!
-//! Pure: the bytes read so far and the limits in, a verdict out. Parsing is `httparse`, the parser
-//! Pingora uses, so a head accepted here is parsed the same way there. The semantic checks mirror
-//! Pingora 0.9's `validate_request` (RFC 9112): one `Host`, no userinfo in it, a `Host` equal to an
-//! absolute-form authority, agreeing `Content-Length` values, `Transfer-Encoding` only on HTTP/1.1
-//! and ending in `chunked`; and the `Connection` nominations Pingora refuses
-//! ([`connection::nomination_problem`]), so such a request is refused before any stage.
+//! Pure: the bytes read so far (or the parsed head) and the limits in, a verdict out. HTTP/1
+//! parsing is `httparse`, the parser Pingora uses, so a head accepted here is parsed the same
+//! way there.
 
 use crate::config::HttpLimits;
-use crate::http::{connection, request_id};
+use crate::http::head::{self, Head, HeadFault, HeadLimits, HeadProblem, Protocol};
+use crate::http::request_id;
 use crate::pipeline::Outcome;
+use pingora::http::RequestHeader;
 
 /// Why a head is refused: status, a stable outcome label (metrics), and a detail sentence.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +27,23 @@ pub struct HeadRefusal {
     pub request_id: Option<String>,
 }
 
+impl HeadRefusal {
+    fn of(problem: HeadProblem) -> HeadRefusal {
+        let outcome = match problem.fault {
+            HeadFault::Malformed => Outcome::Malformed,
+            HeadFault::HeadersTooLarge => Outcome::HeadersTooLarge,
+            HeadFault::TooManyHeaders => Outcome::TooManyHeaders,
+            HeadFault::UriTooLong => Outcome::UriTooLong,
+        };
+        HeadRefusal {
+            status: problem.fault.status(),
+            outcome,
+            detail: problem.detail,
+            request_id: None,
+        }
+    }
+}
+
 /// What the bytes read so far amount to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HeadVerdict {
@@ -35,6 +53,13 @@ pub enum HeadVerdict {
     Complete(usize),
     /// Refuse the request and close the connection.
     Refused(HeadRefusal),
+}
+
+fn head_limits(limits: &HttpLimits) -> HeadLimits {
+    HeadLimits {
+        max_bytes: limits.max_header_bytes,
+        max_fields: limits.max_headers,
+    }
 }
 
 fn refuse(status: u16, outcome: Outcome, detail: impl Into<String>) -> HeadVerdict {
@@ -52,25 +77,14 @@ fn too_large(buf: &[u8], limits: &HttpLimits) -> HeadVerdict {
         .iter()
         .position(|b| !matches!(b, b'\r' | b'\n'))
         .unwrap_or(buf.len());
-    let line_end = buf[start..].iter().position(|&b| b == b'\n');
-    if line_end.is_none_or(|end| end > limits.max_header_bytes) {
-        refuse(
-            414,
-            Outcome::UriTooLong,
-            format!(
-                "the request line is longer than {} bytes",
-                limits.max_header_bytes
-            ),
-        )
-    } else {
-        refuse(
-            431,
-            Outcome::HeadersTooLarge,
-            format!(
-                "the request head is larger than {} bytes",
-                limits.max_header_bytes
-            ),
-        )
+    // A request line not ended yet is longer than anything read.
+    let line = buf[start..]
+        .iter()
+        .position(|&b| b == b'\n')
+        .unwrap_or(usize::MAX);
+    match head::size_problem(line, buf.len(), 0, head_limits(limits)) {
+        Some(p) => HeadVerdict::Refused(HeadRefusal::of(p)),
+        None => HeadVerdict::Partial,
     }
 }
 
@@ -92,11 +106,11 @@ pub fn check_head(buf: &[u8], limits: &HttpLimits) -> HeadVerdict {
         }
         Ok(httparse::Status::Complete(n)) => n,
         Err(httparse::Error::TooManyHeaders) => {
-            return refuse(
-                431,
-                Outcome::TooManyHeaders,
-                format!("more than {} header fields", limits.max_headers),
-            )
+            let over = limits.max_headers + 1;
+            return match head::size_problem(0, 0, over, head_limits(limits)) {
+                Some(p) => HeadVerdict::Refused(HeadRefusal::of(p)),
+                None => HeadVerdict::Partial,
+            };
         }
         Err(e) => {
             return refuse(
@@ -106,22 +120,53 @@ pub fn check_head(buf: &[u8], limits: &HttpLimits) -> HeadVerdict {
             )
         }
     };
-    let problem = semantic_problem(
-        req.version.unwrap_or(1),
-        req.path.unwrap_or("").as_bytes(),
-        req.headers,
-    );
-    match problem {
+    let parsed = Head {
+        protocol: Protocol::Http1 {
+            minor: req.version.unwrap_or(1),
+        },
+        target: req.path.unwrap_or("").as_bytes(),
+        authority: None,
+        fields: fields(req.headers),
+    };
+    match head::problem(&parsed) {
         None => HeadVerdict::Complete(len),
-        Some(detail) => HeadVerdict::Refused(HeadRefusal {
-            status: 400,
-            outcome: Outcome::Malformed,
-            detail: detail.to_string(),
+        Some(problem) => HeadVerdict::Refused(HeadRefusal {
             // Read only for a refusal (the proxy reads it itself for served requests).
             request_id: request_id::accepted(values(req.headers, "x-request-id"))
                 .map(str::to_string),
+            ..HeadRefusal::of(problem)
         }),
     }
+}
+
+/// Judges an HTTP/2 request head (h2c or h2 over TLS) by the same rules as [`check_head`]:
+/// `:authority` stands where an HTTP/1 absolute-form authority would, and the lengths count the
+/// head's HTTP/1.1 spelling. `None` when it may be served. Pingora (and the `h2` crate before it)
+/// already refuse some of these heads their own way (docs/http-hardening.md#request-head-errors);
+/// the rules hold here whatever they do.
+pub fn check_h2(req: &RequestHeader, limits: &HttpLimits) -> Option<HeadRefusal> {
+    // The rules walk the fields more than once; a header map's iterator walks them only once.
+    let fields: Vec<(&[u8], &[u8])> = req
+        .headers
+        .iter()
+        .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()))
+        .collect();
+    let parsed = Head {
+        protocol: Protocol::Http2,
+        target: req.raw_path(),
+        authority: req.uri.authority().map(|a| a.as_str().as_bytes()),
+        fields: fields.iter().copied(),
+    };
+    let problem = head::problem(&parsed)
+        .or_else(|| head::h2_size_problem(req.method.as_str(), &parsed, head_limits(limits)))?;
+    Some(HeadRefusal::of(problem))
+}
+
+/// The (name, value) pairs of a parsed HTTP/1 head.
+fn fields<'h>(
+    headers: &'h [httparse::Header<'_>],
+) -> impl Iterator<Item = (&'h [u8], &'h [u8])> + Clone {
+    headers.iter().map(|h| (h.name.as_bytes(), h.value))
 }
 
 /// The values of every `name` field of a parsed head, in order (no allocation: runs per request).
@@ -133,69 +178,6 @@ fn values<'h>(
         .iter()
         .filter(move |h| h.name.eq_ignore_ascii_case(name))
         .map(|h| h.value)
-}
-
-/// The first RFC 9112 framing / authority problem of a parsed head, if any.
-fn semantic_problem(
-    minor_version: u8,
-    target: &[u8],
-    headers: &[httparse::Header<'_>],
-) -> Option<&'static str> {
-    let mut hosts = values(headers, "host");
-    let host = hosts.next().map(|h| h.trim_ascii());
-    if hosts.next().is_some() {
-        return Some("multiple Host header fields");
-    }
-    if host.is_some_and(|h| h.contains(&b'@')) {
-        return Some("userinfo in the Host header");
-    }
-    if host.is_some_and(|h| !is_host_field(h)) {
-        return Some("the Host header is not a host with an optional port");
-    }
-    if let Some(problem) = connection::nomination_problem(values(headers, "connection")) {
-        return Some(problem);
-    }
-    if let Some(authority) = absolute_authority(target) {
-        if authority.contains(&b'@') {
-            return Some("userinfo in the request target");
-        }
-        if host.is_some_and(|h| h != authority) {
-            return Some("the Host header differs from the request-target authority");
-        }
-    }
-    let mut transfer_encodings = values(headers, "transfer-encoding").peekable();
-    if transfer_encodings.peek().is_some() {
-        if minor_version == 0 {
-            return Some("Transfer-Encoding is not allowed in HTTP/1.0 requests");
-        }
-        let last = transfer_encodings
-            .flat_map(|v| v.split(|&b| b == b','))
-            .map(|c| c.trim_ascii())
-            .filter(|c| !c.is_empty())
-            .last();
-        if !last.is_some_and(|c| c.eq_ignore_ascii_case(b"chunked")) {
-            return Some("the final Transfer-Encoding is not chunked");
-        }
-        return None; // Content-Length is ignored when Transfer-Encoding is present.
-    }
-    let mut length: Option<&[u8]> = None;
-    for value in content_lengths(headers) {
-        if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
-            return Some("Content-Length is not a number");
-        }
-        if length.is_some_and(|l| l != value) {
-            return Some("conflicting Content-Length values");
-        }
-        length = Some(value);
-    }
-    None
-}
-
-/// Every `Content-Length` value, list members split and trimmed.
-fn content_lengths<'h>(headers: &'h [httparse::Header<'_>]) -> impl Iterator<Item = &'h [u8]> {
-    values(headers, "content-length")
-        .flat_map(|v| v.split(|&b| b == b','))
-        .map(|v| v.trim_ascii())
 }
 
 /// Where the first request in `buf` ends, given its accepted head of `head_len` bytes: after the
@@ -211,65 +193,12 @@ pub fn request_end(buf: &[u8], head_len: usize) -> Option<usize> {
         return None;
     }
     // check_head accepted the head: every Content-Length value is the same number.
-    let length = content_lengths(req.headers).next().map_or(Some(0), |v| {
-        std::str::from_utf8(v).ok()?.parse::<usize>().ok()
-    })?;
+    let length = head::content_lengths(fields(req.headers))
+        .next()
+        .map_or(Some(0), |v| {
+            std::str::from_utf8(v).ok()?.parse::<usize>().ok()
+        })?;
     head_len.checked_add(length)
-}
-
-/// Whether a (trimmed) `Host` field value is RFC 9110 `uri-host [ ":" port ]` (RFC 3986
-/// `host`: an IP-literal in brackets, or a reg-name / IPv4 of unreserved, percent-encoded and
-/// sub-delim characters; `port` digits), or empty (allowed for a target without authority).
-/// Anything else (`a:80:80`, `a/x`, `a b`, `a?x`, `[name]`) is refused as nginx does, so a
-/// backend never sees a host spelling the router did not route.
-fn is_host_field(value: &[u8]) -> bool {
-    let (host, port) = if value.first() == Some(&b'[') {
-        let Some(end) = value.iter().position(|&b| b == b']') else {
-            return false;
-        };
-        let literal = &value[1..end];
-        let ok = !literal.is_empty()
-            && literal
-                .iter()
-                .all(|&b| b.is_ascii_hexdigit() || b == b':' || b == b'.');
-        if !ok {
-            return false;
-        }
-        (&value[..0], &value[end + 1..])
-    } else {
-        match value.iter().position(|&b| b == b':') {
-            Some(i) => (&value[..i], &value[i..]),
-            None => (value, &value[value.len()..]),
-        }
-    };
-    let reg_name = |b: u8| b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=".contains(&b);
-    let port_ok = match port.split_first() {
-        None => true,
-        Some((b':', digits)) => digits.len() <= 5 && digits.iter().all(u8::is_ascii_digit),
-        Some(_) => false,
-    };
-    host.iter().all(|&b| reg_name(b)) && port_ok
-}
-
-/// The authority of an `http(s)://authority/...` target.
-fn absolute_authority(target: &[u8]) -> Option<&[u8]> {
-    let scheme = |s: &[u8]| {
-        target
-            .get(..s.len())
-            .is_some_and(|p| p.eq_ignore_ascii_case(s))
-    };
-    let rest = if scheme(b"http://") {
-        &target[7..]
-    } else if scheme(b"https://") {
-        &target[8..]
-    } else {
-        return None;
-    };
-    let end = rest
-        .iter()
-        .position(|&b| matches!(b, b'/' | b'?' | b'#'))
-        .unwrap_or(rest.len());
-    Some(&rest[..end])
 }
 
 #[cfg(test)]

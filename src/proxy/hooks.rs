@@ -4,7 +4,8 @@ use super::ctx::Ctx;
 use super::failure::failure_status;
 use super::finish::finish;
 use super::forward::{forward_headers, request_id};
-use super::refuse::answer_now;
+use super::head::check_h2;
+use super::refuse::{answer_now, refuse_head};
 use super::stages::{self, backend_peer, body_stage};
 use crate::pipeline::{Layer, Outcome};
 use crate::response::Problem;
@@ -34,6 +35,13 @@ impl ProxyHttp for Proxy {
         let snap = ctx.snapshot.clone();
         (ctx.request_id, ctx.request_id_sent) = request_id(session.req_header());
         ctx.client = stages::client_of(session, &snap);
+        // HTTP/1 heads were judged by the front end before Pingora parsed them; HTTP/2 heads
+        // by the same rules here, before any stage spends a token on them.
+        if session.is_http2() {
+            if let Some(r) = check_h2(session.req_header(), &snap.config.server.http) {
+                return refuse_head(session, ctx, r).await;
+            }
+        }
         let answered = stages::edge_stage(&self.app, session, ctx, &snap).await?
             || stages::route_stage(session, ctx, &snap).await?
             || stages::identity_stage(session, ctx, &snap).await?

@@ -4,6 +4,7 @@
 //! for a gRPC call).
 
 use super::ctx::Ctx;
+use super::head::HeadRefusal;
 use crate::observe::metrics::METRICS;
 use crate::pipeline::{Decision, Layer, Outcome, Rejection};
 use crate::response::render::send_refusal;
@@ -36,6 +37,32 @@ pub(super) async fn refuse(session: &mut Session, ctx: &mut Ctx, r: Rejection) -
         ctx.refused_with = Some(r.problem.status);
     }
     Ok(true)
+}
+
+/// Answers an HTTP/2 request whose head breaks a request-head rule as the HTTP/1 front end
+/// answers one (problem+json with `reason`, counted as `layer="http"` with its outcome, logged
+/// as `request head refused`), on its stream only.
+pub(super) async fn refuse_head(
+    session: &mut Session,
+    ctx: &mut Ctx,
+    r: HeadRefusal,
+) -> Result<bool> {
+    tracing::warn!(
+        request_id = %ctx.request_id(),
+        client = %ctx.client,
+        status = r.status,
+        reason = %r.outcome.as_str(),
+        detail = %r.detail,
+        "request head refused"
+    );
+    let problem =
+        Problem::status(r.status, r.detail).with("reason", serde_json::json!(r.outcome.as_str()));
+    refuse(
+        session,
+        ctx,
+        Rejection::new(Layer::Http, r.outcome, problem),
+    )
+    .await
 }
 
 /// Writes `problem` (with the request's rate-limit headers) as the answer, unless one was written

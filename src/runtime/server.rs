@@ -62,7 +62,7 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
         }
         let mut inner =
             pingora::proxy::http_proxy(&server.configuration, Proxy { app: app.clone() });
-        inner.h2_options = Some(h2_options());
+        inner.h2_options = Some(h2_options(&cfg.server.http));
         if h2c {
             let mut options = HttpServerOptions::default();
             options.h2c = true;
@@ -139,15 +139,24 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
 /// default is much higher; 100 keeps one connection's share of the upstream slots bounded.
 pub const H2_MAX_CONCURRENT_STREAMS: u32 = 100;
 
-/// Request header block limit per HTTP/2 stream, bytes (decoded).
+/// Least request header block limit per HTTP/2 stream, bytes (decoded).
 pub const H2_MAX_HEADER_LIST_BYTES: u32 = 64 * 1024;
 
-/// Server-side HTTP/2 settings of every proxy listener.
-fn h2_options() -> pingora::protocols::http::v2::server::H2Options {
+/// Server-side HTTP/2 settings of every proxy listener. The header block limit (HPACK counts
+/// 32 bytes more per field than its `name: value`) stays above what `server.max_header_bytes`
+/// and `server.max_headers` let through, so the head checks answer an over-long HTTP/2 head
+/// the way they answer an HTTP/1 one (docs/http-hardening.md#request-head-errors).
+fn h2_options(
+    limits: &crate::config::HttpLimits,
+) -> pingora::protocols::http::v2::server::H2Options {
+    let ours = limits.max_header_bytes + 32 * (limits.max_headers + 4);
+    let list = u32::try_from(ours)
+        .unwrap_or(u32::MAX)
+        .max(H2_MAX_HEADER_LIST_BYTES);
     let mut options = pingora::protocols::http::v2::server::H2Options::new();
     options
         .max_concurrent_streams(H2_MAX_CONCURRENT_STREAMS)
-        .max_header_list_size(H2_MAX_HEADER_LIST_BYTES);
+        .max_header_list_size(list);
     options
 }
 

@@ -135,3 +135,50 @@ fn host_must_be_a_host_with_an_optional_port() {
         assert!(detail.contains("Host"), "{host:?}: {detail}");
     }
 }
+
+/// HTTP/2 heads get the HTTP/1 verdicts: `:authority` in place of an absolute-form authority.
+#[test]
+fn h2_heads_are_judged_by_the_same_rules() {
+    let head = |uri: &str, fields: &[(&str, &str)]| {
+        let mut b = http::Request::builder().method("GET").uri(uri);
+        for (n, v) in fields {
+            b = b.header(*n, *v);
+        }
+        RequestHeader::from(b.body(()).unwrap().into_parts().0)
+    };
+    let limits = limits(200, 4);
+    assert_eq!(
+        check_h2(&head("https://api.example.com/x", &[]), &limits),
+        None
+    );
+    assert_eq!(
+        check_h2(&head("/x", &[("host", "api.example.com")]), &limits),
+        None
+    );
+    for (uri, fields) in [
+        ("/x", &[("host", "api.example.com/x")][..]),
+        ("/x", &[("host", "a"), ("host", "a")]),
+        (
+            "https://api.example.com/x",
+            &[("host", "other.example.com")],
+        ),
+        ("https://u@api.example.com/x", &[]),
+        (
+            "https://a/x",
+            &[("content-length", "1"), ("content-length", "2")],
+        ),
+        ("https://a/x", &[("connection", "close")]),
+    ] {
+        let r = check_h2(&head(uri, fields), &limits).unwrap_or_else(|| panic!("{uri} {fields:?}"));
+        assert_eq!(
+            (r.status, r.outcome.as_str()),
+            (400, "malformed"),
+            "{uri} {fields:?}"
+        );
+    }
+    let many = [("a", "1"), ("b", "2"), ("c", "3"), ("d", "4"), ("e", "5")];
+    let r = check_h2(&head("https://a/x", &many), &limits).unwrap();
+    assert_eq!((r.status, r.outcome.as_str()), (431, "too_many_headers"));
+    let long = format!("https://a/{}", "x".repeat(300));
+    assert_eq!(check_h2(&head(&long, &[]), &limits).unwrap().status, 414);
+}
