@@ -178,7 +178,9 @@ pub async fn get(app: &App, snap: &Snapshot, tenant: &str) -> Result<Value, Prob
         Some(q) => rules_view::of_tenant(q, &snap.config.limits, tenant, &tier).await,
         None => Vec::new(),
     };
-    let max_in_flight = snap.config.tiers.get(&tier).and_then(|t| t.max_in_flight);
+    // This region's share of the cap under `multi_region:`, as the proxy enforces it.
+    let max_in_flight = policy::resolve(&snap.config, snap.region.as_deref(), tenant, &tier)
+        .and_then(|a| a.max_in_flight);
     let in_flight = match (&snap.quota, max_in_flight) {
         (Some(q), Some(max)) => match q.inflight_of(tenant).await {
             Ok(held) => json!({"max": max, "held": held}),

@@ -21,18 +21,19 @@ pub fn policy_name(tier: &str) -> String {
     format!("{tier}.concurrency")
 }
 
-/// Takes a lease when the plan's tier has `max_in_flight`: `Ok(None)` without a cap (or failed
-/// open). Errors: `status` (429 by default) `quota-exceeded` naming `<tier>.concurrency` with
-/// `Retry-After: 1` when the cap is reached; 503 when Redis is unavailable and the tier fails
-/// closed.
+/// Takes a lease when the plan's tier has `max_in_flight` (this region's share of it under
+/// `multi_region:`, whose name `region` is): `Ok(None)` without a cap (or failed open). Errors:
+/// `status` (429 by default) `quota-exceeded` naming `<tier>.concurrency` with `Retry-After: 1`
+/// when the cap is reached; 503 when Redis is unavailable and the tier fails closed.
 pub async fn take(
     quota: &Arc<QuotaService>,
     plan: &Plan<'_>,
     status: u16,
     headers: HeaderMode,
+    region: Option<&str>,
 ) -> Result<Option<InflightLease>, Rejection> {
     let tier = plan.limits.tier;
-    let Some(max) = tier.max_in_flight else {
+    let Some(max) = plan.limits.max_in_flight else {
         return Ok(None);
     };
     match quota
@@ -43,13 +44,25 @@ pub async fn take(
         InflightOutcome::FailedOpen => Ok(None),
         InflightOutcome::Refused { max, degraded } => {
             let owner = format!("tier \"{}\"", tier.name);
-            Err(refused(&tier.name, &owner, max, degraded, status, headers))
+            let how = RefusalHeaders {
+                mode: headers,
+                region,
+            };
+            Err(refused(&tier.name, &owner, max, degraded, status, how))
         }
         InflightOutcome::FailedClosed { retry_after_s } => {
             let owner = format!("tier \"{}\"", tier.name);
             Err(Rejection::failed_closed(&owner, retry_after_s))
         }
     }
+}
+
+/// Which rate-limit headers a concurrency refusal carries: `response.headers`, and under
+/// `multi_region:` this region's name (the cap is its share).
+#[derive(Debug, Clone, Copy)]
+pub struct RefusalHeaders<'a> {
+    pub mode: HeaderMode,
+    pub region: Option<&'a str>,
 }
 
 /// The refusal of a request over the cap of `max` requests in flight of `policy` (a tier's or
@@ -60,7 +73,7 @@ pub fn refused(
     max: u64,
     degraded: bool,
     status: u16,
-    mode: HeaderMode,
+    how: RefusalHeaders<'_>,
 ) -> Rejection {
     let name = policy_name(policy);
     let detail = format!(
@@ -73,7 +86,7 @@ pub fn refused(
     );
     let problem = Problem::typed(status, response::QUOTA_EXCEEDED, "Quota exceeded", detail)
         .with("violated-policies", json!([name]));
-    let mut headers = ratelimit::concurrency_pairs(&name, max, mode);
+    let mut headers = ratelimit::concurrency_pairs(&name, max, how.mode, how.region);
     if degraded {
         headers.push(("Tollgate-Degraded", "redis".to_string()));
     }
@@ -82,20 +95,21 @@ pub fn refused(
         .retry_after(Some(1))
 }
 
-/// Takes a lease of every concurrency rule (`limits[].max_in_flight`) in `rules`. A shadow
-/// rule's refusal is counted and logged, and the request goes on without its lease. Errors: the
-/// first enforced rule at its cap (429 `<rule>.concurrency`, `Retry-After: 1`), or failing
-/// closed (503); leases taken before are given back as the error drops them.
+/// Takes a lease of every concurrency rule (`limits[].max_in_flight`, each cut to this region's
+/// share under `multi_region:`) in `rules`. A shadow rule's refusal is counted and logged, and
+/// the request goes on without its lease. Errors: the first enforced rule at its cap (429
+/// `<rule>.concurrency`, `Retry-After: 1`), or failing closed (503); leases taken before are
+/// given back as the error drops them.
 pub async fn take_rules(
     quota: &Arc<QuotaService>,
     series: &RuleSeries,
     rules: &[(AppliedRule<'_>, RuleCall)],
     status: u16,
-    headers: HeaderMode,
+    how: RefusalHeaders<'_>,
 ) -> Result<Vec<InflightLease>, Rejection> {
     let mut leases = Vec::new();
     for (a, call) in rules {
-        let Some(max) = a.rule.max_in_flight else {
+        let Some(max) = a.max_in_flight else {
             continue;
         };
         let key = call.entry.key.to_string();
@@ -112,7 +126,7 @@ pub async fn take_rules(
             }
             InflightOutcome::Refused { max, degraded } => {
                 let owner = format!("limit rule \"{}\"", call.name);
-                return Err(refused(&call.name, &owner, max, degraded, status, headers));
+                return Err(refused(&call.name, &owner, max, degraded, status, how));
             }
             InflightOutcome::FailedClosed { retry_after_s } if !shadow => {
                 let owner = format!("limit rule \"{}\"", call.name);

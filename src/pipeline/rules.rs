@@ -79,6 +79,8 @@ pub fn plan<'a>(
                 index: *index,
                 key: key.clone(),
                 rate: call.entry.rate,
+                // Kept plans exist only outside `multi_region:`: the rule's own cap.
+                max_in_flight: limits[*index].max_in_flight,
             };
             (a, call.clone())
         })

@@ -19,6 +19,9 @@ pub struct Applied<'a> {
     /// The tenant's effective bucket: the tier merged with its `tenants:` override, cut to this
     /// region's share under `multi_region:`.
     pub rate: Rate,
+    /// The tier's fleet-wide concurrency cap (`max_in_flight`), cut to this region's share under
+    /// `multi_region:` like the burst: `floor(max × share)`, at least 1.
+    pub max_in_flight: Option<u64>,
     /// The tier's policy cut to this region's share (`None`: the tier's own).
     regional: Option<TierPolicy>,
 }
@@ -48,6 +51,7 @@ pub fn resolve<'a>(
         return Some(Applied {
             tier: t,
             rate,
+            max_in_flight: t.max_in_flight,
             regional: None,
         });
     };
@@ -55,6 +59,7 @@ pub fn resolve<'a>(
     Some(Applied {
         tier: t,
         rate: share.apply(rate),
+        max_in_flight: t.max_in_flight.map(|m| share.of(m)),
         regional: cut_quotas(share, &t.policy),
     })
 }

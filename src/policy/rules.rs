@@ -48,6 +48,9 @@ pub struct AppliedRule<'a> {
     /// The bucket: the rule's own or its `by_tier` size, cut to this region's share under
     /// `multi_region:`.
     pub rate: Rate,
+    /// A concurrency rule's cap (`max_in_flight`), cut to the same share as `rate` under
+    /// `multi_region:` (`floor(max × share)`, at least 1); `None` for a rate rule.
+    pub max_in_flight: Option<u64>,
 }
 
 /// A rule with `missing: refuse` whose key part the request lacks.
@@ -100,15 +103,18 @@ pub fn applicable<'a>(
             continue;
         }
         let mut rate = rule.rate_for(req.tier);
+        let mut max_in_flight = rule.max_in_flight;
         if let Some(share) = share {
-            let tenant = req.tenant.filter(|_| rule.per_tenant());
-            rate = share(tenant).apply(rate);
+            let share = share(req.tenant.filter(|_| rule.per_tenant()));
+            rate = share.apply(rate);
+            max_in_flight = max_in_flight.map(|m| share.of(m));
         }
         out.push(AppliedRule {
             rule,
             index,
             key: key.finish().into(),
             rate,
+            max_in_flight,
         });
     }
     Ok(out)

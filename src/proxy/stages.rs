@@ -183,12 +183,10 @@ pub(super) async fn tenant_stage(
     ctx.tier = plan.as_ref().map(|p| p.limits.tier.name.clone());
     let status = snap.config.response.status;
     let mode = snap.config.response.headers;
+    let region = snap.region.as_ref().map(|r| r.region());
     // Only a capped tier or a concurrency rule pays for a boxed future and a Redis call.
-    if let Some(p) = plan
-        .as_ref()
-        .filter(|p| p.limits.tier.max_in_flight.is_some())
-    {
-        match Box::pin(pipeline::inflight::take(quota, p, status, mode)).await {
+    if let Some(p) = plan.as_ref().filter(|p| p.limits.max_in_flight.is_some()) {
+        match Box::pin(pipeline::inflight::take(quota, p, status, mode, region)).await {
             Ok(lease) => ctx.inflight.extend(lease),
             Err(r) => {
                 let shadow = p.limits.tier.mode.is_shadow() || ctx.shadow_route();
@@ -214,7 +212,7 @@ pub(super) async fn tenant_stage(
                 &snap.rule_series,
                 &concurrency,
                 status,
-                mode,
+                pipeline::inflight::RefusalHeaders { mode, region },
             ))
             .await
         }

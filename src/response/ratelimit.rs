@@ -59,13 +59,24 @@ impl QuotaHeaders {
     /// report the policy with the least room (fewest tokens left; the main limit on a tie), and
     /// `Retry-After` is the longest wait among the policies that refused.
     pub fn pairs(&self, mode: HeaderMode) -> Vec<(&'static str, String)> {
-        let mut out = Vec::with_capacity(5);
+        self.pairs_in(mode, None)
+    }
+
+    /// [`pairs`](Self::pairs), with every `RateLimit-Policy` item that is `region`'s share of a
+    /// budget (`multi_region:`) marked `;region="<name>"` (the tier's own policy, its calendar
+    /// quotas and the limit rules; not a burst pool or a usage budget, which are not divided)
+    /// and `Tollgate-Region: <name>` added for the legacy family.
+    pub fn pairs_in(&self, mode: HeaderMode, region: Option<&str>) -> Vec<(&'static str, String)> {
+        let mut out = Vec::with_capacity(6);
         let (name, limit, d) = self.tightest();
         let reset_s = d.reset_s();
         if matches!(mode, HeaderMode::Ietf | HeaderMode::Both) {
             let mut policy = String::with_capacity(48 * (1 + self.quotas.len()));
+            // `listed_before` is set only when a burst pool admitted: it is the tier's own item,
+            // and the main item is then the pool's (one bucket for the tier, not divided).
             if let Some(before) = &self.listed_before {
                 policy.push_str(before);
+                mark_region(&mut policy, region);
                 policy.push_str(", ");
             }
             let (burst, window) = (self.rate.burst, self.rate.window_s());
@@ -74,12 +85,18 @@ impl QuotaHeaders {
                 &self.policy_name,
                 [("q", burst), ("w", window)],
             );
+            if self.listed_before.is_none() {
+                mark_region(&mut policy, region);
+            }
             if self.degraded {
                 policy.push_str(";degraded");
             }
             for q in &self.quotas {
                 policy.push_str(", ");
                 push_item(&mut policy, &q.name, [("q", q.limit), ("w", q.window_s)]);
+                if q.kind != ReportKind::Usage {
+                    mark_region(&mut policy, region);
+                }
             }
             out.push(("RateLimit-Policy", policy));
             let mut now = String::with_capacity(name.len() + 32);
@@ -93,6 +110,9 @@ impl QuotaHeaders {
         }
         if self.degraded {
             out.push(("Tollgate-Degraded", "redis".to_string()));
+        }
+        if let (Some(region), false) = (region, mode == HeaderMode::None) {
+            out.push(("Tollgate-Region", region.to_string()));
         }
         if let Some(s) = self.retry_after_s() {
             out.push(("Retry-After", decimal(s)));
@@ -229,16 +249,27 @@ impl QuotaHeaders {
 /// Header pairs of a refusal by a fleet-wide concurrency cap (`max_in_flight`) for `mode`:
 /// `RateLimit-Policy: "<name>";q=<max>` (no `w`: concurrency has no time basis) and the legacy
 /// `X-RateLimit-Limit: <max>`, `X-RateLimit-Remaining: 0`. `Retry-After` is the rejection's.
-pub fn concurrency_pairs(name: &str, max: u64, mode: HeaderMode) -> Vec<(&'static str, String)> {
-    let mut out = Vec::with_capacity(3);
+/// Under `multi_region:` (`region`), `max` is this region's share of the cap: the item is marked
+/// `;region="<name>"` and `Tollgate-Region: <name>` is added.
+pub fn concurrency_pairs(
+    name: &str,
+    max: u64,
+    mode: HeaderMode,
+    region: Option<&str>,
+) -> Vec<(&'static str, String)> {
+    let mut out = Vec::with_capacity(4);
     if matches!(mode, HeaderMode::Ietf | HeaderMode::Both) {
         let mut policy = String::with_capacity(name.len() + 16);
         push_item(&mut policy, name, [("q", max)]);
+        mark_region(&mut policy, region);
         out.push(("RateLimit-Policy", policy));
     }
     if matches!(mode, HeaderMode::Legacy | HeaderMode::Both) {
         out.push(("X-RateLimit-Limit", decimal(max)));
         out.push(("X-RateLimit-Remaining", "0".to_string()));
+    }
+    if let (Some(region), false) = (region, out.is_empty()) {
+        out.push(("Tollgate-Region", region.to_string()));
     }
     out
 }
@@ -260,27 +291,15 @@ pub fn annotate_leased(pairs: &mut [(&'static str, String)], tier: &str) {
     }
 }
 
-/// Marks rate-limit header pairs as regional: the `RateLimit-Policy` item gets the extension
-/// parameter `region="<name>"` (draft-ietf-httpapi-ratelimit-headers-11 section 3 lets a policy
-/// item carry parameters beyond `q`, `qu`, `w`, `pk`; an sf-string value is valid for any region
-/// name), and `Tollgate-Region: <name>` is added for the legacy `X-RateLimit-*` family. The
-/// `q`, `r` and limit values are already this region's part of the budget.
-pub fn annotate_region(pairs: &mut Vec<(&'static str, String)>, region: &str) {
-    if pairs.is_empty() {
-        return;
-    }
-    for (name, value) in pairs.iter_mut() {
-        if name.eq_ignore_ascii_case("RateLimit-Policy") {
-            value.push_str(";region=\"");
-            value.push_str(region);
-            value.push('"');
-        }
-    }
-    if pairs
-        .iter()
-        .any(|(n, _)| n.starts_with("X-RateLimit") || n.starts_with("RateLimit"))
-    {
-        pairs.push(("Tollgate-Region", region.to_string()));
+/// Appends the extension parameter `;region="<name>"` to the item just written, when `region`
+/// is set: the item is this region's share of a budget (draft-ietf-httpapi-ratelimit-headers-11
+/// section 3 lets a policy item carry parameters beyond `q`, `qu`, `w`, `pk`; an sf-string value
+/// is valid for any region name, which validation keeps to letters, digits, `-` and `_`).
+fn mark_region(out: &mut String, region: Option<&str>) {
+    if let Some(region) = region {
+        out.push_str(";region=\"");
+        out.push_str(region);
+        out.push('"');
     }
 }
 

@@ -165,16 +165,59 @@ fn headers_are_marked_leased() {
 }
 
 #[test]
-fn annotate_marks_the_policy_item_and_adds_the_region_header() {
-    let mut pairs = vec![
-        ("RateLimit-Policy", "\"pro\";q=4;w=1".to_string()),
-        ("RateLimit", "\"pro\";r=3;t=1".to_string()),
-    ];
-    ratelimit::annotate_region(&mut pairs, "eu");
-    assert_eq!(pairs[0].1, "\"pro\";q=4;w=1;region=\"eu\"");
+fn every_regional_share_is_marked_and_the_region_header_added() {
+    let d = Decision {
+        admitted: true,
+        remaining: 3,
+        retry_after_ms: 0,
+        full_ms: 1_000,
+    };
+    let report = |name: &str, kind| QuotaReport {
+        name: name.into(),
+        kind,
+        limit: 6,
+        window_s: 86_400,
+        decision: d,
+    };
+    let h = QuotaHeaders {
+        policy_name: "pro".into(),
+        rate: Rate::new(4, 1_000, 4),
+        decision: d,
+        degraded: false,
+        listed_before: None,
+        quotas: vec![
+            report("pro.day", ReportKind::CalendarQuota),
+            report("uploads", ReportKind::Rule),
+            report("pro.tokens", ReportKind::Usage),
+        ],
+    };
+    let pairs = h.pairs_in(HeaderMode::Both, Some("eu"));
+    assert_eq!(
+        pairs[0].1,
+        "\"pro\";q=4;w=1;region=\"eu\", \"pro.day\";q=6;w=86400;region=\"eu\", \
+         \"uploads\";q=6;w=86400;region=\"eu\", \"pro.tokens\";q=6;w=86400",
+        "every item that is a regional share is marked (a usage budget is not divided)"
+    );
     assert_eq!(pairs[1].1, "\"pro\";r=3;t=1");
-    assert_eq!(pairs[2], ("Tollgate-Region", "eu".to_string()));
-    let mut none: Vec<(&'static str, String)> = Vec::new();
-    ratelimit::annotate_region(&mut none, "eu");
-    assert!(none.is_empty());
+    assert!(pairs.contains(&("Tollgate-Region", "eu".to_string())));
+    assert_eq!(
+        h.pairs(HeaderMode::Both),
+        h.pairs_in(HeaderMode::Both, None)
+    );
+    // A burst pool's admission: the tier's item is a share, the pool's is not.
+    let pool = QuotaHeaders::pool_admitted(&h, Rate::new(10, 1_000, 10), d);
+    let pairs = pool.pairs_in(HeaderMode::Ietf, Some("eu"));
+    assert_eq!(
+        pairs[0].1,
+        "\"pro\";q=4;w=1;region=\"eu\", \"pro.pool\";q=10;w=1"
+    );
+    // A concurrency cap's refusal.
+    let c = ratelimit::concurrency_pairs("pro.concurrency", 2, HeaderMode::Both, Some("eu"));
+    assert_eq!(c[0].1, "\"pro.concurrency\";q=2;region=\"eu\"");
+    assert_eq!(c.last().unwrap(), &("Tollgate-Region", "eu".to_string()));
+    let c = ratelimit::concurrency_pairs("pro.concurrency", 2, HeaderMode::Ietf, None);
+    assert_eq!(
+        c,
+        vec![("RateLimit-Policy", "\"pro.concurrency\";q=2".to_string())]
+    );
 }

@@ -159,19 +159,17 @@ impl Snapshot {
         }
     }
 
-    /// The rate-limit header pairs of `q` for `response.headers`, marked with this region when
-    /// `multi_region:` cut the budget ([`crate::response::ratelimit::annotate_region`]).
+    /// The rate-limit header pairs of `q` for `response.headers`, each regional share marked
+    /// with this region when `multi_region:` cut the budget ([`QuotaHeaders::pairs_in`]).
     pub fn quota_pairs(&self, q: &QuotaHeaders) -> Vec<(&'static str, String)> {
-        let mut pairs = q.pairs(self.config.response.headers);
+        let region = self.region.as_ref().map(|r| r.region());
+        let mut pairs = q.pairs_in(self.config.response.headers, region);
         if self.config.response.openai {
             pairs.extend(q.openai_pairs());
         }
         let leased = self.config.tiers.get(&q.policy_name);
         if !q.degraded && leased.is_some_and(|t| t.policy.lease.is_some()) {
             crate::response::ratelimit::annotate_leased(&mut pairs, &q.policy_name);
-        }
-        if let Some(region) = &self.region {
-            crate::response::ratelimit::annotate_region(&mut pairs, region.region());
         }
         pairs
     }
