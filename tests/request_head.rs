@@ -173,6 +173,14 @@ fn table() -> Vec<Case> {
         case("TE trailers", None, &["www.example.com"])
             .field("te", "trailers")
             .expect(Public),
+        case("upper-case field name", None, &["www.example.com"])
+            .field("X-Upper", "1")
+            .h1(Public)
+            .h2(Reset),
+        // No host at all: HTTP/1.1 routes it as hostless; Pingora refuses it on HTTP/2.
+        case("neither Host nor authority", None, &[])
+            .h1(Public)
+            .h2(Bare400),
         // Framing.
         case("conflicting Content-Length", None, &["www.example.com"])
             .field("content-length", "0")
