@@ -232,7 +232,9 @@ async fn run(
             return stop(layers, l, out);
         }
     };
-    let index = match pipeline::route::resolve(snap, &mut head) {
+    let routed = pipeline::route::check_method(&head)
+        .and_then(|()| pipeline::route::resolve(snap, &mut head));
+    let index = match routed {
         Ok(i) => i,
         Err(r) => {
             let mut l = json!({"layer": r.layer.as_str(), "decision": r.reason.as_str(), "status": r.problem.status});
@@ -298,6 +300,7 @@ async fn run(
         .and_then(|h| h.to_str().ok())
         .map(crate::http::normalize_host)
         .unwrap_or_default();
+    let route_key = route.key_value();
     let view = RequestView {
         method: head.method.as_str(),
         path: head.uri.path(),
@@ -305,7 +308,7 @@ async fn run(
         host: &host,
         headers,
         client_key: client_key.as_deref(),
-        route: Some(route.path_prefix.as_str()),
+        route: Some(&route_key),
         tenant: Some(identity.tenant.as_str()).filter(|_| !anonymous_without_client),
         tier: identity.tier.as_deref(),
         claims: identity.claims.as_deref(),

@@ -1,17 +1,18 @@
 //! Pure HTTP rules the layers above apply: request-target normalisation ([`target`]), the client
 //! address ([`client_ip`]), request-body limits ([`body`]), `Connection` handling
 //! ([`connection`]), the client request-id rule ([`request_id`]), names that only look like
-//! tollgate's ([`lookalike`]) and the proxy-set fields only a trusted peer may send
-//! ([`proxy_fields`]), the usage count a backend reports in its response ([`usage_count`]) and
-//! the one a client states in its JSON request body ([`request_json`]), and the request-head
-//! rules every protocol is held to ([`head`]). Where they are applied to HTTP/1 connections and
-//! HTTP/2 streams is `proxy/` (`head.rs`, `front.rs`).
+//! tollgate's ([`lookalike`]), the method's spelling ([`method`]) and the proxy-set fields only
+//! a trusted peer may send ([`proxy_fields`]), the usage count a backend reports in its response
+//! ([`usage_count`]) and the one a client states in its JSON request body ([`request_json`]), and
+//! the request-head rules every protocol is held to ([`head`]). Where they are applied to HTTP/1
+//! connections and HTTP/2 streams is `proxy/` (`head.rs`, `front.rs`).
 
 pub mod body;
 pub mod client_ip;
 pub mod connection;
 pub mod head;
 pub mod lookalike;
+pub mod method;
 pub mod proxy_fields;
 pub mod request_id;
 pub mod request_json;

@@ -26,6 +26,21 @@ pub fn resolve(snap: &Snapshot, req: &mut RequestHeader) -> Result<usize, Reject
     })
 }
 
+/// 400 `malformed` (reason `method_case`) for a method with a lower-case letter
+/// ([`http::method::has_lower_case`]): a backend that upper-cases it would run the view of a
+/// method the limits never saw. Checked before routing, on HTTP/1.1, HTTP/2 and gRPC alike.
+pub fn check_method(req: &RequestHeader) -> Result<(), Rejection> {
+    if !http::method::has_lower_case(req.method.as_str()) {
+        return Ok(());
+    }
+    let p = Problem::status(
+        400,
+        "the request method has lower-case letters; methods are sent in upper case (GET, POST)",
+    )
+    .with("reason", json!("method_case"));
+    Err(Rejection::new(Layer::Http, Outcome::Malformed, p))
+}
+
 /// The route `req` will take, without changing `req` (`None`: its target is refused or no
 /// route matches). For decisions taken before routing that depend on the route (the edge in a
 /// shadow route).

@@ -15,7 +15,7 @@ use crate::config::{LimitRule, UsageBudget};
 use crate::observe::series::RuleSeries;
 use crate::observe::tier_fit::TierFit;
 use crate::policy::rules::memo::{Prepared, MAX_FINGERPRINT_BYTES};
-use crate::policy::rules::{self as rules, AppliedRule, RequestView};
+use crate::policy::rules::{self as rules, AppliedRule, PartFault, RequestView};
 use crate::quota::policy_script::LimitEntry;
 use crate::quota::rules::{Combined, RuleCall, RuleOutcome};
 use crate::quota::QuotaService;
@@ -106,12 +106,24 @@ fn build<'a>(
     });
     let share = share.as_ref().map(|f| f as &rules::ShareOf);
     let applied = rules::applicable(&snap.config.limits, req, share).map_err(|m| {
-        let detail = format!(
-            "limit rule \"{}\" is keyed by {}, which this request lacks",
-            m.rule, m.part
-        );
+        let (detail, reason) = match m.why {
+            PartFault::Missing => (
+                format!(
+                    "limit rule \"{}\" is keyed by {}, which this request lacks",
+                    m.rule, m.part
+                ),
+                "missing-limit-key",
+            ),
+            PartFault::Repeated => (
+                format!(
+                    "limit rule \"{}\" is keyed by {}, which this request gives more than once; send it once",
+                    m.rule, m.part
+                ),
+                "ambiguous-limit-key",
+            ),
+        };
         let p = Problem::status(400, detail)
-            .with("reason", json!("missing-limit-key"))
+            .with("reason", json!(reason))
             .with("policy", json!(m.rule))
             .with("key-part", json!(m.part));
         Rejection::new(Layer::Tenant, Outcome::Rejected, p)

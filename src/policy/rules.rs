@@ -2,6 +2,7 @@
 //! (docs/DESIGN.md 4e "Rules", "Keys"). Pure: the request is read through [`RequestView`].
 
 use crate::config::{KeyPart, LimitRule, Missing, RuleMatch};
+use crate::http::method;
 use crate::limit::share::Share;
 use crate::limit::Rate;
 use crate::routing::{host_matches, prefix_matches, without_parameters};
@@ -27,7 +28,8 @@ pub struct RequestView<'a> {
     /// The client's key: its address, IPv6 aggregated to `edge.ipv6_prefix` (`None`: unknown,
     /// as in an admin explanation without `client_ip`).
     pub client_key: Option<&'a str>,
-    /// The path prefix of the route that matched.
+    /// The route that matched, as the `route` key part names it
+    /// ([`RouteSettings::key_value`](crate::config::RouteSettings::key_value): host and prefix).
     pub route: Option<&'a str>,
     /// The tenant id (the identity stage's; `ip:<address>` when anonymous).
     pub tenant: Option<&'a str>,
@@ -53,13 +55,29 @@ pub struct AppliedRule<'a> {
     pub max_in_flight: Option<u64>,
 }
 
-/// A rule with `missing: refuse` whose key part the request lacks.
+/// A key part a request cannot be keyed by: lacking under `missing: refuse`, or ambiguous.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MissingPart {
     pub rule: String,
     /// The part as written in `key:` (`header:x-user`).
     pub part: String,
+    /// Why: absent, or given more than once.
+    pub why: PartFault,
 }
+
+/// Why a request cannot be keyed by a part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartFault {
+    /// Absent, and the rule has `missing: refuse`.
+    Missing,
+    /// A `query:` parameter or `header:` field given more than once: backends read the first
+    /// (Go, Java, Flask) or the last (Django, PHP) value, so no single value is the one the
+    /// backend acts on. Refused whatever `missing` says.
+    Repeated,
+}
+
+/// A key part's value in a request: `Ok(None)` when absent, `Err` when ambiguous.
+type PartValue<'r> = Result<Option<Cow<'r, [u8]>>, PartFault>;
 
 /// This region's share of a tenant's (`Some(tenant)`) or a shared (`None`) budget.
 pub type ShareOf<'s> = dyn Fn(Option<&str>) -> Share + 's;
@@ -67,7 +85,8 @@ pub type ShareOf<'s> = dyn Fn(Option<&str>) -> Share + 's;
 /// Every rule of `rules` whose `match` holds for `req`, in file order, with its key; rules
 /// lacking a key part are skipped (`missing: skip`). `share` gives this region's share of a
 /// tenant-keyed (`Some(tenant)`) or shared (`None`) bucket; `None` outside `multi_region:`.
-/// Errors: the first rule with `missing: refuse` whose key part is absent.
+/// Errors: the first rule with `missing: refuse` whose key part is absent, or the first
+/// matching rule keyed by a part the request gives more than once ([`PartFault::Repeated`]).
 pub fn applicable<'a>(
     rules: &'a [LimitRule],
     req: &RequestView<'_>,
@@ -83,13 +102,20 @@ pub fn applicable<'a>(
         let mut lacking = None;
         for part in &rule.key {
             match value_of(part, req) {
-                Some(v) => {
+                Ok(Some(v)) => {
                     let (kind, name) = part.spec_pieces();
                     key.push(&[kind, name], &v);
                 }
-                None => {
+                Ok(None) => {
                     lacking = Some(part);
                     break;
+                }
+                Err(why) => {
+                    return Err(MissingPart {
+                        rule: rule.name.clone(),
+                        part: part.spec(),
+                        why,
+                    })
                 }
             }
         }
@@ -98,6 +124,7 @@ pub fn applicable<'a>(
                 return Err(MissingPart {
                     rule: rule.name.clone(),
                     part: part.spec(),
+                    why: PartFault::Missing,
                 });
             }
             continue;
@@ -124,8 +151,8 @@ pub fn applicable<'a>(
 /// the same bytes get the same rules with the same keys and sizes (outside `multi_region:`,
 /// whose shares change with time). Written: the tier and the tenant, then for each rule that
 /// matches its index and its key parts' values in turn, each length-prefixed, a missing part
-/// marked and ending the rule. `false` when a rule with `missing: refuse` lacks a part (that
-/// request is refused: nothing to reuse).
+/// marked and ending the rule. `false` when a rule with `missing: refuse` lacks a part or a
+/// part is ambiguous (that request is refused: nothing to reuse).
 pub fn fingerprint(rules: &[LimitRule], req: &RequestView<'_>, out: &mut Vec<u8>) -> bool {
     fn put(out: &mut Vec<u8>, value: Option<&[u8]>) {
         match value {
@@ -145,7 +172,9 @@ pub fn fingerprint(rules: &[LimitRule], req: &RequestView<'_>, out: &mut Vec<u8>
         }
         out.extend_from_slice(&(i as u64).to_le_bytes());
         for part in &rule.key {
-            let value = value_of(part, req);
+            let Ok(value) = value_of(part, req) else {
+                return false;
+            };
             put(out, value.as_deref());
             if value.is_none() {
                 if rule.missing == Missing::Refuse {
@@ -161,8 +190,9 @@ pub fn fingerprint(rules: &[LimitRule], req: &RequestView<'_>, out: &mut Vec<u8>
 /// True when every condition `m` gives holds for `req`.
 pub fn matches(m: &RuleMatch, req: &RequestView<'_>) -> bool {
     let path = without_parameters(req.path);
+    let method = method::as_limited(req.method);
     (m.routes.is_empty() || m.routes.iter().any(|p| prefix_matches(p, &path)))
-        && (m.methods.is_empty() || m.methods.iter().any(|x| x == req.method))
+        && (m.methods.is_empty() || m.methods.iter().any(|x| x == req.method || x == method))
         && (m.hosts.is_empty() || m.hosts.iter().any(|h| host_matches(h, req.host)))
         && m.headers.iter().all(|(name, value)| {
             req.headers
@@ -172,44 +202,48 @@ pub fn matches(m: &RuleMatch, req: &RequestView<'_>) -> bool {
         })
 }
 
-/// The value of key part `part` in `req`, as bytes; `None` when the request has none.
-fn value_of<'r>(part: &KeyPart, req: &RequestView<'r>) -> Option<Cow<'r, [u8]>> {
+/// The value of key part `part` in `req`, as bytes; `Ok(None)` when the request has none,
+/// `Err` when it has several ([`PartFault::Repeated`]). The method is the one limits see
+/// ([`method::as_limited`]: HEAD is keyed as GET).
+fn value_of<'r>(part: &KeyPart, req: &RequestView<'r>) -> PartValue<'r> {
     let text = |s: &'r str| Some(Cow::Borrowed(s.as_bytes()));
-    match part {
+    Ok(match part {
         KeyPart::Tenant => req.tenant.and_then(text),
         KeyPart::ClientIp => req.client_key.and_then(text),
         KeyPart::Route => req.route.and_then(text),
-        KeyPart::Method => text(req.method),
+        KeyPart::Method => text(method::as_limited(req.method)),
         KeyPart::Host => Some(req.host).filter(|h| !h.is_empty()).and_then(text),
-        KeyPart::Header(name) => header_value(req.headers, name),
-        KeyPart::Claim(name) => match req.claims?.get(name)? {
-            Value::Null => None,
-            Value::String(s) => Some(Cow::Owned(s.clone().into_bytes())),
-            other => Some(Cow::Owned(other.to_string().into_bytes())),
+        KeyPart::Header(name) => return header_value(req.headers, name),
+        KeyPart::Claim(name) => match req.claims.and_then(|c| c.get(name)) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(Cow::Owned(s.clone().into_bytes())),
+            Some(other) => Some(Cow::Owned(other.to_string().into_bytes())),
         },
-        KeyPart::Query(name) => query_value(req.query?, name).map(Cow::Owned),
-    }
+        KeyPart::Query(name) => match req.query {
+            Some(q) => return query_value(q, name).map(|v| v.map(Cow::Owned)),
+            None => None,
+        },
+    })
 }
 
-/// Every value of header `name`, joined by `, ` (RFC 9110 5.3); `None` when absent.
-fn header_value<'r>(headers: &'r HeaderMap, name: &str) -> Option<Cow<'r, [u8]>> {
+/// The value of header `name`; `Ok(None)` when absent, `Err` when the field is sent more than
+/// once (one field whose value holds commas is one value).
+fn header_value<'r>(headers: &'r HeaderMap, name: &str) -> PartValue<'r> {
     let mut values = headers.get_all(name).iter();
-    let first = values.next()?;
-    let Some(second) = values.next() else {
-        return Some(Cow::Borrowed(first.as_bytes()));
+    let Some(first) = values.next() else {
+        return Ok(None);
     };
-    let mut joined = first.as_bytes().to_vec();
-    for v in std::iter::once(second).chain(values) {
-        joined.extend_from_slice(b", ");
-        joined.extend_from_slice(v.as_bytes());
+    match values.next() {
+        None => Ok(Some(Cow::Borrowed(first.as_bytes()))),
+        Some(_) => Err(PartFault::Repeated),
     }
-    Some(Cow::Owned(joined))
 }
 
-/// The first value of parameter `name` in `query` (`application/x-www-form-urlencoded`: `&`
-/// between pairs, `+` for space), percent-decoded to its exact bytes (not necessarily UTF-8);
-/// `None` when absent.
-fn query_value(query: &str, name: &str) -> Option<Vec<u8>> {
+/// The value of parameter `name` in `query` (`application/x-www-form-urlencoded`: `&` between
+/// pairs, `+` for space, names compared after percent-decoding), percent-decoded to its exact
+/// bytes (not necessarily UTF-8); `None` when absent. Errors: the parameter appears more than
+/// once, whatever its values (`model=a&model=b`, `model=a&%6Dodel=a`).
+fn query_value(query: &str, name: &str) -> Result<Option<Vec<u8>>, PartFault> {
     let decode = |s: &str| -> Vec<u8> {
         let plus: Vec<u8> = s
             .bytes()
@@ -217,10 +251,17 @@ fn query_value(query: &str, name: &str) -> Option<Vec<u8>> {
             .collect();
         percent_decode(&plus).collect()
     };
-    query.split('&').find_map(|pair| {
+    let mut found = None;
+    for pair in query.split('&') {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        (decode(k) == name.as_bytes()).then(|| decode(v))
-    })
+        if decode(k) == name.as_bytes() {
+            if found.is_some() {
+                return Err(PartFault::Repeated);
+            }
+            found = Some(decode(v));
+        }
+    }
+    Ok(found)
 }
 
 pub mod memo;

@@ -10,6 +10,7 @@
 //! The prefix goes back through `ServerSession::set_pipelined_prefix`, so Pingora parses exactly
 //! the bytes read here and then continues on the same stream (body included).
 
+use super::fence::Fence;
 use super::head::{check_head, HeadRefusal, HeadVerdict};
 use crate::config::HttpLimits;
 use crate::http::request_id;
@@ -78,6 +79,9 @@ pub async fn serve(
         return pingora::apps::ServerApp::process_new(proxy, stream, shutdown).await;
     }
     let keepalive_s = limits.keepalive_timeout.as_secs_f64().ceil().max(1.0) as u64;
+    // Bytes of a next request held back while one is served: a whole head at most, then the
+    // client waits (TCP flow control) until the answer is written.
+    let max_early = limits.max_header_bytes + 8192;
     let mut previous: Option<Option<HttpPersistentSettings>> = None;
     // Bytes of pipelined requests that arrived with an earlier one (they start the next head).
     let mut pipelined = BytesMut::new();
@@ -90,18 +94,19 @@ pub async fn serve(
         let reused = previous.is_some();
         let carried = std::mem::take(&mut pipelined);
         let read = read_head(&mut stream, limits, first_wait, reused, &mut stop, carried);
-        let buf = match read.await {
+        let (buf, fence) = match read.await {
             ReadHead::Head(mut buf, head_len) => {
                 // Pingora gets exactly this request; what follows it waits for the next turn
-                // (a chunked body's end is unknown here: its bytes all go to Pingora).
-                if buf.len() > head_len {
-                    if let Some(end) = super::head::request_end(&buf, head_len) {
-                        if end < buf.len() {
-                            pipelined = buf.split_off(end);
-                        }
+                // (a chunked body's or an upgrade's end is unknown here: all bytes go to
+                // Pingora). The fence lets through the rest of the body and keeps what comes
+                // after it.
+                let fence = super::head::request_end(&buf, head_len).map(|end| {
+                    if end < buf.len() {
+                        pipelined = buf.split_off(end);
                     }
-                }
-                buf
+                    end - buf.len()
+                });
+                (buf, fence)
             }
             ReadHead::Gone => return None,
             ReadHead::TimedOut { received: 0 } => return None,
@@ -123,7 +128,11 @@ pub async fn serve(
                 return None;
             }
         };
-        let mut session = ServerSession::new_http1(stream);
+        let stream_in: Stream = match fence {
+            Some(allowance) => Box::new(Fence::new(stream, allowance, max_early)),
+            None => stream,
+        };
+        let mut session = ServerSession::new_http1(stream_in);
         match previous.take().flatten() {
             Some(settings) => settings.apply_to_session(&mut session),
             None => session.set_keepalive(Some(keepalive_s)),
@@ -133,6 +142,8 @@ pub async fn serve(
         }
         session.set_pipelined_prefix(buf);
         let (next, settings) = proxy.process_new_http(session, shutdown).await?.consume();
+        let (next, early) = Fence::unwrap(next);
+        pipelined.unsplit(early);
         stream = next;
         previous = Some(settings);
     }

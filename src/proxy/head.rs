@@ -182,14 +182,16 @@ fn values<'h>(
 
 /// Where the first request in `buf` ends, given its accepted head of `head_len` bytes: after the
 /// head when it has no body, after `Content-Length` body bytes otherwise (RFC 9112 6.3). `None`
-/// for a chunked body (its end is only known by reading it). Bytes past the end are the next
-/// pipelined request(s). Called only when `buf` holds more than the head.
+/// for a chunked body (its end is only known by reading it) and for an `Upgrade` request (what
+/// follows a `101` is another protocol). Bytes past the end are the next pipelined request(s).
 pub fn request_end(buf: &[u8], head_len: usize) -> Option<usize> {
     let mut slots = [const { std::mem::MaybeUninit::<httparse::Header>::uninit() }; 256];
     let mut req = httparse::Request::new(&mut []);
     req.parse_with_uninit_headers(&buf[..head_len], &mut slots)
         .ok()?;
-    if values(req.headers, "transfer-encoding").next().is_some() {
+    if values(req.headers, "transfer-encoding").next().is_some()
+        || values(req.headers, "upgrade").next().is_some()
+    {
         return None;
     }
     // check_head accepted the head: every Content-Length value is the same number.

@@ -16,6 +16,7 @@
 
 mod ctx;
 mod failure;
+mod fence;
 mod finish;
 mod forward;
 pub mod front;

@@ -82,6 +82,9 @@ pub(super) async fn route_stage(
     ctx: &mut Ctx,
     snap: &Snapshot,
 ) -> Result<bool> {
+    if let Err(r) = pipeline::route::check_method(session.req_header()) {
+        return refuse(session, ctx, r).await;
+    }
     let index = match pipeline::route::resolve(snap, session.req_header_mut()) {
         Ok(i) => i,
         Err(r) => return refuse(session, ctx, r).await,
@@ -323,6 +326,7 @@ fn rules_of<'a>(
     );
     let client_key = String::from_utf8(client_key).unwrap_or_default();
     let host = request_host(req);
+    let route = ctx.route(snap).map(|r| r.key_value());
     let view = RequestView {
         method: req.method.as_str(),
         path: req.uri.path(),
@@ -330,7 +334,7 @@ fn rules_of<'a>(
         host: &host,
         headers: &req.headers,
         client_key: Some(&client_key),
-        route: ctx.route(snap).map(|r| r.path_prefix.as_str()),
+        route: route.as_deref(),
         tenant: Some(identity.tenant.as_str()),
         tier: identity.tier.as_deref(),
         claims: identity.claims.as_deref(),

@@ -40,3 +40,24 @@ pub struct RouteSettings {
     /// upstream slot); identity failures stay enforced.
     pub mode: Mode,
 }
+
+impl HostMatch {
+    /// The host as written in `routes[].host`: `*` for any host, `*.example.com` for a suffix.
+    pub fn spelling(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            HostMatch::Any => "*".into(),
+            HostMatch::Exact(h) => h.as_str().into(),
+            HostMatch::Suffix(s) => format!("*{s}").into(),
+        }
+    }
+}
+
+impl RouteSettings {
+    /// The value of the `route` key part of a limit rule: the route's host as written and its
+    /// path prefix (`api.example.com/v1`, `*.example.com/v1`, `*/v1`), so two routes with the
+    /// same prefix on different hosts never share a bucket. A host never holds `/`, so the
+    /// prefix's first `/` ends it.
+    pub fn key_value(&self) -> String {
+        [self.host.spelling().as_ref(), self.path_prefix.as_str()].concat()
+    }
+}

@@ -4,42 +4,61 @@
 //!
 //! The part in braces is the Redis Cluster hash tag: every key one script touches shares it, so
 //! one call stays on one slot. Tenant keys are tagged by the tenant, written percent-encoded
-//! ([`tenant_id::encode`]: no `{`/`}` inside) so the tag is exactly the tenant.
+//! ([`tenant_tag`]: no `{`, `}` or `:` inside) so the tag is exactly the tenant.
+//!
+//! Every key is injective across families (docs/redis.md#redis-key-layout): a tenant's tag never
+//! holds a `:`, while every other family's tag does (`{pool:<tier>}`, `{r:<rule>:...}`,
+//! `{c:<rule>:...}`) or is `{fleet}`, whose one key (`:members`) no tenant key ends with; tier,
+//! rule, usage and region names are `[A-Za-z0-9_-]` (no `:`), and rule key texts are
+//! length-prefixed and percent-encoded ([`rule_key_text`]). So no tenant id, rule name or key
+//! value can spell another family's key.
 
 use crate::limit::algorithm::Algorithm;
 use crate::limit::calendar::Period;
 use crate::tenant_id;
 use percent_encoding::{percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use sha2::{Digest, Sha256};
+use std::borrow::Cow;
 
-/// `<prefix>:{<encoded tenant>}:<suffix>`: a key of one tenant; every key of a tenant shares its
-/// Cluster slot.
-pub fn tenant_key(prefix: &str, tenant: &str, suffix: &str) -> String {
-    [prefix, ":{", &tenant_id::encode(tenant), "}:", suffix].concat()
+/// The tenant as written inside its hash tag: [`tenant_id::encode`] (which escapes `%`, `{`,
+/// `}`, controls and non-ASCII), with `:` escaped too (`%3A`), so a tenant's tag never looks
+/// like another family's (`pool:free`, `r:login:tb:...`). Injective: `%` is already escaped, so
+/// a tenant's own `%3A` is `%253A`.
+pub fn tenant_tag(tenant: &str) -> Cow<'_, str> {
+    match tenant_id::encode(tenant) {
+        Cow::Borrowed(t) if !t.contains(':') => Cow::Borrowed(t),
+        encoded => Cow::Owned(encoded.replace(':', "%3A")),
+    }
 }
 
-/// `<prefix>:{<encoded tenant>}:tb`: the tenant's token bucket (exact decisions and leases).
+/// `<prefix>:{<tenant tag>}:<suffix>`: a key of one tenant; every key of a tenant shares its
+/// Cluster slot.
+pub fn tenant_key(prefix: &str, tenant: &str, suffix: &str) -> String {
+    [prefix, ":{", &tenant_tag(tenant), "}:", suffix].concat()
+}
+
+/// `<prefix>:{<tenant tag>}:tb`: the tenant's token bucket (exact decisions and leases).
 pub fn bucket_key(prefix: &str, tenant: &str) -> String {
     tenant_key(prefix, tenant, "tb")
 }
 
-/// `<prefix>:{<encoded tenant>}:<tb|gcra|fw|swl|swc|lb>`: the main limit's state of algorithm
+/// `<prefix>:{<tenant tag>}:<tb|gcra|fw|swl|swc|lb>`: the main limit's state of algorithm
 /// `alg`, as the admin API reads and deletes it.
 pub fn main_key(prefix: &str, tenant: &str, alg: Algorithm) -> String {
     tenant_key(prefix, tenant, alg.key_suffix())
 }
 
-/// `<prefix>:{<encoded tenant>}:q:<period>:<window start ms>`: one calendar quota counter, as
+/// `<prefix>:{<tenant tag>}:q:<period>:<window start ms>`: one calendar quota counter, as
 /// the admin API reads and deletes it.
 pub fn quota_key(prefix: &str, tenant: &str, period: Period, start_ms: u64) -> String {
     format!(
         "{prefix}:{{{}}}:q:{}:{start_ms}",
-        tenant_id::encode(tenant),
+        tenant_tag(tenant),
         period.as_str()
     )
 }
 
-/// `<prefix>:{<encoded tenant>}:q:<period>`: the key base of a calendar quota in a policy call;
+/// `<prefix>:{<tenant tag>}:q:<period>`: the key base of a calendar quota in a policy call;
 /// `lua/policy.lua` appends `:<window start ms>` ([`quota_key`]).
 pub fn quota_base_key(prefix: &str, tenant: &str, period: Period) -> String {
     tenant_key(prefix, tenant, &format!("q:{}", period.as_str()))
@@ -113,7 +132,7 @@ impl RuleKeyText {
 }
 
 /// The key of limit rule `rule` (algorithm `alg`) for the encoded key text `key`
-/// ([`rule_key_text`]): `<prefix>:{<encoded tenant>}:r:<rule>:<alg>:<key>` under the tenant's
+/// ([`rule_key_text`]): `<prefix>:{<tenant tag>}:r:<rule>:<alg>:<key>` under the tenant's
 /// hash tag when the rule's key holds `tenant` (decided with the tier's policies in one call),
 /// else `<prefix>:{r:<rule>:<alg>:<key>}` under its own. The algorithm is part of the key, so a
 /// reload that changes it starts afresh instead of misreading the old state.
@@ -129,7 +148,7 @@ pub fn rule_key(
         Some(t) => [
             prefix,
             ":{",
-            &tenant_id::encode(t),
+            &tenant_tag(t),
             "}:r:",
             rule,
             ":",
@@ -142,14 +161,14 @@ pub fn rule_key(
     }
 }
 
-/// `<prefix>:{<encoded tenant>}:u:<name>`: the tenant's usage budget `tiers.<tier>.usage`
+/// `<prefix>:{<tenant tag>}:u:<name>`: the tenant's usage budget `tiers.<tier>.usage`
 /// (a token bucket hash, reserved by `lua/policy.lua`, settled by `lua/usage_settle.lua`).
 pub fn usage_key(prefix: &str, tenant: &str, name: &str) -> String {
     tenant_key(prefix, tenant, &format!("u:{name}"))
 }
 
 /// The usage budget `name` of limit rule `rule` (`limits[].usage`) for the encoded key text
-/// `key`: `<prefix>:{<encoded tenant>}:r:<rule>:u:<name>:<key>` when the rule's key holds
+/// `key`: `<prefix>:{<tenant tag>}:r:<rule>:u:<name>:<key>` when the rule's key holds
 /// `tenant`, else `<prefix>:{r:<rule>:<alg>:<key>}:u:<name>`, in the hash tag of the rule's own
 /// bucket ([`rule_key`]), so both are decided in one call.
 pub fn rule_usage_key(
@@ -166,14 +185,14 @@ pub fn rule_usage_key(
     }
 }
 
-/// `<prefix>:{<encoded tenant>}:inflight`: the tenant's fleet-wide concurrency leases (a sorted
+/// `<prefix>:{<tenant tag>}:inflight`: the tenant's fleet-wide concurrency leases (a sorted
 /// set scored by expiry).
 pub fn inflight_key(prefix: &str, tenant: &str) -> String {
     tenant_key(prefix, tenant, "inflight")
 }
 
 /// The lease set of a concurrency rule (`max_in_flight`) for the encoded key text `key`:
-/// `<prefix>:{<encoded tenant>}:c:<rule>:<key>` when the rule's key holds `tenant`, else
+/// `<prefix>:{<tenant tag>}:c:<rule>:<key>` when the rule's key holds `tenant`, else
 /// `<prefix>:{c:<rule>:<key>}`.
 pub fn inflight_rule_key(prefix: &str, rule: &str, tenant: Option<&str>, key: &str) -> String {
     match tenant {
@@ -187,19 +206,19 @@ pub fn pool_key(prefix: &str, tier: &str) -> String {
     format!("{prefix}:{{pool:{tier}}}:tb")
 }
 
-/// `<prefix>:{pool:<tier>}:share:<encoded tenant>`: the tenant's share of the pool, in the pool's
+/// `<prefix>:{pool:<tier>}:share:<tenant tag>`: the tenant's share of the pool, in the pool's
 /// hash tag so the pool script touches one slot.
 pub fn share_key(prefix: &str, tier: &str, tenant: &str) -> String {
     format!(
         "{prefix}:{{pool:{tier}}}:share:{}",
-        tenant_id::encode(tenant)
+        tenant_tag(tenant)
     )
 }
 
-/// `<prefix>:{<encoded tenant>}:region:<region>`: the tenant's recent demand in `region`, in
+/// `<prefix>:{<tenant tag>}:region:<region>`: the tenant's recent demand in `region`, in
 /// the `global` store of `multi_region.mode: sync`.
 pub fn region_key(prefix: &str, tenant: &str, region: &str) -> String {
-    format!("{prefix}:{{{}}}:region:{region}", tenant_id::encode(tenant))
+    format!("{prefix}:{{{}}}:region:{region}", tenant_tag(tenant))
 }
 
 /// `<prefix>:{fleet}:members`: the fleet membership sorted set (`redis.fleet_size: auto`).
