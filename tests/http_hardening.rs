@@ -446,6 +446,65 @@ async fn pipelined_requests_are_all_answered_in_order() {
     assert_eq!(backend.stats().requests, 3);
 }
 
+async fn next_reply(conn: &mut RawConn) -> HttpReply {
+    tokio::time::timeout(Duration::from_secs(20), conn.read_reply())
+        .await
+        .expect("an answer")
+        .expect("a reply")
+}
+
+/// Bytes of a next request that arrive while one is at the backend (one byte, or all of it)
+/// wait their turn: the first request gets the answer its backend gave, then the next one is
+/// served (before, the first was answered 400 after the backend had served it). Two GETs
+/// larger than one read of the gateway (over 4 KiB in one write) are both answered too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_pipelined_while_one_is_served_wait_their_turn() {
+    let backend = Backend::start("b");
+    let gw = Gateway::start(&single_route_config(&backend, "", ""));
+    let addr = gw.listen_addr().to_string();
+    // One byte of the next request while the first is at the backend; the rest after its
+    // answer.
+    let mut conn = RawConn::connect(&addr, None).await.unwrap();
+    conn.write_raw(b"GET /first?delay_ms=1500 HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    assert!(eventually(Duration::from_secs(10), || backend.stats().in_flight == 1).await);
+    conn.write_raw(b"G").await.unwrap();
+    let r = next_reply(&mut conn).await;
+    assert_eq!((r.status, json(&r)["path"].as_str()), (200, Some("/first")), "{r:?}");
+    conn.write_raw(b"ET /second HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let r = next_reply(&mut conn).await;
+    assert_eq!((r.status, json(&r)["path"].as_str()), (200, Some("/second")), "{r:?}");
+    // A whole request while the first is at the backend.
+    let mut conn = RawConn::connect(&addr, None).await.unwrap();
+    conn.write_raw(b"GET /third?delay_ms=1500 HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    assert!(eventually(Duration::from_secs(10), || backend.stats().in_flight == 1).await);
+    conn.write_raw(b"GET /fourth HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    for path in ["/third", "/fourth"] {
+        let r = next_reply(&mut conn).await;
+        assert_eq!((r.status, json(&r)["path"].as_str()), (200, Some(path)), "{r:?}");
+    }
+    // Two GETs of 3 KiB heads in one write.
+    let pad = "p".repeat(3000);
+    let batch = format!(
+        "GET /fifth HTTP/1.1\r\nHost: x\r\nX-Pad: {pad}\r\n\r\n\
+         GET /sixth HTTP/1.1\r\nHost: x\r\nX-Pad: {pad}\r\n\r\n"
+    );
+    let mut conn = RawConn::connect(&addr, None).await.unwrap();
+    conn.write_raw(batch.as_bytes()).await.unwrap();
+    for path in ["/fifth", "/sixth"] {
+        let r = next_reply(&mut conn).await;
+        assert_eq!((r.status, json(&r)["path"].as_str()), (200, Some(path)), "{r:?}");
+    }
+    assert_eq!(backend.stats().requests, 6);
+}
+
 /// `routes[].max_body_bytes`: a declared length over the limit is refused before anything is
 /// read or forwarded; a chunked body is cut off once the running total passes the limit, without
 /// waiting for its end.

@@ -124,3 +124,17 @@ fn paths_without_parameters() {
         assert_eq!(without_parameters(path), bare, "{path}");
     }
 }
+
+/// The `route` key part names the host and the prefix: the same prefix on two hosts is two
+/// buckets.
+#[test]
+fn route_key_values_name_host_and_prefix() {
+    let a = route(HostMatch::Exact("a.test".into()), "/api", "u");
+    let b = route(HostMatch::Exact("b.test".into()), "/api", "u");
+    let any = route(HostMatch::Any, "/api", "u");
+    let wild = route(HostMatch::Suffix(".example.com".into()), "/v1", "u");
+    assert_eq!(a.key_value(), "a.test/api");
+    assert_eq!(b.key_value(), "b.test/api");
+    assert_eq!(any.key_value(), "*/api");
+    assert_eq!(wild.key_value(), "*.example.com/v1");
+}

@@ -61,3 +61,23 @@ fn declared_body_over_the_route_limit_is_413() {
     assert!(check_body(route, &req).is_ok());
     assert!(check_body(&s.config.routes[0], &req).is_ok());
 }
+
+/// A method with a lower-case letter is refused (400 `method_case`) before routing; upper-case
+/// methods, standard or not, pass.
+#[test]
+fn lower_case_methods_are_refused() {
+    for m in ["post", "Post", "gEt", "head", "purge"] {
+        let req = RequestHeader::build(m, b"/", None).unwrap();
+        let r = check_method(&req).unwrap_err();
+        assert_eq!(
+            (r.layer, r.reason, r.problem.status),
+            (Layer::Http, Outcome::Malformed, 400),
+            "{m}"
+        );
+        assert_eq!(r.problem.extensions["reason"], "method_case");
+    }
+    for m in ["POST", "GET", "HEAD", "PURGE", "M-SEARCH"] {
+        let req = RequestHeader::build(m, b"/", None).unwrap();
+        assert!(check_method(&req).is_ok(), "{m}");
+    }
+}

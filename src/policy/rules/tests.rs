@@ -23,7 +23,7 @@ fn view<'a>(headers: &'a HeaderMap, claims: Option<&'a Map<String, Value>>) -> R
     RequestView {
         method: "POST",
         path: "/charges/7",
-        query: Some("user=a%3Ab&x=1&user=second"),
+        query: Some("user=a%3Ab&x=1&users=second"),
         host: "api.example.com",
         headers,
         client_key: Some("192.0.2.7"),
@@ -82,8 +82,7 @@ fn every_condition_must_hold() {
 #[test]
 fn keys_read_every_part_kind() {
     let mut headers = HeaderMap::new();
-    headers.append("x-user", HeaderValue::from_static("u1"));
-    headers.append("x-user", HeaderValue::from_static("u2"));
+    headers.append("x-user", HeaderValue::from_static("u1, u2"));
     let claims: Map<String, Value> =
         serde_json::from_str(r#"{"user": "bob", "org": 42, "none": null}"#).unwrap();
     let req = view(&headers, Some(&claims));
@@ -130,7 +129,8 @@ fn missing_parts_skip_or_refuse() {
         err,
         MissingPart {
             rule: "b".into(),
-            part: "claim:user".into()
+            part: "claim:user".into(),
+            why: PartFault::Missing,
         }
     );
 }
@@ -317,4 +317,73 @@ fn the_memo_keeps_plans_up_to_its_capacity() {
     memo.insert(b"next", Prepared::new(Vec::new()));
     assert_eq!(memo.len(), 1);
     assert!(memo.get(b"a").is_none() && memo.get(b"next").is_some());
+}
+
+/// A `query:` or `header:` part given more than once is ambiguous (backends read the first or
+/// the last value): the request is refused whatever `missing` says, however the repeated name
+/// is spelled, and has no fingerprint to reuse.
+#[test]
+fn repeated_parts_are_refused() {
+    let mut twice = HeaderMap::new();
+    twice.append("x-user", HeaderValue::from_static("a"));
+    twice.append("x-user", HeaderValue::from_static("a"));
+    let none = HeaderMap::new();
+    let by = |part: KeyPart, missing| vec![rule("r", RuleMatch::default(), vec![part], missing)];
+    for missing in [Missing::Skip, Missing::Refuse] {
+        let header = by(KeyPart::Header("x-user".into()), missing);
+        let err = applicable(&header, &view(&twice, None), None).unwrap_err();
+        assert_eq!(err.why, PartFault::Repeated);
+        assert_eq!(err.part, "header:x-user");
+        assert_eq!(print_of(&header, &view(&twice, None)), None);
+        let query = by(KeyPart::Query("model".into()), missing);
+        for q in [
+            "model=z1&model=gpt4",
+            "model=gpt4&model=gpt4",
+            "model=a&%6Dodel=b",
+            "model&model=b",
+            "x=1&model=a&y=2&model=",
+        ] {
+            let req = RequestView {
+                query: Some(q),
+                ..view(&none, None)
+            };
+            let err = applicable(&query, &req, None).unwrap_err();
+            assert_eq!((err.why, err.part.as_str()), (PartFault::Repeated, "query:model"), "{q}");
+            assert_eq!(print_of(&query, &req), None, "{q}");
+        }
+        // Once is fine, and other parameters may repeat.
+        let req = RequestView {
+            query: Some("x=1&model=gpt4&x=2"),
+            ..view(&none, None)
+        };
+        let applied = applicable(&query, &req, None).unwrap();
+        assert_eq!(&*applied[0].key, "query%3Amodel=4.gpt4");
+    }
+}
+
+/// HEAD runs a backend's GET view: a rule on GET applies to it, and it is keyed as GET.
+#[test]
+fn head_is_limited_as_get() {
+    let headers = HeaderMap::new();
+    let head = RequestView {
+        method: "HEAD",
+        ..view(&headers, None)
+    };
+    let on = |methods: &[&str]| RuleMatch {
+        methods: methods.iter().map(|s| s.to_string()).collect(),
+        ..RuleMatch::default()
+    };
+    assert!(matches(&on(&["GET"]), &head));
+    assert!(matches(&on(&["HEAD"]), &head));
+    assert!(!matches(&on(&["POST"]), &head));
+    let get = RequestView {
+        method: "GET",
+        ..head
+    };
+    assert!(!matches(&on(&["HEAD"]), &get), "a rule on HEAD alone is not one on GET");
+    let rules = [rule("m", on(&["GET"]), vec![KeyPart::Method], Missing::Skip)];
+    let key = |req| applicable(&rules, req, None).unwrap()[0].key.to_string();
+    assert_eq!(key(&head), "method=3.GET");
+    assert_eq!(key(&head), key(&get));
+    assert_eq!(print_of(&rules, &head), print_of(&rules, &get));
 }

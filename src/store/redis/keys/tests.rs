@@ -103,3 +103,92 @@ fn pool_region_and_fleet_keys() {
     assert_eq!(region_key("tg", "a{b", "us"), "tg:{a%7Bb}:region:us");
     assert_eq!(fleet_members_key("tollgate"), "tollgate:{fleet}:members");
 }
+
+/// Every key family, written with adversarial tenant ids (spelling other families' tags, their
+/// separators and escapes), rule names and key values: no two different (family, arguments)
+/// give the same key, and a tenant's hash tag never holds a `:` (every other family's does, or
+/// is `{fleet}`).
+#[test]
+fn no_tenant_rule_or_value_spells_another_familys_key() {
+    use std::collections::HashMap;
+    let tenants = [
+        "acme",
+        "pool:free",
+        "pool:free}:tb",
+        "r:ipu:tb:client_ip=9.127.0.0.1",
+        "r:ipu:u:tokens:client_ip=9.127.0.0.1",
+        "c:conc:tenant=4.acme",
+        "fleet",
+        "free",
+        "ip:127.0.0.1",
+        "ip%3A127.0.0.1",
+        "a:b",
+        "a%3Ab",
+        "acme}:tb",
+        "{acme}",
+        ":",
+        "%",
+        "tb",
+        "inflight",
+    ];
+    let rules = ["ipu", "conc", "free", "pool"];
+    let tiers = ["free", "pool", "ipu"];
+    let texts = [
+        rule_key_text(&[("client_ip", b"127.0.0.1")]),
+        rule_key_text(&[("tenant", b"acme")]),
+        rule_key_text(&[("header:x", b"a}:tb")]),
+    ];
+    let mut seen: HashMap<String, String> = HashMap::new();
+    let mut add = |key: String, what: String| {
+        if let Some(before) = seen.insert(key.clone(), what.clone()) {
+            panic!("{key} is both {before} and {what}");
+        }
+    };
+    for t in tenants {
+        for alg in Algorithm::ALL {
+            add(main_key("tg", t, alg), format!("main {alg:?} of {t}"));
+        }
+        for p in [Period::Hour, Period::Day] {
+            add(quota_key("tg", t, p, 7), format!("quota {p:?} of {t}"));
+            add(quota_base_key("tg", t, p), format!("quota base {p:?} of {t}"));
+        }
+        add(usage_key("tg", t, "tokens"), format!("usage of {t}"));
+        add(inflight_key("tg", t), format!("inflight of {t}"));
+        add(region_key("tg", t, "eu"), format!("region of {t}"));
+        let tag = tenant_key("tg", t, "x");
+        let tag = &tag["tg:{".len()..tag.len() - "}:x".len()];
+        assert!(!tag.contains([':', '{', '}']), "tenant {t} has tag {tag}");
+        for tier in tiers {
+            add(share_key("tg", tier, t), format!("share of {t} in {tier}"));
+        }
+        for r in rules {
+            for (i, k) in texts.iter().enumerate() {
+                let alg = Algorithm::TokenBucket;
+                add(rule_key("tg", r, alg, Some(t), k), format!("rule {r} {i} of {t}"));
+                let u = rule_usage_key("tg", r, alg, Some(t), k, "tokens");
+                add(u, format!("rule usage {r} {i} of {t}"));
+                let c = inflight_rule_key("tg", r, Some(t), k);
+                add(c, format!("concurrency rule {r} {i} of {t}"));
+            }
+        }
+    }
+    for r in rules {
+        for (i, k) in texts.iter().enumerate() {
+            for alg in Algorithm::ALL {
+                add(rule_key("tg", r, alg, None, k), format!("rule {r} {alg:?} {i}"));
+                let u = rule_usage_key("tg", r, alg, None, k, "tokens");
+                add(u, format!("rule usage {r} {alg:?} {i}"));
+            }
+            add(inflight_rule_key("tg", r, None, k), format!("concurrency rule {r} {i}"));
+        }
+    }
+    for tier in tiers {
+        add(pool_key("tg", tier), format!("pool {tier}"));
+    }
+    add(fleet_members_key("tg"), "fleet".into());
+    // The findings this guards against, spelled out.
+    assert_ne!(bucket_key("tg", "pool:free"), pool_key("tg", "free"));
+    assert_eq!(bucket_key("tg", "pool:free"), "tg:{pool%3Afree}:tb");
+    assert_eq!(bucket_key("tg", "ip:127.0.0.1"), "tg:{ip%3A127.0.0.1}:tb");
+    assert_eq!(bucket_key("tg", "a%3Ab"), "tg:{a%253Ab}:tb");
+}
