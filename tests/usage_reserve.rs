@@ -179,3 +179,35 @@ async fn a_body_that_never_finishes_is_refused_after_the_read_timeout() {
     let series = "tollgate_usage_settlements_total{tier=\"T\",outcome=\"missing\"}";
     assert_eq!(gw.metric_or_zero(series), 0.0);
 }
+
+/// `Expect: 100-continue` (RFC 9110 10.1.1): the gateway needs the body for the reserve, so it
+/// sends `100 Continue` before reading it (before, the client waited its whole expect timeout,
+/// or got a 408 at `header_read_timeout`); the backend is not asked for a second `100`, and
+/// the reserve is the body's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_expecting_100_continue_is_told_to_send_its_body() {
+    let server = "{ threads: 2, grace_period_s: 1, header_read_timeout: 2s }";
+    let (redis, _backend, gw) = start("\"{listen}\"", server);
+    let mut conn = RawConn::connect(gw.listen_addr(), None)
+        .await
+        .expect("connect");
+    let body = "{\"max_tokens\":7}";
+    let head = format!(
+        "POST /echo?echo=1 HTTP/1.1\r\nHost: x\r\nx-api-key: {KEY}\r\nExpect: 100-continue\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    conn.write_raw(head.as_bytes()).await.expect("write");
+    let interim = tokio::time::timeout(Duration::from_secs(30), conn.read_head())
+        .await
+        .expect("answered")
+        .expect("head");
+    assert_eq!(interim.status, 100, "{interim:?}");
+    conn.write_raw(body.as_bytes()).await.expect("write body");
+    let reply = tokio::time::timeout(Duration::from_secs(30), conn.read_reply())
+        .await
+        .expect("answered")
+        .expect("reply");
+    assert_eq!((reply.status, reply.body.as_str()), (200, body), "{reply:?}");
+    assert_eq!(level_after(&gw, &redis, 1.0).await, Some(993));
+}
