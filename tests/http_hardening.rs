@@ -471,12 +471,20 @@ async fn requests_pipelined_while_one_is_served_wait_their_turn() {
     assert!(eventually(Duration::from_secs(10), || backend.stats().in_flight == 1).await);
     conn.write_raw(b"G").await.unwrap();
     let r = next_reply(&mut conn).await;
-    assert_eq!((r.status, json(&r)["path"].as_str()), (200, Some("/first")), "{r:?}");
+    assert_eq!(
+        (r.status, json(&r)["path"].as_str()),
+        (200, Some("/first")),
+        "{r:?}"
+    );
     conn.write_raw(b"ET /second HTTP/1.1\r\nHost: x\r\n\r\n")
         .await
         .unwrap();
     let r = next_reply(&mut conn).await;
-    assert_eq!((r.status, json(&r)["path"].as_str()), (200, Some("/second")), "{r:?}");
+    assert_eq!(
+        (r.status, json(&r)["path"].as_str()),
+        (200, Some("/second")),
+        "{r:?}"
+    );
     // A whole request while the first is at the backend.
     let mut conn = RawConn::connect(&addr, None).await.unwrap();
     conn.write_raw(b"GET /third?delay_ms=1500 HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -488,7 +496,11 @@ async fn requests_pipelined_while_one_is_served_wait_their_turn() {
         .unwrap();
     for path in ["/third", "/fourth"] {
         let r = next_reply(&mut conn).await;
-        assert_eq!((r.status, json(&r)["path"].as_str()), (200, Some(path)), "{r:?}");
+        assert_eq!(
+            (r.status, json(&r)["path"].as_str()),
+            (200, Some(path)),
+            "{r:?}"
+        );
     }
     // Two GETs of 3 KiB heads in one write.
     let pad = "p".repeat(3000);
@@ -500,7 +512,11 @@ async fn requests_pipelined_while_one_is_served_wait_their_turn() {
     conn.write_raw(batch.as_bytes()).await.unwrap();
     for path in ["/fifth", "/sixth"] {
         let r = next_reply(&mut conn).await;
-        assert_eq!((r.status, json(&r)["path"].as_str()), (200, Some(path)), "{r:?}");
+        assert_eq!(
+            (r.status, json(&r)["path"].as_str()),
+            (200, Some(path)),
+            "{r:?}"
+        );
     }
     assert_eq!(backend.stats().requests, 6);
 }

@@ -220,7 +220,7 @@ async fn shared_and_per_tenant_all_or_nothing(
     // the shared bucket refused: one token taken from each, not two.
     assert_eq!(taken("tollgate:{k2}:r:export-tenant:tb:tenant=2.k2", 2), 1);
     assert_eq!(taken("tollgate:{k2}:tb", 1000), 1);
-    assert_eq!(taken("tollgate:{r:export-all:tb:route=1.%2F}", 3), 3);
+    assert_eq!(taken("tollgate:{r:export-all:tb:route=2.%2A%2F}", 3), 3);
 }
 
 fn tokens_taken(hash: &[(String, String)], burst: u64) -> u64 {

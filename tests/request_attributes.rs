@@ -115,7 +115,13 @@ async fn h1(gw: &Gateway, method: &str, path: &str, headers: &[(&str, &str)]) ->
 
 /// One h2 request on `conn` with `method` (sent as spelled in `:method`) and extra headers
 /// (a name given twice is sent twice): (status, body).
-async fn h2(conn: &mut H2, gw: &Gateway, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+async fn h2(
+    conn: &mut H2,
+    gw: &Gateway,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (u16, String) {
     let mut req = http::Request::builder()
         .method(http::Method::from_bytes(method.as_bytes()).expect("method"))
         .uri(format!("http://{}{path}", gw.listen_addr()))
@@ -151,16 +157,27 @@ async fn lower_case_methods_are_refused_before_any_limit() {
     for _ in 0..3 {
         let r = h1(&gw, "POST", "/login", &[]).await;
         assert_eq!(r.status, 200, "{r:?}");
-        assert_eq!(serde_json::from_str::<Value>(&r.body).unwrap()["method"], "POST");
+        assert_eq!(
+            serde_json::from_str::<Value>(&r.body).unwrap()["method"],
+            "POST"
+        );
     }
     for m in ["post", "Post", "pOST", "get", "delete"] {
         let r = h1(&gw, m, "/login", &[]).await;
-        assert_eq!((r.status, reason(&r.body)), (400, "method_case".into()), "{m}: {r:?}");
+        assert_eq!(
+            (r.status, reason(&r.body)),
+            (400, "method_case".into()),
+            "{m}: {r:?}"
+        );
     }
     let mut conn = h2c(gw.listen_addr()).await;
     for m in ["post", "Post"] {
         let (status, body) = h2(&mut conn, &gw, m, "/login", &[]).await;
-        assert_eq!((status, reason(&body)), (400, "method_case".into()), "h2 {m}");
+        assert_eq!(
+            (status, reason(&body)),
+            (400, "method_case".into()),
+            "h2 {m}"
+        );
     }
     assert_eq!(h1(&gw, "POST", "/login", &[]).await.status, 429);
     assert_eq!(h2(&mut conn, &gw, "POST", "/login", &[]).await.0, 429);
@@ -179,13 +196,25 @@ async fn head_counts_against_a_rule_on_get() {
         let mut conn = h2c(gw.listen_addr()).await;
         assert_eq!(h1(&gw, "GET", "/items", &[]).await.status, 200, "{kind}");
         assert_eq!(h1(&gw, "HEAD", "/items", &[]).await.status, 200, "{kind}");
-        assert_eq!(h2(&mut conn, &gw, "HEAD", "/items", &[]).await.0, 200, "{kind}");
+        assert_eq!(
+            h2(&mut conn, &gw, "HEAD", "/items", &[]).await.0,
+            200,
+            "{kind}"
+        );
         for _ in 0..3 {
             assert_eq!(h1(&gw, "HEAD", "/items", &[]).await.status, 429, "{kind}");
         }
-        assert_eq!(h2(&mut conn, &gw, "HEAD", "/items", &[]).await.0, 429, "{kind}");
+        assert_eq!(
+            h2(&mut conn, &gw, "HEAD", "/items", &[]).await.0,
+            429,
+            "{kind}"
+        );
         assert_eq!(h1(&gw, "GET", "/items", &[]).await.status, 429, "{kind}");
-        assert_eq!(backend.hits("items").0, 3, "{kind}: the GET view ran 3 times");
+        assert_eq!(
+            backend.hits("items").0,
+            3,
+            "{kind}: the GET view ran 3 times"
+        );
     }
 }
 
@@ -215,16 +244,30 @@ async fn repeated_key_parts_are_refused() {
         let (status, body) = h2(&mut conn, &gw, "GET", &path, &[]).await;
         assert_eq!((status, reason(&body)), (400, "ambiguous-limit-key".into()));
     }
-    let r = h1(&gw, "GET", "/v1/completions?model=%6Dodel&model=gpt4&%6Dodel=x", &[]).await;
+    let r = h1(
+        &gw,
+        "GET",
+        "/v1/completions?model=%6Dodel&model=gpt4&%6Dodel=x",
+        &[],
+    )
+    .await;
     assert_eq!(r.status, 400, "an escaped name is the same name: {r:?}");
-    assert_eq!(h1(&gw, "GET", "/v1/completions?model=gpt4", &[]).await.status, 429);
+    assert_eq!(
+        h1(&gw, "GET", "/v1/completions?model=gpt4", &[])
+            .await
+            .status,
+        429
+    );
     assert_eq!(django.hits("completions").0, 3);
 
     let twice = [("x-user", "u1"), ("x-user", "u2")];
     let r = h1(&gw, "GET", "/items", &twice).await;
     assert_eq!(r.status, 400, "{r:?}");
     let v: Value = serde_json::from_str(&r.body).unwrap();
-    assert_eq!((v["reason"].as_str(), v["key-part"].as_str()), (Some("ambiguous-limit-key"), Some("header:x-user")));
+    assert_eq!(
+        (v["reason"].as_str(), v["key-part"].as_str()),
+        (Some("ambiguous-limit-key"), Some("header:x-user"))
+    );
     let (status, body) = h2(&mut conn, &gw, "GET", "/items", &twice).await;
     assert_eq!((status, reason(&body)), (400, "ambiguous-limit-key".into()));
     // One field whose value holds a comma is one value.
@@ -249,7 +292,10 @@ async fn the_route_key_part_names_the_host() {
         .tier("T", "{ limit: 1, per: 1h, burst: 1000 }")
         .api_keys_always()
         .api_key(KEY, "acme", "T")
-        .section("limits", "\n  - { name: per-route, key: [route], limit: 1, per: 1h, burst: 2 }\n")
+        .section(
+            "limits",
+            "\n  - { name: per-route, key: [route], limit: 1, per: 1h, burst: 2 }\n",
+        )
         .yaml();
     let gw = Gateway::start(&yaml);
     let call = |host: &'static str| {
@@ -302,13 +348,20 @@ async fn a_tenant_named_like_a_pool_does_not_spend_it() {
     let http = client();
     for key in ["key-pool", "key-rule"] {
         for _ in 0..10 {
-            let r = try_get_with_key(&http, &gw.url("/x"), Some(key)).await.unwrap();
+            let r = try_get_with_key(&http, &gw.url("/x"), Some(key))
+                .await
+                .unwrap();
             assert_eq!(r.status, 200, "{key}: {r:?}");
         }
     }
     let mut got = Vec::new();
     for _ in 0..6 {
-        got.push(try_get_with_key(&http, &gw.url("/x"), Some("key-a")).await.unwrap().status);
+        got.push(
+            try_get_with_key(&http, &gw.url("/x"), Some("key-a"))
+                .await
+                .unwrap()
+                .status,
+        );
     }
     assert_eq!(got, [200, 200, 200, 200, 200, 429]);
     let keys = redis.keys("*");
@@ -321,4 +374,3 @@ async fn a_tenant_named_like_a_pool_does_not_spend_it() {
         assert!(keys.contains(&want.to_string()), "{want} not in {keys:?}");
     }
 }
-

@@ -161,7 +161,7 @@ fn rows() -> Vec<Row> {
             cred: Cred::Anonymous,
             status: 200,
             header: None,
-            keys: vec!["tollgate:{ip:127.0.0.1}:tb".into()],
+            keys: vec!["tollgate:{ip%3A127.0.0.1}:tb".into()],
             burst: Some(5),
         },
     ]

@@ -1315,7 +1315,7 @@ async fn every_key_has_a_ttl_and_all_are_gone_once_buckets_are_full() {
         let anon = rig.get("/", None).await;
         assert_eq!(anon.status, 200);
     }
-    check_ttl("tollgate:{ip:127.0.0.1}:tb", 6 * 3_000);
+    check_ttl("tollgate:{ip%3A127.0.0.1}:tb", 6 * 3_000);
 
     // Nothing else was written.
     let written = rig.redis.keys("*");
@@ -1372,7 +1372,7 @@ async fn anonymous_tier_limits_each_client_ip_as_its_own_tenant() {
         assert_eq!(r.policy().num("q"), 2);
     }
     local[2].assert_quota_problem(429, "anonymous");
-    assert_eq!(rig.redis.keys("*"), ["tollgate:{ip:127.0.0.1}:tb"]);
+    assert_eq!(rig.redis.keys("*"), ["tollgate:{ip%3A127.0.0.1}:tb"]);
 
     // Another client address has its own bucket.
     let other = client_from(ip("127.0.0.2"));
@@ -1381,7 +1381,7 @@ async fn anonymous_tier_limits_each_client_ip_as_its_own_tenant() {
     assert!(rig
         .redis
         .keys("*")
-        .contains(&"tollgate:{ip:127.0.0.2}:tb".to_string()));
+        .contains(&"tollgate:{ip%3A127.0.0.2}:tb".to_string()));
 
     // An API key on the same route from the exhausted address: its tenant's tier.
     let r = rig.get("/", Some(&k1)).await;

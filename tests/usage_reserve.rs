@@ -208,6 +208,10 @@ async fn a_client_expecting_100_continue_is_told_to_send_its_body() {
         .await
         .expect("answered")
         .expect("reply");
-    assert_eq!((reply.status, reply.body.as_str()), (200, body), "{reply:?}");
+    assert_eq!(
+        (reply.status, reply.body.as_str()),
+        (200, body),
+        "{reply:?}"
+    );
     assert_eq!(level_after(&gw, &redis, 1.0).await, Some(993));
 }

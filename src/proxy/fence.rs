@@ -12,8 +12,8 @@
 use bytes::BytesMut;
 use pingora::protocols::tls::{SslDigest, TlsRef};
 use pingora::protocols::{
-    GetProxyDigest, GetSocketDigest, GetTimingDigest, Peek, Shutdown, SocketDigest, Ssl,
-    Stream, TimingDigest, UniqueID, UniqueIDType, ALPN,
+    GetProxyDigest, GetSocketDigest, GetTimingDigest, Peek, Shutdown, SocketDigest, Ssl, Stream,
+    TimingDigest, UniqueID, UniqueIDType, ALPN,
 };
 use std::pin::Pin;
 use std::sync::Arc;

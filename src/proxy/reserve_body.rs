@@ -17,10 +17,10 @@ use crate::http::request_json::{readable, REPLAY_LIMIT};
 use crate::pipeline::{Layer, Outcome, Rejection};
 use crate::response::Problem;
 use bytes::Bytes;
-use pingora::prelude::*;
-use pingora::proxy::Session;
 use http::header::EXPECT;
 use pingora::http::RequestHeader;
+use pingora::prelude::*;
+use pingora::proxy::Session;
 use std::time::Duration;
 
 /// True for an HTTP/1.1 request with `Expect: 100-continue` (case-insensitive, RFC 9110

@@ -348,7 +348,11 @@ fn repeated_parts_are_refused() {
                 ..view(&none, None)
             };
             let err = applicable(&query, &req, None).unwrap_err();
-            assert_eq!((err.why, err.part.as_str()), (PartFault::Repeated, "query:model"), "{q}");
+            assert_eq!(
+                (err.why, err.part.as_str()),
+                (PartFault::Repeated, "query:model"),
+                "{q}"
+            );
             assert_eq!(print_of(&query, &req), None, "{q}");
         }
         // Once is fine, and other parameters may repeat.
@@ -380,8 +384,16 @@ fn head_is_limited_as_get() {
         method: "GET",
         ..head
     };
-    assert!(!matches(&on(&["HEAD"]), &get), "a rule on HEAD alone is not one on GET");
-    let rules = [rule("m", on(&["GET"]), vec![KeyPart::Method], Missing::Skip)];
+    assert!(
+        !matches(&on(&["HEAD"]), &get),
+        "a rule on HEAD alone is not one on GET"
+    );
+    let rules = [rule(
+        "m",
+        on(&["GET"]),
+        vec![KeyPart::Method],
+        Missing::Skip,
+    )];
     let key = |req| applicable(&rules, req, None).unwrap()[0].key.to_string();
     assert_eq!(key(&head), "method=3.GET");
     assert_eq!(key(&head), key(&get));

@@ -209,10 +209,7 @@ pub fn pool_key(prefix: &str, tier: &str) -> String {
 /// `<prefix>:{pool:<tier>}:share:<tenant tag>`: the tenant's share of the pool, in the pool's
 /// hash tag so the pool script touches one slot.
 pub fn share_key(prefix: &str, tier: &str, tenant: &str) -> String {
-    format!(
-        "{prefix}:{{pool:{tier}}}:share:{}",
-        tenant_tag(tenant)
-    )
+    format!("{prefix}:{{pool:{tier}}}:share:{}", tenant_tag(tenant))
 }
 
 /// `<prefix>:{<tenant tag>}:region:<region>`: the tenant's recent demand in `region`, in

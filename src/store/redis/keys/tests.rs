@@ -150,7 +150,10 @@ fn no_tenant_rule_or_value_spells_another_familys_key() {
         }
         for p in [Period::Hour, Period::Day] {
             add(quota_key("tg", t, p, 7), format!("quota {p:?} of {t}"));
-            add(quota_base_key("tg", t, p), format!("quota base {p:?} of {t}"));
+            add(
+                quota_base_key("tg", t, p),
+                format!("quota base {p:?} of {t}"),
+            );
         }
         add(usage_key("tg", t, "tokens"), format!("usage of {t}"));
         add(inflight_key("tg", t), format!("inflight of {t}"));
@@ -164,7 +167,10 @@ fn no_tenant_rule_or_value_spells_another_familys_key() {
         for r in rules {
             for (i, k) in texts.iter().enumerate() {
                 let alg = Algorithm::TokenBucket;
-                add(rule_key("tg", r, alg, Some(t), k), format!("rule {r} {i} of {t}"));
+                add(
+                    rule_key("tg", r, alg, Some(t), k),
+                    format!("rule {r} {i} of {t}"),
+                );
                 let u = rule_usage_key("tg", r, alg, Some(t), k, "tokens");
                 add(u, format!("rule usage {r} {i} of {t}"));
                 let c = inflight_rule_key("tg", r, Some(t), k);
@@ -175,11 +181,17 @@ fn no_tenant_rule_or_value_spells_another_familys_key() {
     for r in rules {
         for (i, k) in texts.iter().enumerate() {
             for alg in Algorithm::ALL {
-                add(rule_key("tg", r, alg, None, k), format!("rule {r} {alg:?} {i}"));
+                add(
+                    rule_key("tg", r, alg, None, k),
+                    format!("rule {r} {alg:?} {i}"),
+                );
                 let u = rule_usage_key("tg", r, alg, None, k, "tokens");
                 add(u, format!("rule usage {r} {alg:?} {i}"));
             }
-            add(inflight_rule_key("tg", r, None, k), format!("concurrency rule {r} {i}"));
+            add(
+                inflight_rule_key("tg", r, None, k),
+                format!("concurrency rule {r} {i}"),
+            );
         }
     }
     for tier in tiers {
