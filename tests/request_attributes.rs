@@ -339,7 +339,7 @@ async fn a_tenant_named_like_a_pool_does_not_spend_it() {
             "pro",
             "{ limit: 1, per: 1h, burst: 1, pool: { limit: 1, per: 1h, burst: 4, max_share: 1.0 } }",
         )
-        .tier("big", "{ limit: 1, per: 1h, burst: 1000 }")
+        .tier("big", "{ limit: 1, per: 1h, burst: 10 }")
         .api_key("key-a", "a", "pro")
         .api_key("key-pool", "pool:pro", "big")
         .api_key("key-rule", "r:ipu:tb:client_ip=9.127.0.0.1", "big")
