@@ -460,7 +460,16 @@ async fn next_reply(conn: &mut RawConn) -> HttpReply {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_pipelined_while_one_is_served_wait_their_turn() {
     let backend = Backend::start("b");
-    let gw = Gateway::start(&single_route_config(&backend, "", ""));
+    // Room for more than one request at the backend: a connection's last slot is given back
+    // after its answer is written, which may be after the client has read it and sent the
+    // next connection's request; that race is not what this test is about.
+    let gw = Gateway::start(
+        &GatewayConfig::new()
+            .server("{ threads: 2, grace_period_s: 1 }")
+            .upstream_with("echo", &backend.addr(), "max_concurrency: 8")
+            .route("{ path_prefix: \"/\", upstream: echo, auth: none }")
+            .yaml(),
+    );
     let addr = gw.listen_addr().to_string();
     // One byte of the next request while the first is at the backend; the rest after its
     // answer.
