@@ -201,13 +201,19 @@ async fn read_until_then_leave(resp: reqwest::Response, until: &str) {
     panic!("the stream ended before {until:?}: {seen}");
 }
 
-/// A client that leaves a stream before its usage chunk keeps the reserve; one that leaves
-/// after the usage chunk (before `[DONE]`) is settled from the usage seen.
+/// A client that leaves a stream before its usage chunk is charged `uncounted` (leaving just
+/// before the count must not make the stream cheaper); one that leaves after the usage chunk
+/// (before `[DONE]`) is settled from the usage seen.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_gone_mid_stream_keeps_the_reserve_or_settles_what_was_seen() {
+async fn a_client_gone_mid_stream_is_charged_uncounted_or_settles_what_was_seen() {
     let redis = RedisServer::start();
     let backend = Backend::start("echo");
-    let yaml = config(&redis, &backend, "reserve: 100", &["early", "late"]);
+    let yaml = config(
+        &redis,
+        &backend,
+        "reserve: 100, max: 500, uncounted: 300",
+        &["early", "late"],
+    );
     let gw = Gateway::start(&yaml);
     let http = client();
     let url = gw.url("/v1/chat/completions?chunks=3&chunk_delay_ms=700");
@@ -217,9 +223,9 @@ async fn a_client_gone_mid_stream_keeps_the_reserve_or_settles_what_was_seen() {
         .expect("send");
     assert_eq!(early.status().as_u16(), 200);
     read_until_then_leave(early, "tok0").await;
-    let gone = || settlements(&[&gw], "client_gone") == 1.0;
+    let gone = || settlements(&[&gw], "uncounted") == 1.0;
     assert!(eventually(Duration::from_secs(15), gone).await);
-    assert_eq!(level(&redis, "early"), Some(900));
+    assert_eq!(level(&redis, "early"), Some(700));
 
     let late = completion(&http, &url, "late", "40", true)
         .send()
@@ -232,7 +238,8 @@ async fn a_client_gone_mid_stream_keeps_the_reserve_or_settles_what_was_seen() {
 }
 
 /// Each bad count: negative, non-numeric, NaN and a string keep the reserve (`invalid`); no
-/// count keeps it (`missing`); a huge count is clamped at `max` (`clamped`).
+/// count keeps it (`missing`), or in a stream is charged `max` (`uncounted`); a huge count is
+/// clamped at `max` (`clamped`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_counts_keep_the_reserve_or_clamp() {
     let redis = RedisServer::start();
@@ -245,7 +252,10 @@ async fn bad_counts_keep_the_reserve_or_clamp() {
         ("frac", "12.5", "invalid", 900),
         ("huge", "99999999999999999999999999", "clamped", 700),
         ("big", "301", "clamped", 700),
-        ("none", "", "missing", 900),
+        // A stream without a count is charged `uncounted` (default: max); a JSON answer
+        // without one keeps the reserve.
+        ("none", "", "uncounted", 700),
+        ("nojson", "", "missing", 900),
     ];
     let tenants: Vec<&str> = cases.iter().map(|c| c.0).collect();
     let yaml = config(&redis, &backend, "reserve: 100, max: 300", &tenants);
@@ -278,7 +288,7 @@ async fn bad_counts_keep_the_reserve_or_clamp() {
         );
         assert_eq!(level(&redis, tenant), Some(*left), "{tenant}");
     }
-    let total: f64 = ["invalid", "clamped", "missing"]
+    let total: f64 = ["invalid", "clamped", "missing", "uncounted"]
         .iter()
         .map(|o| settlements(&[&gw], o))
         .sum();
@@ -539,4 +549,160 @@ async fn a_settlement_redis_cannot_take_is_counted_and_never_holds_the_response(
     );
     assert_eq!(settlements(&[&gw], "settled"), 0.0);
     assert_eq!(level(&redis, "k1"), Some(900));
+}
+
+/// Every settlement any outcome counted by `gw` (tier `T`).
+fn all_settlements(gw: &Gateway) -> f64 {
+    [
+        "settled",
+        "clamped",
+        "invalid",
+        "missing",
+        "refunded",
+        "client_gone",
+        "uncounted",
+        "unreadable",
+        "store_failed",
+    ]
+    .iter()
+    .map(|o| settlements(&[gw], o))
+    .sum()
+}
+
+/// Sends `n` requests one after the other (each built by `req`), waiting for each admitted
+/// one's settlement before the next: how many were admitted (200).
+async fn admitted_of(
+    gw: &Gateway,
+    n: usize,
+    req: impl Fn() -> reqwest::RequestBuilder,
+) -> (usize, Vec<String>) {
+    let (mut admitted, mut bodies) = (0, Vec::new());
+    for _ in 0..n {
+        let r = req().send().await.expect("send");
+        let status = r.status().as_u16();
+        let bytes = r.bytes().await.expect("body");
+        if status == 200 {
+            admitted += 1;
+            bodies.push(String::from_utf8_lossy(&bytes).into_owned());
+            let settled = || all_settlements(gw) >= admitted as f64;
+            assert!(eventually(Duration::from_secs(10), settled).await);
+        } else {
+            assert_eq!(status, 429, "{}", String::from_utf8_lossy(&bytes));
+        }
+    }
+    (admitted, bodies)
+}
+
+/// A backend that gzips its answers (`tollgate-echo --gzip`, as nginx's gzip or Starlette's
+/// GZipMiddleware would) for a client that accepts gzip: the count is read through the coding,
+/// JSON and SSE alike, so the budget holds exactly as without compression (3 of 30 admitted at
+/// 400 units each on 1000, the bucket at −200); the client gets the coded bytes untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compressed_answer_is_counted_through_its_coding() {
+    let redis = RedisServer::start();
+    let backend = Backend::start_with_args("echo", &["--gzip"]);
+    let yaml = config(&redis, &backend, "reserve: 100, max: 500", &["json", "sse"]);
+    let gw = Gateway::start(&yaml);
+    let http = client();
+    let url = gw.url("/v1/chat/completions");
+    for (tenant, stream) in [("json", false), ("sse", true)] {
+        let before = settlements(&[&gw], "settled");
+        let (admitted, bodies) = admitted_of(&gw, 30, || {
+            completion(&http, &url, tenant, "400", stream).header("accept-encoding", "gzip")
+        })
+        .await;
+        assert_eq!(admitted, 3, "{tenant}");
+        assert_eq!(settlements(&[&gw], "settled") - before, 3.0, "{tenant}");
+        assert_eq!(level(&redis, tenant), Some(-200), "{tenant}");
+        // Gzip's magic bytes: the client got the body as the backend coded it.
+        assert!(
+            bodies[0].starts_with("\u{1f}\u{fffd}"),
+            "{tenant}: {:?}",
+            &bodies[0][..8]
+        );
+    }
+    assert_eq!(settlements(&[&gw], "missing"), 0.0);
+}
+
+/// A body whose coding cannot be read (a coding not decoded, here labelled `compress`) is
+/// counted as `unreadable` and charged `uncounted` (default: `max`), never left at the reserve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_body_is_charged_max() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let yaml = config(&redis, &backend, "reserve: 100, max: 500", &["k1"]);
+    let gw = Gateway::start(&yaml);
+    let http = client();
+    let url = gw.url("/v1/chat/completions");
+    let (admitted, _) = admitted_of(&gw, 5, || {
+        completion(&http, &url, "k1", "40", false).header("x-echo-content-encoding", "compress")
+    })
+    .await;
+    assert_eq!(admitted, 2);
+    assert_eq!(settlements(&[&gw], "unreadable"), 2.0);
+    assert_eq!(level(&redis, "k1"), Some(0));
+}
+
+/// A streamed request without `stream_options.include_usage` is sent to the backend with it
+/// (on by default with `from: { openai: true }`), so its stream states the count and is settled
+/// exactly: 3 of 15 admitted at 400 units each, as for a request that asked itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_is_asked_for_its_usage() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let yaml = config(&redis, &backend, "reserve: 100, max: 500", &["k1"]);
+    let gw = Gateway::start(&yaml);
+    let http = client();
+    let url = gw.url("/v1/chat/completions");
+    let body = serde_json::json!({
+        "model": "echo",
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": true,
+    });
+    let (admitted, bodies) = admitted_of(&gw, 15, || {
+        http.post(&url)
+            .header("x-api-key", api_key("k1"))
+            .header("x-echo-usage", "400")
+            .json(&body)
+    })
+    .await;
+    assert_eq!(admitted, 3);
+    assert_eq!(settlements(&[&gw], "settled"), 3.0);
+    assert_eq!(level(&redis, "k1"), Some(-200));
+    assert!(bodies[0].contains("\"total_tokens\":400"), "{}", bodies[0]);
+    assert!(bodies[0].contains("[DONE]"), "{}", bodies[0]);
+}
+
+/// With `include_usage: false` the request goes as the client sent it; a stream that ends
+/// without a count is charged the declared `uncounted` (here 300), never left at the reserve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_without_a_count_is_charged_uncounted() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let mut yaml = config(
+        &redis,
+        &backend,
+        "reserve: 100, max: 500, uncounted: 300",
+        &["k1"],
+    );
+    yaml = yaml.replace(
+        "from: { openai: true }",
+        "from: { openai: true, include_usage: false }",
+    );
+    assert!(yaml.contains("include_usage: false"), "{yaml}");
+    let gw = Gateway::start(&yaml);
+    let http = client();
+    let url = gw.url("/v1/chat/completions");
+    let body = serde_json::json!({"model": "echo", "stream": true});
+    let (admitted, bodies) = admitted_of(&gw, 15, || {
+        http.post(&url)
+            .header("x-api-key", api_key("k1"))
+            .header("x-echo-usage", "40")
+            .json(&body)
+    })
+    .await;
+    assert!(!bodies[0].contains("total_tokens"), "{}", bodies[0]);
+    assert_eq!(admitted, 4);
+    assert_eq!(settlements(&[&gw], "uncounted"), 4.0);
+    assert_eq!(level(&redis, "k1"), Some(1000 - 4 * 300));
 }

@@ -115,6 +115,9 @@ struct Args {
     /// `usage.total_tokens` stated by `/v1/chat/completions` (unless `x-echo-usage` says).
     #[arg(long, default_value = "20")]
     usage: String,
+    /// Gzip `/v1/chat/completions` answers for requests whose `Accept-Encoding` lists `gzip`.
+    #[arg(long)]
+    gzip: bool,
 }
 
 /// The TLS acceptor for `--tls-cert`/`--tls-key`; exits with a message on a bad file.
@@ -145,6 +148,8 @@ struct State {
     unhealthy: AtomicBool,
     /// `--usage`: the usage `/v1/chat/completions` states by default.
     usage: String,
+    /// `--gzip`.
+    gzip: bool,
 }
 
 /// Holds one unit of `in_flight` and gives it back when dropped, whichever way the request ends.
@@ -397,7 +402,7 @@ async fn handle(
     if openai {
         let body: Vec<u8> = kept.iter().flat_map(|b| b.iter().copied()).collect();
         let query = parts.uri.query().unwrap_or("");
-        let ask = openai::Ask::read(&body, &parts.headers, query, &state.usage);
+        let ask = openai::Ask::read(&body, &parts.headers, query, &state.usage, state.gzip);
         return Ok(openai::answer(ask, status));
     }
     if params.echo {
@@ -514,6 +519,7 @@ fn main() {
             peak_in_flight: AtomicI64::new(0),
             unhealthy: AtomicBool::new(false),
             usage: args.usage,
+            gzip: args.gzip,
         });
         serve(listener, state, tls).await;
     });

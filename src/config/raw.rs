@@ -338,6 +338,10 @@ pub struct RawUsage {
     /// When the whole reserve is given back: `backend_5xx`, `upstream_unavailable`,
     /// `client_gone_before_response`.
     pub refund_on: Option<Vec<String>>,
+    /// Units charged for a streamed (`text/event-stream`) response that ends, or is cut, without
+    /// stating a count, or whose coded body cannot be read (default: `max`).
+    #[schemars(range(min = 0))]
+    pub uncounted: Option<i64>,
 }
 
 /// `tiers.<name>.usage.reserve`: a number of units, or read from the request's JSON body.
@@ -364,6 +368,9 @@ pub struct RawUsageFrom {
     pub header: Option<String>,
     /// `usage.total_tokens` of a JSON body, or of the last SSE event that carries `usage`.
     pub openai: Option<bool>,
+    /// With `openai: true`: add `stream_options.include_usage: true` to a streamed request's
+    /// JSON body, so the stream states its count (default `true`).
+    pub include_usage: Option<bool>,
 }
 
 /// `limits[]` (docs/DESIGN.md 4d "Rules"): a limit keyed by request attributes, applied to

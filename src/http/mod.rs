@@ -3,13 +3,15 @@
 //! ([`connection`]), the client request-id rule ([`request_id`]), names that only look like
 //! tollgate's ([`lookalike`]), the method's spelling ([`method`]) and the proxy-set fields only
 //! a trusted peer may send ([`proxy_fields`]), the usage count a backend reports in its response
-//! ([`usage_count`]) and the one a client states in its JSON request body ([`request_json`]), and
-//! the request-head rules every protocol is held to ([`head`]). Where they are applied to HTTP/1
-//! connections and HTTP/2 streams is `proxy/` (`head.rs`, `front.rs`).
+//! ([`usage_count`]), read through its content coding ([`content_coding`]), and the one a client
+//! states in its JSON request body ([`request_json`]), and the request-head rules every protocol is
+//! held to ([`head`]). Where they are applied to HTTP/1 connections and HTTP/2 streams is `proxy/`
+//! (`head.rs`, `front.rs`).
 
 pub mod body;
 pub mod client_ip;
 pub mod connection;
+pub mod content_coding;
 pub mod head;
 pub mod lookalike;
 pub mod method;

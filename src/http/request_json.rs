@@ -50,5 +50,46 @@ pub fn top_level_count(body: &[u8], field: &str) -> Option<u64> {
     object.get(field)?.as_u64()
 }
 
+/// An OpenAI-style streamed request's JSON `body` with `stream_options.include_usage: true`, so
+/// its stream ends with a chunk stating the usage (OpenAI's chat completions API; LiteLLM and
+/// Envoy AI Gateway add it the same way). `None` when the body needs no change: not a JSON
+/// object, `stream` not `true`, or `include_usage` already `true`.
+///
+/// Without `stream_options` the member is inserted as the object's first, leaving every byte
+/// the client sent as it was; otherwise the object is written anew with `include_usage` set
+/// (other members of `stream_options` kept).
+pub fn with_include_usage(body: &[u8]) -> Option<Vec<u8>> {
+    let mut object: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(body).ok()?;
+    if object.get("stream") != Some(&serde_json::Value::Bool(true)) {
+        return None;
+    }
+    const MEMBER: &[u8] = br#""stream_options":{"include_usage":true},"#;
+    match object.get_mut("stream_options") {
+        None => {
+            // The body is an object with at least `stream`: after its `{`, a member and a comma.
+            let open = body.iter().position(|&b| b == b'{')?;
+            let mut out = Vec::with_capacity(body.len() + MEMBER.len());
+            out.extend_from_slice(&body[..=open]);
+            out.extend_from_slice(MEMBER);
+            out.extend_from_slice(&body[open + 1..]);
+            Some(out)
+        }
+        Some(serde_json::Value::Object(o))
+            if o.get("include_usage") == Some(&serde_json::Value::Bool(true)) =>
+        {
+            None
+        }
+        Some(serde_json::Value::Object(o)) => {
+            o.insert("include_usage".into(), serde_json::Value::Bool(true));
+            serde_json::to_vec(&object).ok()
+        }
+        Some(other) => {
+            *other = serde_json::json!({ "include_usage": true });
+            serde_json::to_vec(&object).ok()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

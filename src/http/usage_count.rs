@@ -319,6 +319,23 @@ impl BodyScan {
             BodyScan::Sse(s) => s.found(),
         }
     }
+
+    /// True for a Server-Sent Events scanner (a streamed response).
+    pub fn is_stream(&self) -> bool {
+        matches!(self, BodyScan::Sse(_))
+    }
+}
+
+/// A scanner is a sink for a decoder ([`crate::http::content_coding`]): every byte written is
+/// fed, none is kept.
+impl std::io::Write for BodyScan {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.feed(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -203,7 +203,7 @@ pub static METRICS: Lazy<Metrics> = Lazy::new(|| {
         .unwrap(),
         inflight_events: register_int_counter_vec!(
             "tollgate_inflight_lease_events_total",
-            "Fleet-wide concurrency lease events (acquired, refused, renewed, expired)",
+            "Fleet-wide concurrency lease events (acquired, refused, renewed, expired, orphan_released)",
             &["event"]
         )
         .unwrap(),

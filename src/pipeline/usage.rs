@@ -10,6 +10,7 @@
 //! (`tier`: the tier, or the limit rule).
 
 use crate::config::{FailurePolicy, UsageBudget, UsageSource};
+use crate::http::content_coding::{Coding, Decoding};
 use crate::http::request_json::top_level_count;
 use crate::http::usage_count::{classify, BodyScan, Count};
 use crate::limit::algorithm::Algorithm;
@@ -85,6 +86,24 @@ pub enum Ending {
     UpstreamUnavailable,
     /// The response was cut after its head (the client left, or the backend broke off).
     CutMidStream,
+    /// The gateway answered the request itself after admission (a later refusal: a full
+    /// upstream, a body over the route's limit, a body read timeout), before any response head
+    /// from the backend.
+    Refused,
+}
+
+/// What the response said about its count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// A count, as stated.
+    Count(Count),
+    /// No count in a response that is not a stream (a JSON body, or no count header).
+    Nothing,
+    /// No count in a streamed (`text/event-stream`) response.
+    NothingInStream,
+    /// The body could not be read: a content coding not decoded, or a coded body that does not
+    /// decode.
+    Unreadable,
 }
 
 /// What a settlement did (the `outcome` label).
@@ -102,6 +121,10 @@ pub enum Settlement {
     Refunded,
     /// Cut mid-stream before any count: the reserve is kept.
     ClientGone,
+    /// A stream without a count: charged `uncounted`.
+    Uncounted,
+    /// A body that could not be read: charged `uncounted`.
+    Unreadable,
 }
 
 impl Settlement {
@@ -114,17 +137,19 @@ impl Settlement {
             Settlement::Invalid => "invalid",
             Settlement::Refunded => "refunded",
             Settlement::ClientGone => "client_gone",
+            Settlement::Uncounted => "uncounted",
+            Settlement::Unreadable => "unreadable",
         }
     }
 }
 
 /// The settlement of a request that reserved `budget.reserve` units: its outcome and the units
 /// to debit beyond the reserve (negative: to give back). `status` is the backend's response
-/// status (none when no head came), `found` the count its response stated.
+/// status (none when no head came), `found` what its response said of the count.
 pub fn settlement(
     budget: &UsageBudget,
     status: Option<u16>,
-    found: Option<Count>,
+    found: Found,
     ending: Ending,
 ) -> (Settlement, i64) {
     let reserve = budget.reserve as i64;
@@ -136,19 +161,90 @@ pub fn settlement(
         Ending::ClientGoneBeforeResponse => return keep(Settlement::ClientGone),
         Ending::UpstreamUnavailable if r.upstream_unavailable => return refund,
         Ending::UpstreamUnavailable => return keep(Settlement::Missing),
+        Ending::Refused => return refund,
         _ => {}
     }
     if r.backend_5xx && status.is_some_and(|s| (500..600).contains(&s)) {
         return refund;
     }
-    let max = budget.max as i64;
+    let (max, uncounted) = (budget.max as i64, budget.uncounted as i64);
     match found {
-        Some(Count::Units(n)) if n > budget.max => (Settlement::Clamped, max - reserve),
-        Some(Count::Units(n)) => (Settlement::Settled, n as i64 - reserve),
-        Some(Count::Huge) => (Settlement::Clamped, max - reserve),
-        Some(Count::Negative | Count::Invalid) => keep(Settlement::Invalid),
-        None if ending == Ending::CutMidStream => keep(Settlement::ClientGone),
-        None => keep(Settlement::Missing),
+        Found::Count(Count::Units(n)) if n > budget.max => (Settlement::Clamped, max - reserve),
+        Found::Count(Count::Units(n)) => (Settlement::Settled, n as i64 - reserve),
+        Found::Count(Count::Huge) => (Settlement::Clamped, max - reserve),
+        Found::Count(Count::Negative | Count::Invalid) => keep(Settlement::Invalid),
+        // Whether the stream ended or was cut: the client must not choose what it costs by
+        // leaving out the count, or by leaving just before it.
+        Found::NothingInStream => (Settlement::Uncounted, uncounted - reserve),
+        Found::Unreadable => (Settlement::Unreadable, uncounted - reserve),
+        Found::Nothing if ending == Ending::CutMidStream => keep(Settlement::ClientGone),
+        Found::Nothing => keep(Settlement::Missing),
+    }
+}
+
+/// How the response body is read for its count.
+enum BodyRead {
+    /// Scanned as it passes (no content coding).
+    Plain(BodyScan),
+    /// Decoded as it passes, the decoded bytes scanned.
+    Coded(Box<Decoding<BodyScan>>),
+    /// A coding not decoded, or a coded body that failed to decode.
+    Unreadable,
+}
+
+impl BodyRead {
+    /// A reader of a body with this `Content-Type` and these `Content-Encoding` values.
+    fn new<'a>(content_type: Option<&[u8]>, codings: impl Iterator<Item = &'a [u8]>) -> BodyRead {
+        let scan = BodyScan::for_content_type(content_type);
+        match Coding::of(codings) {
+            Coding::Identity => BodyRead::Plain(scan),
+            Coding::Unsupported => BodyRead::Unreadable,
+            coding => match Decoding::new(coding, scan) {
+                Ok(d) => BodyRead::Coded(Box::new(d)),
+                Err(_) => BodyRead::Unreadable,
+            },
+        }
+    }
+
+    fn feed(&mut self, bytes: &[u8]) {
+        match self {
+            BodyRead::Plain(scan) => scan.feed(bytes),
+            BodyRead::Coded(d) => {
+                if d.write(bytes).is_err() {
+                    *self = BodyRead::Unreadable;
+                }
+            }
+            BodyRead::Unreadable => {}
+        }
+    }
+
+    /// The body ended: `whole` when it ended as the backend meant it to (a truncated coding then
+    /// makes the body unreadable; cut short, what was decoded counts).
+    fn finish(&mut self, whole: bool) {
+        match self {
+            BodyRead::Plain(scan) => scan.finish(),
+            BodyRead::Coded(d) => {
+                let finished = d.finish();
+                d.sink_mut().finish();
+                if finished.is_err() && whole {
+                    *self = BodyRead::Unreadable;
+                }
+            }
+            BodyRead::Unreadable => {}
+        }
+    }
+
+    fn found(&self) -> Found {
+        let scan = match self {
+            BodyRead::Plain(scan) => scan,
+            BodyRead::Coded(d) => d.sink(),
+            BodyRead::Unreadable => return Found::Unreadable,
+        };
+        match (scan.found(), scan.is_stream()) {
+            (Some(count), _) => Found::Count(count),
+            (None, true) => Found::NothingInStream,
+            (None, false) => Found::Nothing,
+        }
     }
 }
 
@@ -160,7 +256,7 @@ pub struct UsageMeter {
     budget: UsageBudget,
     status: Option<u16>,
     header: Option<Count>,
-    body: Option<BodyScan>,
+    body: Option<BodyRead>,
     ended: bool,
 }
 
@@ -200,7 +296,11 @@ impl UsageMeter {
                 let ct = headers
                     .get(http::header::CONTENT_TYPE)
                     .map(|v| v.as_bytes());
-                self.body = Some(BodyScan::for_content_type(ct));
+                let codings = headers
+                    .get_all(http::header::CONTENT_ENCODING)
+                    .iter()
+                    .map(|v| v.as_bytes());
+                self.body = Some(BodyRead::new(ct, codings));
             }
         }
     }
@@ -211,10 +311,19 @@ impl UsageMeter {
             scan.feed(bytes);
         }
         if end_of_stream {
-            if let Some(scan) = &mut self.body {
-                scan.finish();
+            if let Some(read) = &mut self.body {
+                read.finish(true);
             }
             self.ended = true;
+        }
+    }
+
+    /// How a request ends that the gateway answered itself: [`Ending::Refused`] before the
+    /// backend's response head, cut mid-stream after it.
+    pub fn refused(&self) -> Ending {
+        match self.status {
+            None => Ending::Refused,
+            Some(_) => Ending::CutMidStream,
         }
     }
 
@@ -231,13 +340,15 @@ impl UsageMeter {
     /// Settles the reserve off the response path: decides, counts, and spawns the settlement
     /// call (nothing to send when the reserve stands as debited).
     pub fn settle(mut self, ending: Ending) {
-        if let (Some(scan), Ending::CutMidStream) = (&mut self.body, ending) {
+        if let (Some(read), Ending::CutMidStream) = (&mut self.body, ending) {
             // A count whose number was the last byte received.
-            scan.finish();
+            read.finish(false);
         }
-        let found = self
-            .header
-            .or_else(|| self.body.as_ref().and_then(BodyScan::found));
+        let found = match (self.header, &self.body) {
+            (Some(count), _) => Found::Count(count),
+            (None, Some(read)) => read.found(),
+            (None, None) => Found::Nothing,
+        };
         let (outcome, delta) = settlement(&self.budget, self.status, found, ending);
         let tier = self.tier;
         if delta == 0 {

@@ -43,6 +43,10 @@ pub struct Ctx {
     pub(super) connect_tries: usize,
     /// Request body bytes received so far (for `routes[].max_body_bytes`).
     pub(super) body_bytes: u64,
+    /// The request body to send instead of the client's (read whole by the tenant stage):
+    /// an OpenAI-style streamed request with `stream_options.include_usage: true` added
+    /// (docs/usage-cost.md#streams-and-their-count).
+    pub(super) body_rewrite: Option<bytes::Bytes>,
     /// The HTTP status of the refusal tollgate wrote, for the route metrics and the access log:
     /// what the refusal is whatever the wire says (a gRPC call's refusal is HTTP 200 on the wire,
     /// docs/grpc.md#what-a-refused-call-carries).
@@ -69,6 +73,7 @@ impl Ctx {
             decided: (Layer::Upstream, Outcome::Admitted),
             connect_tries: 0,
             body_bytes: 0,
+            body_rewrite: None,
             refused_with: None,
         }
     }
@@ -99,6 +104,23 @@ impl Ctx {
         let mut pairs = q.map(|q| self.snapshot.quota_pairs(q)).unwrap_or_default();
         pairs.retain(|(name, _)| *name != "Retry-After");
         pairs
+    }
+
+    /// Gives back at once what the request holds beyond its answer, when tollgate answers it
+    /// itself: its fleet-wide leases, its upstream slot and, when `refused` (a refusal made
+    /// after admission, rather than a backend failure, which `finish` settles by `refund_on`),
+    /// its usage reserves, refunded whole (docs/fleet-concurrency.md#how-a-lease-works,
+    /// docs/usage-cost.md#reserve-settle-refund). What was given back is gone from the state,
+    /// so a second call, and `finish`, do nothing more.
+    pub(super) fn release_held(&mut self, refused: bool) {
+        self.inflight.clear();
+        self.slot = None;
+        if refused {
+            for meter in self.usage.drain(..) {
+                let ending = meter.refused();
+                meter.settle(ending);
+            }
+        }
     }
 
     /// True when the request's route runs in shadow mode (every limit layer shadows for it).

@@ -11,7 +11,7 @@ use crate::pipeline::{Layer, Outcome};
 use crate::response::Problem;
 use crate::snapshot::App;
 use async_trait::async_trait;
-use pingora::http::ResponseHeader;
+use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use std::sync::Arc;
@@ -77,6 +77,19 @@ impl ProxyHttp for Proxy {
         e
     }
 
+    /// The backend request's `Content-Length` follows a rewritten body ([`Ctx::body_rewrite`]).
+    async fn upstream_request_filter(
+        &self,
+        _session: &mut Session,
+        upstream_request: &mut RequestHeader,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        if let Some(body) = &ctx.body_rewrite {
+            upstream_request.insert_header(http::header::CONTENT_LENGTH, body.len())?;
+        }
+        Ok(())
+    }
+
     async fn request_body_filter(
         &self,
         session: &mut Session,
@@ -122,11 +135,15 @@ impl ProxyHttp for Proxy {
 
     async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut Ctx) -> FailToProxy {
         let (status, detail) = failure_status(e);
+        // A 4xx of tollgate's own (a body over the limit, a body too slow) is a refusal; the
+        // backend's failures are settled by `refund_on` when the request ends.
+        let refused = matches!(e.etype(), ErrorType::HTTPStatus(400..=499));
+        ctx.release_held(refused);
         if status > 0 && session.response_written().is_none() {
             if ctx.decided.0 != Layer::Http {
                 ctx.decided = (Layer::Upstream, Outcome::Error);
             }
-            answer_now(session, ctx, &Problem::status(status, detail)).await;
+            answer_now(session, ctx, &Problem::status(status, detail), refused).await;
         }
         FailToProxy {
             error_code: status,

@@ -16,6 +16,7 @@ use pingora::proxy::Session;
 /// (`tollgate_decisions_total`, and the per-tenant counter for the tenant layer), and
 /// writes the problem with its headers and, after the tenant stage, the rate-limit headers.
 pub(super) async fn refuse(session: &mut Session, ctx: &mut Ctx, r: Rejection) -> Result<bool> {
+    ctx.release_held(true);
     ctx.decided = (r.layer, r.reason);
     count(ctx, r.layer, r.reason);
     if r.reason == Outcome::BadTarget {
@@ -67,8 +68,16 @@ pub(super) async fn refuse_head(
 
 /// Writes `problem` (with the request's rate-limit headers) as the answer, unless one was written
 /// already; for refusals found after the request was handed to Pingora's proxying (an error
-/// `fail_to_proxy` would otherwise answer). Counting is the caller's.
-pub(super) async fn answer_now(session: &mut Session, ctx: &mut Ctx, problem: &Problem) {
+/// `fail_to_proxy` would otherwise answer). What the request holds is given back first
+/// ([`Ctx::release_held`]; usage reserves refunded when `refused`, a refusal of tollgate's own
+/// rather than a backend failure). Counting is the caller's.
+pub(super) async fn answer_now(
+    session: &mut Session,
+    ctx: &mut Ctx,
+    problem: &Problem,
+    refused: bool,
+) {
+    ctx.release_held(refused);
     if session.response_written().is_some() {
         return;
     }

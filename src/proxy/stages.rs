@@ -9,7 +9,7 @@ use super::reserve_body;
 use crate::concurrency::claimant::claimant_of;
 use crate::concurrency::slots::{Claimant, SlotLimits};
 use crate::config::UsageBudget;
-use crate::http::{body, client_ip};
+use crate::http::{body, client_ip, request_json};
 use crate::identity::Identity;
 use crate::identity::Method;
 use crate::observe::metrics::METRICS;
@@ -170,12 +170,24 @@ pub(super) async fn tenant_stage(
     if plan.is_none() && rules.is_empty() {
         return Ok(false);
     }
-    let from_json = |u: Option<&UsageBudget>| u.is_some_and(|u| u.from_json.is_some());
-    let wanted = from_json(plan.as_ref().and_then(|p| p.limits.tier.usage.as_ref()))
-        || rules.iter().any(|(a, _)| from_json(a.rule.usage.as_ref()));
+    let tier_usage = plan.as_ref().and_then(|p| p.limits.tier.usage.as_ref());
+    let any_usage = |f: fn(&UsageBudget) -> bool| {
+        tier_usage.is_some_and(f)
+            || rules
+                .iter()
+                .any(|(a, _)| a.rule.usage.as_ref().is_some_and(f))
+    };
+    let include_usage = any_usage(|u| u.include_usage);
+    let wanted = include_usage || any_usage(|u| u.from_json.is_some());
     let limit = snap.config.server.http.header_read_timeout;
     let body = match reserve_body::read(session, wanted, limit).await {
-        Ok(Ok(body)) => body,
+        Ok(Ok(body)) => {
+            if include_usage {
+                let rewritten = body.as_deref().and_then(request_json::with_include_usage);
+                ctx.body_rewrite = rewritten.map(bytes::Bytes::from);
+            }
+            body
+        }
         Ok(Err(r)) => return refuse(session, ctx, r).await,
         Err(e) => {
             ctx.decided = (Layer::Tenant, Outcome::ClientLeft);
@@ -447,6 +459,8 @@ pub(super) fn backend_peer(ctx: &Ctx) -> Result<Box<HttpPeer>> {
 
 /// Body stage (Pingora's `request_body_filter`): counts the streamed body against the route's
 /// `max_body_bytes`; over it, the request is refused with an error that `fail_to_proxy` answers.
+/// A body the tenant stage rewrote (`stream_options.include_usage`, [`Ctx::body_rewrite`]) is
+/// replaced by its new bytes here, after it was counted as the client sent it.
 ///
 /// Towards an `h2` upstream the refusal is written here as well: Pingora's HTTP/2 upstream loop
 /// (pingora-proxy `proxy_h2`) takes a body filter error for an upstream one, logs it and goes on
@@ -455,17 +469,26 @@ pub(super) fn backend_peer(ctx: &Ctx) -> Result<Box<HttpPeer>> {
 pub(super) async fn body_stage(
     session: &mut Session,
     ctx: &mut Ctx,
-    chunk: &Option<bytes::Bytes>,
+    chunk: &mut Option<bytes::Bytes>,
 ) -> Result<()> {
     let max = ctx.route(&ctx.snapshot).and_then(|r| r.max_body_bytes);
     let len = chunk.as_ref().map_or(0, |c| c.len());
-    if body::streamed_too_large(&mut ctx.body_bytes, len, max) {
+    let too_large = body::streamed_too_large(&mut ctx.body_bytes, len, max);
+    if let (false, Some(new), Some(c)) = (too_large, &ctx.body_rewrite, chunk.as_mut()) {
+        // The whole body was read for the tenant stage: it passes here as one piece.
+        if !c.is_empty() {
+            *c = new.clone();
+        }
+    }
+    if too_large {
         let r = pipeline::route::body_too_large(max);
         ctx.decided = (r.layer, r.reason);
         count(ctx, r.layer, r.reason);
         tracing::warn!(request_id = %ctx.request_id(), client = %ctx.client, received = ctx.body_bytes, "request body over the route's limit; stopped reading");
         if upstream_speaks_h2(ctx) {
-            answer_now(session, ctx, &r.problem).await;
+            answer_now(session, ctx, &r.problem, true).await;
+        } else {
+            ctx.release_held(true);
         }
         return Error::e_explain(ErrorType::HTTPStatus(r.problem.status), r.problem.detail);
     }

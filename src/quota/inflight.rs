@@ -13,6 +13,13 @@
 //! When Redis cannot take the lease the tier's failure policy applies: `open` admits without
 //! a lease, `closed` refuses (503), `local` counts the tenant's requests in this instance's
 //! memory, at most `ceil(max / fleet size)`.
+//!
+//! A call that got no answer (a timeout) may still run in Redis once it answers again, and
+//! take a lease nobody holds. Its id is kept as *unanswered*, and the renewal loop gives it
+//! back (`ZREM` by id: idempotent, a no-op when the lease was never taken) on every tick until
+//! Redis answers: sent on the same connection after the acquire, the release runs after it.
+//! What remains: an acquire Redis runs only after that release (sent on a connection that was
+//! replaced meanwhile) holds its lease until it expires, `lease_ttl` after it was taken.
 
 use super::QuotaService;
 use crate::config::FailurePolicy;
@@ -46,6 +53,9 @@ pub struct InflightBook {
     local: Mutex<HashMap<String, u64>>,
     /// When the leases were last renewed.
     renewed: Mutex<Option<Instant>>,
+    /// Lease ids asked for in calls that got no answer, by key, with when the first was asked:
+    /// given back by [`QuotaService::release_unanswered`].
+    unanswered: Mutex<HashMap<String, (Vec<String>, Instant)>>,
 }
 
 /// How often [`QuotaService::renew_inflight_when_due`] is asked.
@@ -148,7 +158,17 @@ impl QuotaService {
         let call = |_| self.redis.eval::<Vec<i64>, _>(&ACQUIRE, &keys, &args);
         let reply = match self.ask(call).await {
             Ok(reply) => reply,
-            Err(retry_in_ms) => return self.inflight_fallback(key, max, on_failure, retry_in_ms),
+            Err(retry_in_ms) => {
+                // The call may still run in Redis: its lease is given back once Redis answers.
+                let mut unanswered = self.inflight.unanswered.lock();
+                let entry = unanswered.entry(key.clone());
+                entry
+                    .or_insert_with(|| (Vec::new(), Instant::now()))
+                    .0
+                    .push(id);
+                drop(unanswered);
+                return self.inflight_fallback(key, max, on_failure, retry_in_ms);
+            }
         };
         let [taken, _, expired] = reply[..] else {
             return self.inflight_fallback(key, max, on_failure, 1000);
@@ -210,9 +230,48 @@ impl QuotaService {
         }
     }
 
-    /// Renews the leases ([`renew_inflight`](Self::renew_inflight)) when a third of
+    /// Gives back the leases asked for in calls that got no answer (see the module doc): one
+    /// release call per key; what Redis does not answer is tried again on the next tick, and
+    /// forgotten `lease_ttl` after it was asked (it has expired by then). Counted as the
+    /// `orphan_released` event when a lease was indeed held.
+    pub async fn release_unanswered(&self) {
+        let due: Vec<(String, Vec<String>)> = {
+            let mut unanswered = self.inflight.unanswered.lock();
+            if unanswered.is_empty() {
+                return;
+            }
+            let ttl = self.settings.lease_ttl;
+            unanswered.retain(|_, (_, since)| since.elapsed() < ttl);
+            unanswered
+                .iter()
+                .map(|(k, (ids, _))| (k.clone(), ids.iter().take(500).cloned().collect()))
+                .collect()
+        };
+        for (key, ids) in due {
+            let keys = [key.clone()];
+            match self.redis.eval::<i64, _>(&RELEASE, &keys, &ids).await {
+                Ok(n) => {
+                    count("orphan_released", n.max(0) as u64);
+                    let mut unanswered = self.inflight.unanswered.lock();
+                    if let Some((left, _)) = unanswered.get_mut(&key) {
+                        left.retain(|id| !ids.contains(id));
+                        if left.is_empty() {
+                            unanswered.remove(&key);
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(fault = e.as_str(), "unanswered leases not given back yet")
+                }
+            }
+        }
+    }
+
+    /// Gives back unanswered leases ([`release_unanswered`](Self::release_unanswered)), and
+    /// renews the leases ([`renew_inflight`](Self::renew_inflight)) when a third of
     /// `redis.lease_ttl` has passed since the last renewal.
     pub async fn renew_inflight_when_due(&self) {
+        self.release_unanswered().await;
         let due = {
             let mut last = self.inflight.renewed.lock();
             let now = Instant::now();

@@ -7,10 +7,16 @@
 //! header` states it in the response header `x-usage-tokens` instead of the body (`both`: in
 //! both). Query parameters: `chunks=N` content chunks in a stream (default 3), `chunk_delay_ms=N`
 //! before each chunk, and the common `status=N` and `delay_ms=N`.
+//!
+//! With `--gzip`, a request whose `Accept-Encoding` lists `gzip` gets its answer gzip-coded, as
+//! nginx's gzip module or Starlette's `GZipMiddleware` would (a stream flushed event by event).
+//! `x-echo-content-encoding: <coding>` labels the answer with that `Content-Encoding` without
+//! coding it (a body no reader can decode).
 
 use super::EchoBody;
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Response, StatusCode};
+use std::io::Write;
 use std::time::Duration;
 
 /// What one completion request asked for.
@@ -25,11 +31,22 @@ pub struct Ask {
     pub in_body: bool,
     pub chunks: u64,
     pub chunk_delay_ms: u64,
+    /// Gzip the answer (`--gzip` and the request accepts it).
+    pub gzip: bool,
+    /// `x-echo-content-encoding`: the `Content-Encoding` to state without coding.
+    pub label: Option<HeaderValue>,
 }
 
 impl Ask {
-    /// Reads the request: its JSON body (at most what the caller kept), headers and query.
-    pub fn read(body: &[u8], headers: &HeaderMap, query: &str, default_usage: &str) -> Ask {
+    /// Reads the request: its JSON body (at most what the caller kept), headers and query;
+    /// `gzip`: the server may gzip its answers.
+    pub fn read(
+        body: &[u8],
+        headers: &HeaderMap,
+        query: &str,
+        default_usage: &str,
+        gzip: bool,
+    ) -> Ask {
         let json: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
         let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
         let place = header("x-echo-usage-in").unwrap_or("body");
@@ -51,6 +68,14 @@ impl Ask {
             in_body: matches!(place, "body" | "both"),
             chunks: param("chunks").unwrap_or(3),
             chunk_delay_ms: param("chunk_delay_ms").unwrap_or(0),
+            gzip: gzip
+                && headers
+                    .get_all(header::ACCEPT_ENCODING)
+                    .iter()
+                    .filter_map(|v| v.to_str().ok())
+                    .flat_map(|v| v.split(','))
+                    .any(|c| c.split(';').next().unwrap_or("").trim() == "gzip"),
+            label: headers.get("x-echo-content-encoding").cloned(),
         }
     }
 
@@ -78,6 +103,14 @@ pub fn answer(ask: Ask, status: StatusCode) -> Response<EchoBody> {
              \"content\":\"echo\"}},\"finish_reason\":\"stop\"}}],\"usage\":{usage}}}",
             model = serde_json::Value::from(ask.model.as_str()),
         );
+        let body = match ask.gzip {
+            true => {
+                let mut e = gzip_encoder();
+                let _ = e.write_all(body.as_bytes());
+                Bytes::from(e.finish().unwrap_or_default())
+            }
+            false => Bytes::from(body),
+        };
         let mut r = Response::new(EchoBody::full(body));
         r.headers_mut().insert(
             header::CONTENT_TYPE,
@@ -86,6 +119,14 @@ pub fn answer(ask: Ask, status: StatusCode) -> Response<EchoBody> {
         r
     };
     *resp.status_mut() = status;
+    let coding = match (&ask.label, ask.gzip) {
+        (Some(label), _) => Some(label.clone()),
+        (None, true) => Some(HeaderValue::from_static("gzip")),
+        (None, false) => None,
+    };
+    if let Some(coding) = coding {
+        resp.headers_mut().insert(header::CONTENT_ENCODING, coding);
+    }
     if ask.in_header {
         if let Ok(v) = HeaderValue::from_str(&ask.usage) {
             resp.headers_mut().insert("x-usage-tokens", v);
@@ -118,11 +159,25 @@ fn stream(ask: &Ask) -> Response<EchoBody> {
     }
     events.push(Bytes::from_static(b"data: [DONE]\n\n"));
     let delay = Duration::from_millis(ask.chunk_delay_ms);
+    let mut gzip = ask.gzip.then(gzip_encoder);
     tokio::spawn(async move {
-        for e in events {
+        let last = events.len().saturating_sub(1);
+        for (i, e) in events.into_iter().enumerate() {
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
+            // Gzipped: each event flushed on its own (a sync flush), the trailer with the last.
+            let e = match gzip.as_mut() {
+                None => e,
+                Some(z) => {
+                    let _ = z.write_all(&e);
+                    let _ = z.flush();
+                    if i == last {
+                        let _ = z.try_finish();
+                    }
+                    Bytes::from(std::mem::take(z.get_mut()))
+                }
+            };
             if tx.send(e).await.is_err() {
                 return;
             }
@@ -134,4 +189,8 @@ fn stream(ask: &Ask) -> Response<EchoBody> {
         HeaderValue::from_static("text/event-stream"),
     );
     r
+}
+
+fn gzip_encoder() -> flate2::write::GzEncoder<Vec<u8>> {
+    flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast())
 }

@@ -50,6 +50,12 @@ pub struct UsageBudget {
     pub max: u64,
     /// When the whole reserve is given back.
     pub refund_on: RefundOn,
+    /// Units charged for a stream that ends without a count, or a body that cannot be read
+    /// (`uncounted`, ≤ max; default `max`).
+    pub uncounted: u64,
+    /// `from: { openai: true }` with `include_usage` on (the default): a streamed request's
+    /// JSON body gets `stream_options.include_usage: true` on its way to the backend.
+    pub include_usage: bool,
 }
 
 /// Where the backend's response states the count it used.

@@ -46,6 +46,18 @@ pub(super) fn settings(c: &mut Check, path: &str, tier: &str, u: &RawUsage) -> O
     };
     let refund_on = refund_on(c, &path, u.refund_on.as_deref().unwrap_or_default());
     let (rate, reserve, source, max) = (rate?, reserve?, source?, max?);
+    let uncounted = match u.uncounted {
+        None => max,
+        Some(n) if (0..=max as i64).contains(&n) => n as u64,
+        Some(n) => {
+            c.err(
+                format!("{path}.uncounted"),
+                format!("must be 0 to max ({max}), got {n}"),
+            );
+            return None;
+        }
+    };
+    let include_usage = source == UsageSource::OpenAi && u.from.include_usage != Some(false);
     if reserve > rate.burst {
         c.err(
             format!("{path}.reserve"),
@@ -79,6 +91,8 @@ pub(super) fn settings(c: &mut Check, path: &str, tier: &str, u: &RawUsage) -> O
         source,
         max,
         refund_on,
+        uncounted,
+        include_usage,
     })
 }
 
@@ -97,6 +111,13 @@ fn json_field(c: &mut Check, path: &str, field: &str) -> Option<String> {
 /// `usage.from`: exactly one of `header` and `openai: true`.
 fn source(c: &mut Check, path: &str, u: &RawUsage) -> Option<UsageSource> {
     let path = format!("{path}.from");
+    if u.from.include_usage.is_some() && u.from.openai != Some(true) {
+        c.err(
+            format!("{path}.include_usage"),
+            "applies to openai: true only",
+        );
+        return None;
+    }
     match (&u.from.header, u.from.openai) {
         (Some(h), None | Some(false)) => c
             .header_name(&format!("{path}.header"), h)

@@ -76,3 +76,39 @@ fn the_top_level_field_is_read_as_a_non_negative_integer() {
         );
     }
 }
+
+#[test]
+fn a_streamed_request_is_asked_for_its_usage() {
+    let with = |b: &[u8]| with_include_usage(b).map(|v| String::from_utf8(v).unwrap());
+    let parsed = |s: &str| serde_json::from_str::<serde_json::Value>(s).unwrap();
+    // Inserted first, every byte of the client's body kept.
+    let body = br#" {"model":"m","stream":true,"n":1.50}"#;
+    assert_eq!(
+        with(body).as_deref(),
+        Some(r#" {"stream_options":{"include_usage":true},"model":"m","stream":true,"n":1.50}"#)
+    );
+    // stream_options without include_usage, or with it false: set, other options kept.
+    for body in [
+        &br#"{"stream":true,"stream_options":{"x":1}}"#[..],
+        br#"{"stream":true,"stream_options":{"x":1,"include_usage":false}}"#,
+    ] {
+        let v = parsed(&with(body).unwrap());
+        assert_eq!(v["stream_options"]["include_usage"], true);
+        assert_eq!(v["stream_options"]["x"], 1);
+        assert_eq!(v["stream"], true);
+    }
+    let v = parsed(&with(br#"{"stream":true,"stream_options":null}"#).unwrap());
+    assert_eq!(v["stream_options"]["include_usage"], true);
+    // Nothing to change.
+    for body in [
+        &br#"{"stream":true,"stream_options":{"include_usage":true}}"#[..],
+        br#"{"stream":false}"#,
+        br#"{"stream":"true"}"#,
+        br#"{"model":"m"}"#,
+        br#"[{"stream":true}]"#,
+        br#"{"stream":true"#,
+        b"",
+    ] {
+        assert_eq!(with(body), None, "{}", String::from_utf8_lossy(body));
+    }
+}
