@@ -422,3 +422,38 @@ async fn a_held_stream_keeps_its_concurrency_lease() {
         "the cancelled stream's lease was not given back: {after}"
     );
 }
+
+/// A call tollgate refuses itself after taking its fleet-wide lease, its upstream slot and its
+/// usage reserve (a message over the route's `max_body_bytes`, noticed while it streams to the
+/// h2 backend) gives all three back at once, not when the backend's `read_timeout_ms` (60 s
+/// here) ends the proxying: the next call goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_refused_mid_body_gives_its_lease_slot_and_reserve_back() {
+    let tier = "{ limit: 1, per: 1d, burst: 100, max_in_flight: 1, usage: { limit: 1, \
+                per: 1d, burst: 100, reserve: 100, from: { header: x-usage-tokens } } }";
+    let limited = |c: GatewayConfig| {
+        c.no_routes().route(
+            "{ path_prefix: \"/demo.Echo/\", upstream: grpc, auth: required, \
+             max_body_bytes: 64 }",
+        )
+    };
+    let settings = "max_concurrency: 1, read_timeout_ms: 60000";
+    let rig = Rig::start_with(GrpcServer::start(), settings, tier, limited);
+    let target = rig.target();
+    let big = "x".repeat(200);
+    let too_big = call(target, &[KEY], &["unary", "--request", &big]);
+    assert_eq!(code(&too_big), "RESOURCE_EXHAUSTED", "{too_big}");
+    let mut after = Value::Null;
+    let admitted = eventually(Duration::from_secs(10), || {
+        after = call(target, &[KEY], &["unary"]);
+        code(&after) == "OK"
+    })
+    .await;
+    assert!(admitted, "still held after the refusal: {after}");
+    let refunded = metric_or_zero(
+        &rig.gw,
+        "tollgate_usage_settlements_total",
+        &[("tier", "T"), ("outcome", "refunded")],
+    );
+    assert_eq!(refunded, 1.0);
+}

@@ -500,3 +500,37 @@ async fn a_queue_timeout_gives_the_lease_back() {
     assert_eq!(slow.await.unwrap().status, 200);
     assert!(eventually(Duration::from_secs(5), || held(&redis) == 0).await);
 }
+
+/// Redis frozen (SIGSTOP) past `timeout_ms` while a request asks for its lease: the request
+/// gets its failure-policy answer (`open`: admitted without a lease), and the acquire Redis runs
+/// once it is thawed takes a lease nobody holds. The gateway gives it back by its id as soon as
+/// Redis answers again, long before `lease_ttl` (60 s here): the tenant is not refused for a
+/// lease no request holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_taken_by_a_call_that_timed_out_is_given_back() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let opts = "timeout_ms: 300, on_failure: open, lease_ttl: 60s";
+    let yaml = config(&redis, &backend, "max_in_flight: 1", opts, PLAIN);
+    let gw = Gateway::start(&yaml);
+    let http = client();
+    let url = gw.url("/s");
+    assert_eq!(get(&http, &url).await.status, 200);
+    assert!(eventually(Duration::from_secs(5), || held(&redis) == 0).await);
+    redis.pause();
+    let during = get(&http, &url).await;
+    redis.resume();
+    assert_eq!(during.status, 200, "{}", during.body);
+    let released =
+        || gw.metric_or_zero("tollgate_inflight_lease_events_total{event=\"orphan_released\"}");
+    assert!(
+        eventually(Duration::from_secs(10), || held(&redis) == 0
+            && released() == 1.0)
+        .await,
+        "held: {}, orphan_released: {}",
+        held(&redis),
+        released()
+    );
+    let after = get(&http, &url).await;
+    assert_eq!(after.status, 200, "{}", after.body);
+}
