@@ -521,15 +521,13 @@ async fn a_lease_taken_by_a_call_that_timed_out_is_given_back() {
     let during = get(&http, &url).await;
     redis.resume();
     assert_eq!(during.status, 200, "{}", during.body);
-    let released =
-        || gw.metric_or_zero("tollgate_inflight_lease_events_total{event=\"orphan_released\"}");
+    // Counted as `orphan_released` when the release that found it held got its answer (a
+    // release sent while Redis was frozen may have done it unanswered).
+    let gone = || held(&redis) == 0;
     assert!(
-        eventually(Duration::from_secs(10), || held(&redis) == 0
-            && released() == 1.0)
-        .await,
-        "held: {}, orphan_released: {}",
-        held(&redis),
-        released()
+        eventually(Duration::from_secs(10), gone).await,
+        "held: {}",
+        held(&redis)
     );
     let after = get(&http, &url).await;
     assert_eq!(after.status, 200, "{}", after.body);
