@@ -81,8 +81,7 @@ pub enum Ending {
     Complete,
     /// No response head came from the backend, and the client had left.
     ClientGoneBeforeResponse,
-    /// No response head came from the backend (it could not be reached, timed out, or the
-    /// gateway refused the request after admission).
+    /// No response head came from the backend (it could not be reached or timed out).
     UpstreamUnavailable,
     /// The response was cut after its head (the client left, or the backend broke off).
     CutMidStream,

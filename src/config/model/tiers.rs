@@ -72,8 +72,8 @@ pub enum UsageSource {
 pub struct RefundOn {
     /// The backend answered with a 5xx status.
     pub backend_5xx: bool,
-    /// No backend answered (connect failure, timeout, no healthy backend, a later gateway
-    /// refusal such as a full upstream).
+    /// No backend answered (connect failure, timeout, no healthy backend). A refusal the
+    /// gateway makes itself after admission always refunds.
     pub upstream_unavailable: bool,
     /// The client left before the response head was sent.
     pub client_gone_before_response: bool,
