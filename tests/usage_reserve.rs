@@ -215,3 +215,39 @@ async fn a_client_expecting_100_continue_is_told_to_send_its_body() {
     );
     assert_eq!(level_after(&gw, &redis, 1.0).await, Some(993));
 }
+
+/// A streamed request without `stream_options.include_usage` reaches the backend with it (the
+/// member inserted first, every other byte as sent, `Content-Length` following), over HTTP/1.1
+/// and HTTP/2; its reserve is read from the body the client sent; a request that asks for it
+/// already, or does not stream, reaches the backend unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_request_reaches_the_backend_asking_for_its_usage() {
+    let (redis, _backend, gw) = start("{ addr: \"{listen}\", h2: true }", SERVER);
+    let body = r#"{"model":"echo","stream":true,"max_tokens":321}"#;
+    let sent = r#"{"stream_options":{"include_usage":true},"model":"echo","stream":true,"max_tokens":321}"#;
+    assert_eq!(post(&gw, body).await, (200, sent.to_string()));
+    assert_eq!(level_after(&gw, &redis, 1.0).await, Some(679));
+    for same in [
+        r#"{"stream":true,"stream_options":{"include_usage":true},"max_tokens":1}"#,
+        r#"{"stream":false,"max_tokens":1}"#,
+    ] {
+        assert_eq!(post(&gw, same).await, (200, same.to_string()));
+    }
+    assert_eq!(level_after(&gw, &redis, 3.0).await, Some(677));
+
+    let mut h2 = h2c(gw.listen_addr()).await;
+    let req = http::Request::builder()
+        .method("POST")
+        .uri(format!("http://{}/echo?echo=1", gw.listen_addr()))
+        .header("x-api-key", KEY)
+        .header("content-type", "application/json")
+        .header("content-length", body.len().to_string())
+        .body(())
+        .expect("request");
+    let (resp, mut send) = h2.send_request(req, false).expect("send h2 request");
+    send.send_data(bytes::Bytes::from(body), true)
+        .expect("send body");
+    let (status, back) = tls_common::h2_read(resp).await;
+    assert_eq!((status, back.as_str()), (200, sent));
+    assert_eq!(level_after(&gw, &redis, 4.0).await, Some(356));
+}
