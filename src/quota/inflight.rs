@@ -53,9 +53,9 @@ pub struct InflightBook {
     local: Mutex<HashMap<String, u64>>,
     /// When the leases were last renewed.
     renewed: Mutex<Option<Instant>>,
-    /// Lease ids asked for in calls that got no answer, by key, with when the first was asked:
+    /// Lease ids asked for in calls that got no answer, by key, each with when it was asked:
     /// given back by [`QuotaService::release_unanswered`].
-    unanswered: Mutex<HashMap<String, (Vec<String>, Instant)>>,
+    unanswered: Mutex<HashMap<String, Vec<(String, Instant)>>>,
 }
 
 /// How often [`QuotaService::renew_inflight_when_due`] is asked.
@@ -156,16 +156,16 @@ impl QuotaService {
         let args = [id.clone(), max.to_string(), ttl_ms.to_string()];
         let keys = [key.clone()];
         let call = |_| self.redis.eval::<Vec<i64>, _>(&ACQUIRE, &keys, &args);
-        let reply = match self.ask(call).await {
+        let reply = match self.ask_sent(call).await {
             Ok(reply) => reply,
-            Err(retry_in_ms) => {
+            Err((retry_in_ms, false)) => {
+                return self.inflight_fallback(key, max, on_failure, retry_in_ms)
+            }
+            Err((retry_in_ms, true)) => {
                 // The call may still run in Redis: its lease is given back once Redis answers.
                 let mut unanswered = self.inflight.unanswered.lock();
-                let entry = unanswered.entry(key.clone());
-                entry
-                    .or_insert_with(|| (Vec::new(), Instant::now()))
-                    .0
-                    .push(id);
+                let ids = unanswered.entry(key.clone()).or_default();
+                ids.push((id, Instant::now()));
                 drop(unanswered);
                 return self.inflight_fallback(key, max, on_failure, retry_in_ms);
             }
@@ -231,9 +231,9 @@ impl QuotaService {
     }
 
     /// Gives back the leases asked for in calls that got no answer (see the module doc): one
-    /// release call per key; what Redis does not answer is tried again on the next tick, and
-    /// forgotten `lease_ttl` after it was asked (it has expired by then). Counted as the
-    /// `orphan_released` event when a lease was indeed held.
+    /// release call per key (at most 500 ids each); what Redis does not answer is tried again on
+    /// the next tick, and forgotten `lease_ttl` after it was asked (it has expired by then).
+    /// Counted as the `orphan_released` event when a lease was found held.
     pub async fn release_unanswered(&self) {
         let due: Vec<(String, Vec<String>)> = {
             let mut unanswered = self.inflight.unanswered.lock();
@@ -241,10 +241,16 @@ impl QuotaService {
                 return;
             }
             let ttl = self.settings.lease_ttl;
-            unanswered.retain(|_, (_, since)| since.elapsed() < ttl);
+            unanswered.retain(|_, ids| {
+                ids.retain(|(_, asked)| asked.elapsed() < ttl);
+                !ids.is_empty()
+            });
+            let first = |ids: &Vec<(String, Instant)>| {
+                ids.iter().take(500).map(|(id, _)| id.clone()).collect()
+            };
             unanswered
                 .iter()
-                .map(|(k, (ids, _))| (k.clone(), ids.iter().take(500).cloned().collect()))
+                .map(|(k, ids)| (k.clone(), first(ids)))
                 .collect()
         };
         for (key, ids) in due {
@@ -253,8 +259,8 @@ impl QuotaService {
                 Ok(n) => {
                     count("orphan_released", n.max(0) as u64);
                     let mut unanswered = self.inflight.unanswered.lock();
-                    if let Some((left, _)) = unanswered.get_mut(&key) {
-                        left.retain(|id| !ids.contains(id));
+                    if let Some(left) = unanswered.get_mut(&key) {
+                        left.retain(|(id, _)| !ids.contains(id));
                         if left.is_empty() {
                             unanswered.remove(&key);
                         }

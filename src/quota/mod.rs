@@ -277,9 +277,10 @@ impl QuotaService {
     }
 
     /// One guarded Redis call made now, retried once on a connection error within
-    /// `redis.timeout_ms` (the policy script, the refunds' callers, concurrency leases); the
-    /// failure policy's wait when it has no answer.
-    async fn ask<T, F, Fut>(&self, call: F) -> Result<T, u64>
+    /// `redis.timeout_ms` (concurrency leases). On failure: the failure policy's wait, and
+    /// whether the call may still run in Redis: it was sent and got no answer (a timeout, or a
+    /// connection lost while waiting), rather than held back by the breaker or refused by Redis.
+    async fn ask_sent<T, F, Fut>(&self, call: F) -> Result<T, (u64, bool)>
     where
         F: FnMut(Attempt) -> Fut,
         Fut: Future<Output = Result<T, RedisFault>>,
@@ -291,7 +292,13 @@ impl QuotaService {
             .await
         {
             Ok(Answered { value, .. }) => Ok(value),
-            Err(refused) => Err(refused_wait(refused)),
+            Err(refused) => {
+                let sent = matches!(
+                    refused.fault,
+                    Some(RedisFault::Timeout | RedisFault::Connection)
+                );
+                Err((refused_wait(refused), sent))
+            }
         }
     }
 
