@@ -30,6 +30,24 @@ fn a_usage_budget_is_read_with_its_defaults() {
     assert_eq!((u.reserve, u.max), (100, 1000));
     assert_eq!(u.source, UsageSource::OpenAi);
     assert_eq!(u.refund_on, RefundOn::default());
+    // A stream without a count costs max; streamed requests are asked for their usage.
+    assert_eq!(u.uncounted, 1000);
+    assert!(u.include_usage);
+}
+
+#[test]
+fn uncounted_and_include_usage_are_read() {
+    let c = parse(&config(
+        "{ limit: 1000, per: 1m, reserve: 100, max: 500, uncounted: 0,          from: { openai: true, include_usage: false } }",
+    ))
+    .unwrap();
+    let u = c.tiers["pro"].usage.clone().unwrap();
+    assert_eq!((u.uncounted, u.include_usage), (0, false));
+    let c = parse(&config(
+        "{ limit: 10, per: 1s, reserve: 5, from: { header: x-usage } }",
+    ))
+    .unwrap();
+    assert!(!c.tiers["pro"].usage.clone().unwrap().include_usage);
 }
 
 #[test]
@@ -62,6 +80,9 @@ fn bad_fields_are_named() {
         ("{ limit: 10, per: 1s, reserve: { from_json: max_tokens, default: 0 }, from: { openai: true } }", "tiers.pro.usage.reserve.default"),
         ("{ limit: 10, per: 1s, reserve: { from_json: max_tokens, default: 11 }, from: { openai: true } }", "tiers.pro.usage.reserve"),
         ("{ limit: 0, per: 1s, reserve: 5, from: { openai: true } }", "tiers.pro.usage.limit"),
+        ("{ limit: 10, per: 1s, reserve: 5, max: 8, uncounted: 9, from: { openai: true } }", "tiers.pro.usage.uncounted"),
+        ("{ limit: 10, per: 1s, reserve: 5, uncounted: -1, from: { openai: true } }", "tiers.pro.usage.uncounted"),
+        ("{ limit: 10, per: 1s, reserve: 5, from: { header: x, include_usage: true } }", "tiers.pro.usage.from.include_usage"),
     ] {
         let e = parse_errors(&config(usage));
         assert!(e.iter().any(|e| e.contains(field)), "{usage}: {e:?}");
