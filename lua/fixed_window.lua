@@ -1,13 +1,15 @@
 -- Fixed window decision, atomic in Redis. Mirrors src/limit/fixed_window.rs step for step.
 --
--- KEYS[1]  <prefix>:{<tenant>}:fw  (hash: w = window start ms, c = tokens counted)
+-- KEYS[1]  <prefix>:{<tenant>}:fw  (hash: w = window start ms, c = tokens counted, l = window
+--          length written with)
 -- ARGV[1]  limit, ARGV[2] per_ms, ARGV[3] burst: at most burst tokens per window of
 --          W = ceil(burst·per_ms / limit) ms, windows aligned to the Unix epoch
 -- ARGV[4]  cost    tokens this request takes
 --
 -- Returns integers {admitted, remaining, retry-after ms (-1 = never), ms until the window
--- ends (0 when nothing is counted), delay ms (0)}. Clock: Redis TIME. A stored window from the
--- future is rebased to the current one (count kept), written even on a refusal.
+-- ends (0 when nothing is counted), delay ms (0)}. Clock: Redis TIME. A stored window counts
+-- while it lasts by its own length; one from the future or of another length (a changed config)
+-- carries its count into the current window, written even on a refusal.
 --@@PRELUDE@@
 
 local w = math.max(idiv(burst * per + limit - 1, limit), 1)
@@ -15,14 +17,16 @@ local start = idiv(now, w) * w
 local end_in = start + w - now
 
 local count, rebased = 0, false
-local stored = redis.call('HMGET', KEYS[1], 'w', 'c')
+local stored = redis.call('HMGET', KEYS[1], 'w', 'c', 'l')
 if stored[1] then
   local s = tonumber(stored[1])
-  if s >= start then count, rebased = tonumber(stored[2]), s > start end
+  local len = tonumber(stored[3])
+  if not len or len == 0 then len = w end
+  if s + len > now then count, rebased = tonumber(stored[2]), s ~= start or len ~= w end
 end
 
 local function store(c)
-  redis.call('HSET', KEYS[1], 'w', int(start), 'c', int(c))
+  redis.call('HSET', KEYS[1], 'w', int(start), 'c', int(c), 'l', int(w))
   redis.call('PEXPIRE', KEYS[1], end_in)
 end
 

@@ -1,6 +1,7 @@
 -- GCRA decision, atomic in Redis. Mirrors src/limit/gcra.rs step for step.
 --
--- KEYS[1]  <prefix>:{<tenant>}:gcra  (hash: t = TAT ms, r = remainder in 1/s ms, s = limit written with)
+-- KEYS[1]  <prefix>:{<tenant>}:gcra  (hash: t = TAT ms, r = remainder in 1/s ms, s = limit and
+--          p = per_ms written with; another limit or period converts the debt in tokens)
 -- ARGV[1]  limit   tokens per period (integer > 0); time is counted in units of 1/limit ms
 -- ARGV[2]  per_ms  period in milliseconds (integer > 0); emission interval T = per_ms units
 -- ARGV[3]  burst   tokens admitted back to back (integer > 0); tolerance burst·T
@@ -8,7 +9,8 @@
 --
 -- Returns integers {admitted (0|1), remaining tokens (floor), retry-after ms (-1 = never),
 -- ms until full, delay ms (always 0)}. Clock: Redis TIME. A TAT further ahead than burst·T (clock
--- step back, lowered burst) is rebased to now + burst·T and written even on a refusal.
+-- step back, lowered burst) is rebased to now + burst·T and written even on a refusal, as is a
+-- state converted from another limit or period.
 --@@PRELUDE@@
 local max_delay = 0
 

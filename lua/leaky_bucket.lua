@@ -1,7 +1,8 @@
 -- Leaky bucket (shaping) decision, atomic in Redis. Mirrors src/limit/leaky_bucket.rs (GCRA with
 -- the tolerance extended by max_delay, src/limit/gcra.rs) step for step.
 --
--- KEYS[1]  <prefix>:{<tenant>}:lb  (hash: t = TAT ms, r = remainder in 1/s ms, s = limit written with)
+-- KEYS[1]  <prefix>:{<tenant>}:lb  (hash: t = TAT ms, r = remainder in 1/s ms, s = limit and
+--          p = per_ms written with; another limit or period converts the debt in tokens)
 -- ARGV[1]  limit   tokens per period (integer > 0); time is counted in units of 1/limit ms
 -- ARGV[2]  per_ms  period in milliseconds (integer > 0); emission interval T = per_ms units
 -- ARGV[3]  burst   tokens admitted back to back (integer > 0); tolerance burst·T
@@ -12,7 +13,7 @@
 -- ms until full, delay ms until the slot, then when admitted the written TAT (ms, remainder)
 -- that identifies the reservation for lua/leaky_refund.lua}. Clock: Redis TIME. A TAT further
 -- ahead than burst·T + max_delay (clock step back, lowered burst) is rebased to that and written
--- even on a refusal.
+-- even on a refusal, as is a state converted from another limit or period.
 --@@PRELUDE@@
 local max_delay = tonumber(ARGV[5])
 

@@ -325,8 +325,10 @@ local SCALABLE = {[1] = true, [2] = true, [3] = true, [5] = true}
 -- Per scalable algorithm: how many hash fields it reads, and which of them holds the scale the
 -- state was written with, with the argument it must equal (token bucket: s = per_ms; GCRA:
 -- s = limit). The reply returns the state read, for the gateway to replay.
-local FIELDS = {[1] = 3, [2] = 3, [3] = 2, [5] = 3}
-local SCALE = {[1] = {2, 2}, [2] = {3, 1}}
+local FIELDS = {[1] = 3, [2] = 4, [3] = 3, [5] = 4}
+local SCALE = {[1] = {{2, 2}}, [2] = {{3, 1}, {4, 2}}}
+-- Window algorithms: the field holding the window length the state was written with.
+local WINDOW = {[3] = 3, [5] = 4}
 
 -- Entry i's hash values as first read from Redis ({} when never read).
 local function read_of(i)
@@ -353,8 +355,15 @@ local function replayable()
         local v = field(i, j)
         if not v or v < 0 or v ~= math.floor(v) then return false end
       end
-      local sc = SCALE[e.alg]
-      if sc and field(i, sc[1]) ~= tonumber(ARGV[e.first + sc[2] - 1]) then return false end
+      for _, sc in ipairs(SCALE[e.alg] or {}) do
+        if field(i, sc[1]) ~= tonumber(ARGV[e.first + sc[2] - 1]) then return false end
+      end
+      local wf = WINDOW[e.alg]
+      if wf then
+        local f = e.first
+        local l, p, b = tonumber(ARGV[f]), tonumber(ARGV[f + 1]), tonumber(ARGV[f + 2])
+        if field(i, wf) ~= math.max(idiv(b * p + l - 1, l), 1) then return false end
+      end
     end
   end
   return true
@@ -387,18 +396,24 @@ KERNELS[1] = {
     local need = e.cost * e.per
     local level = e.level - d * need
     -- A refusal writes only a rebased stamp, and only when the cost fits the bucket at all.
-    if d == 0 and not (e.rebased and need <= e.capacity) then return end
+    if d == 0 and not (e.rebased and need <= e.capacity) then
+      -- As lua/token_bucket.lua's keep(): the key lives until the bucket is full at this rate.
+      local full = math.floor((e.capacity - level + e.limit - 1) / e.limit)
+      if need <= e.capacity and e.read[1] and full > 0 then real.call('PEXPIRE', key, full) end
+      return
+    end
     real.call('HSET', key, 'l', int(level), 's', ARGV[e.first + 1], 't', int(now))
     -- the script's ceil_div (lua/token_bucket.lua)
     real.call('PEXPIRE', key, math.floor((e.capacity - level + e.limit - 1) / e.limit))
   end,
 }
 KERNELS[2] = {
-  fields = {'t', 'r', 's'},
+  fields = {'t', 'r', 's', 'p'},
   state = function(e, read, nums)
     e.capacity, e.owed, e.capped = e.burst * e.per, 0, false
     if read[1] then
-      e.owed, e.capped = owed_at(nums[1], nums[2], nums[3], now, e.limit, e.capacity)
+      e.owed, e.capped = owed_at(nums[1], nums[2], nums[3], nums[4], now, e.limit, e.per,
+        e.capacity)
     end
   end,
   fit = function(e, n)
@@ -412,7 +427,8 @@ KERNELS[2] = {
     -- A refusal writes only a capped TAT.
     if d == 0 and not e.capped then return end
     local whole = idiv(debt, limit)
-    real.call('HSET', key, 't', int(now + whole), 'r', int(debt - whole * limit), 's', ARGV[e.first])
+    real.call('HSET', key, 't', int(now + whole), 'r', int(debt - whole * limit), 's', ARGV[e.first],
+      'p', ARGV[e.first + 1])
     real.call('PEXPIRE', key, ceil_div(debt, limit))
   end,
 }
@@ -428,8 +444,10 @@ local function closed_form()
       e.limit, e.per = tonumber(ARGV[f]), tonumber(ARGV[f + 1])
       e.burst, e.cost = tonumber(ARGV[f + 2]), tonumber(ARGV[f + 3])
       local fields = kernel.fields
-      local read = real.call('HMGET', KEYS[i], fields[1], fields[2], fields[3])
-      e.read, e.nums = read, {tonumber(read[1]), tonumber(read[2]), tonumber(read[3])}
+      local read = real.call('HMGET', KEYS[i], unpack(fields))
+      local nums = {}
+      for j = 1, #fields do nums[j] = tonumber(read[j]) end
+      e.read, e.nums = read, nums
       kernel.state(e, read, e.nums)
       e.fit = kernel.fit(e, requests)
     else

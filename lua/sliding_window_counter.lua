@@ -1,14 +1,16 @@
 -- Sliding window counter decision, atomic in Redis. Mirrors src/limit/sliding_window_counter.rs.
 --
 -- KEYS[1]  <prefix>:{<tenant>}:swc  (hash: w = current window start ms, c = its count,
---          p = previous window's count)
+--          p = previous window's count, l = window length written with)
 -- ARGV[1]  limit, ARGV[2] per_ms, ARGV[3] burst: W = ceil(burst·per_ms / limit) ms; estimate
 --          prev·(W − e)/W + cur, compared multiplied by W (config keeps burst·W below 2^50)
 -- ARGV[4]  cost    tokens this request takes
 --
 -- Returns integers {admitted, remaining, retry-after ms (-1 = never), ms until the estimate is
 -- 0, delay ms (0)}. Clock: Redis TIME. A stored window from the future is rebased to the
--- current one (counts kept), written even on a refusal.
+-- current one (counts kept), written even on a refusal. Counters of another window length (a
+-- changed config) carry the tokens they still count into the current window's count, rounded
+-- up, written even on a refusal.
 --@@PRELUDE@@
 
 local w = math.max(idiv(burst * per + limit - 1, limit), 1)
@@ -16,8 +18,20 @@ local start = idiv(now, w) * w
 local e = now - start
 
 local prev, cur, rebased = 0, 0, false
-local stored = redis.call('HMGET', KEYS[1], 'w', 'c', 'p')
-if stored[1] then
+local stored = redis.call('HMGET', KEYS[1], 'w', 'c', 'p', 'l')
+local len = tonumber(stored[4])
+if stored[1] and len and len ~= 0 and len ~= w then
+  -- carried in src/limit/sliding_window_counter.rs
+  local s, c, p = tonumber(stored[1]), tonumber(stored[2]), tonumber(stored[3])
+  local est = 0
+  if s + len > now then
+    local el = math.max(now - s, 0)
+    est = ceil_div(p * (len - el) + c * len, len)
+  elseif s + 2 * len > now then
+    est = ceil_div(c * (len - (now - s - len)), len)
+  end
+  cur, rebased = est, est > 0
+elseif stored[1] then
   local s = tonumber(stored[1])
   if s >= start then
     prev, cur, rebased = tonumber(stored[3]), tonumber(stored[2]), s > start
@@ -35,7 +49,7 @@ local function full(c)
   return 0
 end
 local function store(c)
-  redis.call('HSET', KEYS[1], 'w', int(start), 'c', int(c), 'p', int(prev))
+  redis.call('HSET', KEYS[1], 'w', int(start), 'c', int(c), 'p', int(prev), 'l', int(w))
   redis.call('PEXPIRE', KEYS[1], start + 2 * w - now)
 end
 

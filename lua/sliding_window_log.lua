@@ -7,7 +7,9 @@
 --
 -- Returns integers {admitted, remaining, retry-after ms (-1 = never), ms until the log is
 -- empty, delay ms (0)}. Clock: Redis TIME. Entries after now are rebased to now and expired
--- ones dropped, written even on a refusal. All reads happen before any write.
+-- ones dropped, written even on a refusal; a refusal also sets the key's TTL to when its last
+-- entry leaves by the current W (a changed config may have lengthened it). All reads happen
+-- before any write.
 --@@PRELUDE@@
 
 local w = math.max(idiv(burst * per + limit - 1, limit), 1)
@@ -33,17 +35,14 @@ local function normalise()
   for j = 1, rebased do redis.call('LSET', KEYS[1], -j, int(now)) end
   if (trimmed > 0 or rebased > 0) and count > 0 then redis.call('PEXPIRE', KEYS[1], full) end
 end
+local function refuse(retry)
+  normalise()
+  if trimmed == 0 and rebased == 0 and count > 0 then redis.call('PEXPIRE', KEYS[1], full) end
+  return {0, math.max(burst - count, 0), retry, full, 0}
+end
 
-local remaining = math.max(burst - count, 0)
-if cost > burst then
-  normalise()
-  return {0, remaining, -1, full, 0}
-end
-if count + cost > burst then
-  normalise()
-  local k = count + cost - burst
-  return {0, remaining, log[trimmed + k] + w - now, full, 0}
-end
+if cost > burst then return refuse(-1) end
+if count + cost > burst then return refuse(log[trimmed + count + cost - burst] + w - now) end
 normalise()
 local stamp = int(now)
 local left = cost

@@ -12,7 +12,9 @@
 -- Returns integers {admitted (0|1), remaining tokens (floor), retry-after ms (-1 = never), ms until full};
 -- with ARGV[5]: {requests admitted (0..n), the level before them in units of 1/per_ms token}, from
 -- which src/limit/token_bucket.rs (decide_batch) derives each request's decision and headers.
--- Writes the bucket when admitted, or when a refusal rebased a stamp that was in the future.
+-- Writes the bucket when admitted, or when a refusal rebased a stamp that was in the future; any
+-- other refusal sets the key's TTL to the time until full at the current rate (a reload that
+-- slowed the refill must not let the key expire, a full bucket, before that).
 -- The clock is Redis TIME, so gateway clock skew cannot mint or starve tokens. All arithmetic is on
 -- integers at most 2^53 (src/limit/bounds.rs, applied by config validation to every effective rate),
 -- exact in Lua doubles, and stored as plain digits with string.format('%d', x).
@@ -49,6 +51,11 @@ local function store(new_level)
   redis.call('PEXPIRE', KEYS[1], full_ms)
   return full_ms
 end
+-- A refusal that writes nothing: the key lives until the bucket is full at this rate.
+local function keep()
+  local full_ms = ceil_div(capacity - level, limit)
+  if full_ms > 0 then redis.call('PEXPIRE', KEYS[1], full_ms) end
+end
 
 if ARGV[5] then
   local n = tonumber(ARGV[5])
@@ -64,6 +71,8 @@ if ARGV[5] then
     store(level - admitted * need)
   elseif rebased and need <= capacity then
     store(level)
+  elseif need <= capacity and stored[1] ~= false then
+    keep()
   end
   return {admitted, level}
 end
@@ -72,7 +81,7 @@ if need > capacity then
   return {0, math.floor(level / scale), -1, ceil_div(capacity - level, limit)}
 end
 if level < need then
-  if rebased then store(level) end
+  if rebased then store(level) else keep() end
   return {0, math.floor(level / scale), ceil_div(need - level, limit), ceil_div(capacity - level, limit)}
 end
 

@@ -163,13 +163,13 @@ fn lua_script_matches_rust_reference_on_random_cases() {
                 "case {case}: {rate:?} cost {cost} state {state:?} lua {got:?} reference@{before} {:?}",
                 decide(state, before, &rate, cost).0
             );
-            // A rejection writes nothing, except a rebase; a bucket written due full within ms
-            // (admitted, or rebased from a future stamp) may already be gone.
+            // A rejection writes nothing but a rebase and the key's TTL (the time until full);
+            // a bucket due full within ms (admitted, rebased, or refused) may already be gone.
             let vanished = stored.is_empty() && got.full_ms <= after - before + 2;
             if got.admitted {
                 assert!(vanished, "case {case}: admitted key vanished");
-            } else if state.is_some_and(|s| s.last_ms > before) && vanished {
-                // Rebased, written, expired.
+            } else if state.is_some() && vanished {
+                // Rebased and written, or given the TTL of its time until full: expired.
             } else if let Some(s) = state {
                 assert_eq!(
                     field("l"),
@@ -364,11 +364,19 @@ fn write_fields(con: &mut redis::Connection, key: &str, state: &AlgoState) {
             &[("l", s.level), ("s", s.scale), ("t", s.last_ms)],
         ),
         AlgoState::Gcra(s) | AlgoState::LeakyBucket(s) => {
-            hset(con, key, &[("t", s.tat_ms), ("r", s.rem), ("s", s.scale)])
+            let mut f = vec![("t", s.tat_ms), ("r", s.rem), ("s", s.scale)];
+            f.extend((s.per_ms != 0).then_some(("p", s.per_ms)));
+            hset(con, key, &f)
         }
-        AlgoState::FixedWindow(s) => hset(con, key, &[("w", s.start_ms), ("c", s.count)]),
+        AlgoState::FixedWindow(s) => {
+            let mut f = vec![("w", s.start_ms), ("c", s.count)];
+            f.extend((s.len_ms != 0).then_some(("l", s.len_ms)));
+            hset(con, key, &f)
+        }
         AlgoState::SlidingWindowCounter(s) => {
-            hset(con, key, &[("w", s.start_ms), ("c", s.cur), ("p", s.prev)])
+            let mut f = vec![("w", s.start_ms), ("c", s.cur), ("p", s.prev)];
+            f.extend((s.len_ms != 0).then_some(("l", s.len_ms)));
+            hset(con, key, &f)
         }
         AlgoState::SlidingWindowLog(log) => {
             if !log.is_empty() {
@@ -398,6 +406,7 @@ fn read_state(con: &mut redis::Connection, key: &str, alg: Algorithm) -> Option<
         return None;
     }
     let f = |n: &str| h[n];
+    let opt = |n: &str| h.get(n).copied().unwrap_or(0);
     Some(match alg {
         Algorithm::TokenBucket => AlgoState::TokenBucket(TokenBucketState {
             level: f("l"),
@@ -409,6 +418,7 @@ fn read_state(con: &mut redis::Connection, key: &str, alg: Algorithm) -> Option<
                 tat_ms: f("t"),
                 rem: f("r"),
                 scale: f("s"),
+                per_ms: opt("p"),
             };
             if alg == Algorithm::Gcra {
                 AlgoState::Gcra(s)
@@ -419,11 +429,13 @@ fn read_state(con: &mut redis::Connection, key: &str, alg: Algorithm) -> Option<
         Algorithm::FixedWindow => AlgoState::FixedWindow(WindowState {
             start_ms: f("w"),
             count: f("c"),
+            len_ms: opt("l"),
         }),
         Algorithm::SlidingWindowCounter => AlgoState::SlidingWindowCounter(CounterState {
             start_ms: f("w"),
             cur: f("c"),
             prev: f("p"),
+            len_ms: opt("l"),
         }),
         Algorithm::SlidingWindowLog => unreachable!(),
     })
@@ -926,7 +938,10 @@ fn several_entries_decided_together_match_consecutive_calls() {
         let now = base + case * 10;
         // Some states the closed form must leave to the loop, the same on both sides: a token
         // bucket in debt (a usage budget settled over its reserve) or written with another
-        // scale, a GCRA remainder written with another limit. And states it decides itself
+        // scale, a GCRA remainder written with another limit or period, window counters
+        // written with another window length (a changed config, converted by the loop's
+        // scripts; far enough ahead that the converted key outlives the test's fixed clock).
+        // And states it decides itself
         // whose refusal writes (a clock stepped back): a token bucket stamped in the future
         // (rebased), a GCRA TAT beyond its tolerance (capped).
         let odd = rng.random_range(0..8);
@@ -941,7 +956,21 @@ fn several_entries_decided_together_match_consecutive_calls() {
                     (Algorithm::TokenBucket, 2) => {
                         vec![("l", 2 * per), ("s", 3 * per), ("t", ago as i64)]
                     }
-                    (Algorithm::Gcra, 2) => vec![("t", now as i64 + 1), ("r", 1), ("s", limit + 1)],
+                    (Algorithm::Gcra, 2) => {
+                        vec![("t", now as i64 + 60_000), ("r", 1), ("s", limit + 1)]
+                    }
+                    (Algorithm::Gcra, 4) => vec![
+                        ("t", now as i64 + 60_000),
+                        ("r", 1),
+                        ("s", limit),
+                        ("p", per / 2),
+                    ],
+                    (Algorithm::FixedWindow, 4) => {
+                        vec![("w", now as i64 - 10), ("c", 1), ("l", 60_000)]
+                    }
+                    (Algorithm::SlidingWindowCounter, 4) => {
+                        vec![("w", now as i64 - 10), ("c", 1), ("p", 1), ("l", 60_000)]
+                    }
                     (Algorithm::TokenBucket, 3) => {
                         vec![
                             ("l", 2 * per + per / 2),

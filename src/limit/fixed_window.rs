@@ -15,11 +15,13 @@
 use super::token_bucket::Decision;
 use super::Rate;
 
-/// Stored window: its start (ms, a multiple of `W`) and the tokens counted in it.
+/// Stored window: its start (ms, a multiple of `W`), the tokens counted in it and its length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WindowState {
     pub start_ms: u64,
     pub count: u64,
+    /// The window length `W` (ms) it was written with (0: unknown, taken as the current one).
+    pub len_ms: u64,
 }
 
 /// Decides one request of `cost` tokens at `now_ms` (None = empty window).
@@ -36,13 +38,24 @@ pub fn decide(
     let w = rate.window_ms();
     let start = now_ms - now_ms % w;
     let end_in = start + w - now_ms;
+    // The stored window counts while it lasts by the length it was written with; a window
+    // from another length (a changed config) or from the future carries its count into the
+    // current window, rewritten even on a refusal.
     let (count, rebased) = match state {
-        Some(s) if s.start_ms >= start => (s.count, s.start_ms > start),
-        _ => (0, false),
+        Some(s) => {
+            let len = if s.len_ms == 0 { w } else { s.len_ms };
+            if s.start_ms.saturating_add(len) > now_ms {
+                (s.count, s.start_ms != start || len != w)
+            } else {
+                (0, false)
+            }
+        }
+        None => (0, false),
     };
     let keep = rebased.then_some(WindowState {
         start_ms: start,
         count,
+        len_ms: w,
     });
     let refused = |retry_after_ms| Decision {
         admitted: false,
@@ -68,6 +81,7 @@ pub fn decide(
         Some(WindowState {
             start_ms: start,
             count,
+            len_ms: w,
         }),
     )
 }

@@ -35,7 +35,8 @@ pub fn decide(
 }
 
 /// Gives back the `cost` tokens of the reservation that wrote `reserved`, when `stored` is still
-/// exactly that state. Returns the state to store, or `None` when nothing changes (a later
+/// exactly that state (its TAT and scale; the period is not compared, as in
+/// `lua/leaky_refund.lua`). Returns the state to store, or `None` when nothing changes (a later
 /// reservation exists, or the state is gone).
 pub fn refund(
     stored: Option<TatState>,
@@ -43,7 +44,8 @@ pub fn refund(
     rate: &Rate,
     cost: u64,
 ) -> Option<TatState> {
-    let s = stored.filter(|s| *s == reserved && s.scale > 0)?;
+    let same = |s: &TatState| (s.tat_ms, s.rem, s.scale) == (reserved.tat_ms, reserved.rem, reserved.scale);
+    let s = stored.filter(|s| same(s) && s.scale > 0)?;
     let need = cost * rate.per_ms;
     // Subtract `need` units from tat_ms + rem/scale, borrowing whole milliseconds.
     let (mut tat_ms, mut rem) = (s.tat_ms, s.rem);
@@ -58,6 +60,7 @@ pub fn refund(
         tat_ms,
         rem,
         scale: s.scale,
+        per_ms: s.per_ms,
     })
 }
 

@@ -11,6 +11,11 @@
 //! Clock rule: a stored window that starts after the current one is treated as the current one
 //! (counts kept, rebased to the current start, written even on a refusal). Counts above a
 //! lowered `burst` are capped at it. `lua/sliding_window_counter.lua` implements the same steps.
+//!
+//! Carry-over (docs/algorithms.md#changing-a-limit): counters written under another window
+//! length `W'` (a changed config) are not re-aligned to the new windows; the tokens they still
+//! count at `now` by their own length (`prev · (W' − e') / W' + cur`, rounded up) become the
+//! current window's count, written even on a refusal. Nothing they count is forgotten early.
 
 use super::token_bucket::Decision;
 use super::Rate;
@@ -22,6 +27,8 @@ pub struct CounterState {
     pub start_ms: u64,
     pub cur: u64,
     pub prev: u64,
+    /// The window length `W` (ms) it was written with (0: unknown, taken as the current one).
+    pub len_ms: u64,
 }
 
 /// Decides one request of `cost` tokens at `now_ms` (None = nothing counted).
@@ -39,6 +46,10 @@ pub fn decide(
     let start = now_ms - now_ms % w;
     let e = now_ms - start;
     let (prev, cur, rebased) = match state {
+        Some(s) if s.len_ms != 0 && s.len_ms != w => {
+            let est = carried(&s, now_ms);
+            (0, est, est > 0)
+        }
         Some(s) if s.start_ms >= start => (s.prev, s.cur, s.start_ms > start),
         Some(s) if s.start_ms + w >= start => (s.cur, 0, false),
         _ => (0, 0, false),
@@ -58,6 +69,7 @@ pub fn decide(
         start_ms: start,
         cur,
         prev,
+        len_ms: w,
     });
     let refused = |retry_after_ms| Decision {
         admitted: false,
@@ -95,8 +107,25 @@ pub fn decide(
             start_ms: start,
             cur,
             prev,
+            len_ms: w,
         }),
     )
+}
+
+/// The tokens `s` (written under its own window length) still counts at `now_ms`, rounded up:
+/// its current window's estimate while that window lasts (a window from the future counts in
+/// full), then its count weighted down over the window after it, then nothing.
+fn carried(s: &CounterState, now_ms: u64) -> u64 {
+    let len = s.len_ms;
+    if s.start_ms.saturating_add(len) > now_ms {
+        let e = now_ms.saturating_sub(s.start_ms);
+        (s.prev * (len - e) + s.cur * len).div_ceil(len)
+    } else if s.start_ms.saturating_add(2 * len) > now_ms {
+        let e = now_ms - s.start_ms - len;
+        (s.cur * (len - e)).div_ceil(len)
+    } else {
+        0
+    }
 }
 
 #[cfg(test)]

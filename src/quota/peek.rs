@@ -62,9 +62,9 @@ impl Peeked {
 fn fields(alg: Algorithm) -> Option<&'static [&'static str]> {
     match alg {
         Algorithm::TokenBucket => Some(&["l", "s", "t"]),
-        Algorithm::Gcra | Algorithm::LeakyBucket => Some(&["t", "r", "s"]),
-        Algorithm::FixedWindow => Some(&["w", "c"]),
-        Algorithm::SlidingWindowCounter => Some(&["w", "c", "p"]),
+        Algorithm::Gcra | Algorithm::LeakyBucket => Some(&["t", "r", "s", "p"]),
+        Algorithm::FixedWindow => Some(&["w", "c", "l"]),
+        Algorithm::SlidingWindowCounter => Some(&["w", "c", "p", "l"]),
         Algorithm::SlidingWindowLog => None,
     }
 }
@@ -117,6 +117,7 @@ pub fn parse_state(alg: Algorithm, values: &[Value]) -> Result<Option<AlgoState>
                 tat_ms: at(0)?,
                 rem: at(1)?,
                 scale: at(2)?,
+                per_ms: at(3).unwrap_or(0),
             };
             if alg == Algorithm::Gcra {
                 AlgoState::Gcra(s)
@@ -127,11 +128,13 @@ pub fn parse_state(alg: Algorithm, values: &[Value]) -> Result<Option<AlgoState>
         Algorithm::FixedWindow => AlgoState::FixedWindow(WindowState {
             start_ms: at(0)?,
             count: at(1)?,
+            len_ms: at(2).unwrap_or(0),
         }),
         Algorithm::SlidingWindowCounter => AlgoState::SlidingWindowCounter(CounterState {
             start_ms: at(0)?,
             cur: at(1)?,
             prev: at(2)?,
+            len_ms: at(3).unwrap_or(0),
         }),
         Algorithm::SlidingWindowLog => unreachable!("handled above"),
     }))

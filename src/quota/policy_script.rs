@@ -361,12 +361,14 @@ fn decision(v: &[i64]) -> Decision {
 }
 
 /// One entry's reply values (`n` ≥ 4): its outcome and, when an admitted `leaky_bucket` wrote
-/// one, its reservation (`scale` = the entry's limit).
+/// one, its reservation (`scale` = the entry's limit; the period is not in the reply, and a
+/// refund does not compare it).
 fn entry_outcome(v: &[i64], limit: u64) -> (Outcome, Option<TatState>) {
     let reservation = (v.len() >= 7 && v[0] == 1).then(|| TatState {
         tat_ms: v[5].max(0) as u64,
         rem: v[6].max(0) as u64,
         scale: limit,
+        per_ms: 0,
     });
     let outcome = Outcome {
         decision: decision(v),

@@ -41,6 +41,7 @@ fn window_from_the_future_keeps_its_count_and_retry_after_holds() {
     let future = WindowState {
         start_ms: 50_000,
         count: 2,
+        len_ms: 0,
     };
     let (d, keep) = decide(Some(future), 10_300, &rate, 1);
     assert!(!d.admitted);
@@ -49,7 +50,8 @@ fn window_from_the_future_keeps_its_count_and_retry_after_holds() {
         keep,
         Some(WindowState {
             start_ms: 10_000,
-            count: 2
+            count: 2,
+            len_ms: 1_000,
         })
     );
     assert!(decide(keep, 11_000, &rate, 1).0.admitted);

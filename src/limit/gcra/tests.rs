@@ -72,6 +72,7 @@ fn tat_far_ahead_is_treated_as_an_empty_bucket_not_a_lockout() {
         tat_ms: 1_000_000,
         rem: 0,
         scale: 1,
+        per_ms: 1_000,
     };
     let (d, rebased) = decide(Some(stepped), 10_000, &rate, 1);
     assert!(!d.admitted);

@@ -86,17 +86,25 @@ fn state(alg: Algorithm, v: &[u64]) -> Option<Option<AlgoState>> {
                 last_ms,
             })
         }
-        (Algorithm::Gcra, &[tat_ms, rem, scale]) => {
-            AlgoState::Gcra(TatState { tat_ms, rem, scale })
+        (Algorithm::Gcra, &[tat_ms, rem, scale, per_ms]) => AlgoState::Gcra(TatState {
+            tat_ms,
+            rem,
+            scale,
+            per_ms,
+        }),
+        (Algorithm::FixedWindow, &[start_ms, count, len_ms]) => {
+            AlgoState::FixedWindow(WindowState {
+                start_ms,
+                count,
+                len_ms,
+            })
         }
-        (Algorithm::FixedWindow, &[start_ms, count]) => {
-            AlgoState::FixedWindow(WindowState { start_ms, count })
-        }
-        (Algorithm::SlidingWindowCounter, &[start_ms, cur, prev]) => {
+        (Algorithm::SlidingWindowCounter, &[start_ms, cur, prev, len_ms]) => {
             AlgoState::SlidingWindowCounter(CounterState {
                 start_ms,
                 cur,
                 prev,
+                len_ms,
             })
         }
         _ => return None,
