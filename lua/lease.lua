@@ -59,7 +59,9 @@ if need > capacity then
   return {0, math.floor(level / scale), -1, ceil_div(capacity - level, limit)}
 end
 if level < need then
-  if dirty then store(level) end
+  -- A refusal that writes nothing still keeps the key until full at this rate (a reload that
+  -- slowed the refill must not let it expire early into a full bucket), as token_bucket.lua.
+  if dirty then store(level) else redis.call('PEXPIRE', KEYS[1], ceil_div(capacity - level, limit)) end
   return {0, math.floor(level / scale), ceil_div(need - level, limit), ceil_div(capacity - level, limit)}
 end
 

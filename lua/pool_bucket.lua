@@ -50,6 +50,12 @@ if need > p_cap or need > s_cap then
   return {0, math.floor(p_level / scale), -1, ceil_div(p_cap - p_level, p_limit)}
 end
 if p_level < need or s_level < need then
+  -- Nothing written: each key still lives until full at this rate (a reload that slowed the
+  -- refill must not let it expire early into a full bucket), as lua/token_bucket.lua.
+  for _, k in ipairs({{KEYS[1], p_level, p_limit, p_cap}, {KEYS[2], s_level, s_limit, s_cap}}) do
+    local full_ms = ceil_div(k[4] - k[2], k[3])
+    if full_ms > 0 then redis.call('PEXPIRE', k[1], full_ms) end
+  end
   local wait = 0
   if p_level < need then wait = ceil_div(need - p_level, p_limit) end
   if s_level < need then wait = math.max(wait, ceil_div(need - s_level, s_limit)) end

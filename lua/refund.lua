@@ -28,8 +28,9 @@ end
 -- GCRA and leaky bucket: the TAT (ms and remainder in 1/limit ms) goes back by cost emission
 -- intervals, not before the debiting call's clock.
 local function tat(key, at, limit, per, _, cost)
-  local s = redis.call('HMGET', key, 't', 'r', 's')
+  local s = redis.call('HMGET', key, 't', 'r', 's', 'p')
   if not s[1] or tonumber(s[3]) ~= limit then return 0 end
+  if s[4] and tonumber(s[4]) ~= per then return 0 end
   local total = tonumber(s[1]) * limit + tonumber(s[2]) - cost * per
   if total < at * limit then total = at * limit end
   local whole = idiv(total, limit)

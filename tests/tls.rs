@@ -598,6 +598,61 @@ async fn mtls_client_certificate_subject_cn_is_the_tenant() {
     assert_eq!(backend.stats().requests, 2);
 }
 
+/// A client certificate's subject CN passes the tenant-id rules of every other source: a CN
+/// `"acme "` (which the backend would see trimmed to `acme` in `X-Tollgate-Tenant`) and a CN
+/// `" ip:9.9.9.9"` (an anonymous client's id once trimmed) are refused with 401 before any
+/// bucket or backend, over HTTP/1.1 and h2; `acme` itself is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mtls_subject_cn_goes_through_the_tenant_id_rules() {
+    let server_ca = Ca::new("srv");
+    let client_ca = Ca::new("clients");
+    let cert = server_ca.server("gw.test", &["gw.test"]);
+    let redis = RedisServer::start();
+    let backend = Backend::start("b");
+    let tls_addr = free_addr();
+    let tls = format!(
+        "{}, client_ca_file: \"{}\"",
+        cert.yaml_pair(),
+        client_ca.cert_file
+    );
+    let yaml = tls_config(&tls_addr, &tls, true, &backend.addr())
+        .redis(&redis.url(), STRICT_REDIS)
+        .tier("free", "{ limit: 1, per: 1d, burst: 5 }")
+        .default_tier("free")
+        .identity_line("mtls: { tenant_from: subject_cn }")
+        .no_routes()
+        .route(CATCH_ALL_AUTH)
+        .yaml();
+    let _gw = Gateway::start(&yaml);
+    let url = https_url("gw.test", &tls_addr, "/who");
+    for cn in ["acme ", " ip:9.9.9.9", "ip:9.9.9.9"] {
+        let issued = client_ca.issue(cn, &[], Usage::Client, 30);
+        for h2 in [false, true] {
+            let c = https_client(&server_ca, "gw.test", &tls_addr, h2)
+                .identity(issued.identity())
+                .build()
+                .unwrap();
+            let resp = c.get(&url).send().await.unwrap();
+            assert_eq!(resp.status(), 401, "CN {cn:?} h2={h2}");
+        }
+    }
+    assert_eq!(backend.stats().requests, 0, "no refused CN reached the backend");
+    assert!(
+        redis.keys("*").is_empty(),
+        "no refused CN got a bucket: {:?}",
+        redis.keys("*")
+    );
+    let acme = client_ca.issue("acme", &[], Usage::Client, 30);
+    let c = https_client(&server_ca, "gw.test", &tls_addr, false)
+        .identity(acme.identity())
+        .build()
+        .unwrap();
+    let resp = c.get(&url).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let v = echo_json(resp).await;
+    assert_eq!(v["headers"]["x-tollgate-tenant"], "acme", "{v}");
+}
+
 /// Renewal in place: the certificate files are overwritten, the YAML is unchanged, SIGHUP.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificate_files_renewed_in_place_are_served_after_sighup() {

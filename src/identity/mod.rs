@@ -24,7 +24,7 @@ pub use api_key::hash_key;
 
 use crate::config::{ConfigError, IdentitySettings, TenantOverride, Tier};
 use crate::http::client_ip;
-use crate::tenant_id;
+use crate::tenant_id::{self, TenantIdError};
 use http::header::{HeaderMap, HeaderName, AUTHORIZATION};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
@@ -275,13 +275,17 @@ impl Authenticator {
     /// The identity of a verified client certificate whose subject CN is `cn`
     /// (`identity.mtls: { tenant_from: subject_cn }`); the tier resolves as for an API key
     /// without a tier: `tenants.<cn>.tier`, else `identity.default_tier`.
-    /// Errors: an empty CN or one starting with `ip:` (the anonymous prefix) is
-    /// `InvalidToken` (401); a tier that does not resolve is `UnknownTier` (403).
+    /// Errors: a CN that is not a valid tenant id by [`tenant_id::validate`] (the one rule of
+    /// every source: blank, surrounding whitespace, control characters, too long, the `ip:`
+    /// prefix of anonymous clients) is `InvalidToken` (401), never trimmed into another
+    /// tenant's id; a tier that does not resolve is `UnknownTier` (403).
     pub fn identify_client_cert(&self, cn: &str) -> Result<Identity, IdentityError> {
-        if cn.is_empty() || cn.starts_with(ANONYMOUS_PREFIX) {
-            return Err(IdentityError::InvalidToken(
-                "client certificate subject CN is not a usable tenant id".into(),
-            ));
+        if let Err(e) = tenant_id::validate(cn) {
+            let why = match e {
+                TenantIdError::Reserved => "tenant ids starting with \"ip:\" are reserved",
+                _ => "client certificate subject CN is not a usable tenant id",
+            };
+            return Err(IdentityError::InvalidToken(why.into()));
         }
         let tier = self.resolve_tier(cn, None)?;
         Ok(Identity {

@@ -595,6 +595,43 @@ fn identify_uses_the_client_certificate_only_with_mtls() {
     assert_eq!(a.identify(&none, None, NOW), Ok(None));
 }
 
+/// A certificate's CN passes the one tenant-id rule of every source: padded, blank, control
+/// characters, too long or the anonymous `ip:` prefix are refused (401), never trimmed.
+#[test]
+fn a_client_certificate_cn_is_validated_like_every_tenant_id() {
+    let mut s = settings();
+    s.mtls = Some(crate::config::MtlsTenantFrom::SubjectCn);
+    let a = Authenticator::build(&s, &tiers(&["free", "pro", "enterprise"]), &tenants()).unwrap();
+    let none = HeaderMap::new();
+    let long = "x".repeat(257);
+    for cn in [
+        "acme ",
+        " acme",
+        " ip:9.9.9.9",
+        "ip:9.9.9.9",
+        "",
+        "   ",
+        "ac\u{7f}me",
+        "a\nb",
+        long.as_str(),
+    ] {
+        assert!(
+            matches!(
+                a.identify(&none, Some(cn), NOW),
+                Err(IdentityError::InvalidToken(_))
+            ),
+            "{cn:?}"
+        );
+        assert_eq!(
+            a.identify(&none, Some(cn), NOW).is_err(),
+            crate::tenant_id::validate(cn).is_err(),
+            "{cn:?}: the same verdict as every other source"
+        );
+    }
+    let id = a.identify(&none, Some("acme"), NOW).unwrap().unwrap();
+    assert_eq!(id.tenant, "acme");
+}
+
 #[test]
 fn debug_output_has_no_secrets() {
     let a = auth();
