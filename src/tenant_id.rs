@@ -1,6 +1,6 @@
 //! What a tenant id may be, and how it is written outside the process: one validation and one
-//! encoding for every source of a tenant id (JWT claim, API-key entry, `tenants:` map key,
-//! anonymous client address).
+//! encoding for every source of a tenant id (JWT claim, API-key entry, client certificate CN,
+//! `tenants:` map key, anonymous client address).
 //!
 //! Validation ([`validate`]): not empty, no leading or trailing whitespace (Unicode `White_Space`;
 //! HTTP trims header values, so `" acme"` and `"acme"` would look the same to the backend while
