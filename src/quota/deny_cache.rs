@@ -10,6 +10,14 @@
 //! [`MAX_DENY_MS`] after Redis answered, and other instances see a reset within that time.
 //! The Retry-After it reports counts from `received` (after Redis decided), so a client that
 //! waits it out is never too early.
+//!
+//! A remembered denial describes the bucket as Redis last answered *this* instance, so anything
+//! this instance does to the tenant's bucket since drops it: an admission of any cost and on
+//! any path (the plain token bucket, a lease, the policy script of a request with rules), a
+//! debit given back, a reset. The next request asks Redis and gets the bucket's current numbers;
+//! a cached refusal never reports the room or the wait of a bucket this instance has changed.
+//! Other instances' admissions within [`MAX_DENY_MS`] are not seen (as for any answer, other
+//! traffic on the bucket can only make the true wait longer; docs/redis.md#deny-cache).
 //! Entries are keyed by tenant and only used for the same bucket size and cost, so a reload that
 //! changes the tier (faster refill) never extends a denial.
 //! Every time here is on the quota service's one monotonic clock (kept across reloads), never a
@@ -48,8 +56,9 @@ impl DenyCache {
         }
     }
 
-    /// Records a Redis rejection of a call sent at `sent_ms` and answered at `received_ms`
-    /// (local monotonic ms).
+    /// Records a Redis decision for `tenant` of a call sent at `sent_ms` and answered at
+    /// `received_ms` (local monotonic ms): a rejection is remembered; an admission took tokens
+    /// from the bucket, so any remembered rejection is dropped.
     pub fn remember(
         &self,
         tenant: &str,
@@ -58,7 +67,11 @@ impl DenyCache {
         (sent_ms, received_ms): (u64, u64),
         d: &Decision,
     ) {
-        if d.admitted || d.never_admissible() {
+        if d.admitted {
+            self.forget(tenant);
+            return;
+        }
+        if d.never_admissible() {
             return;
         }
         let entry = Entry {
@@ -91,7 +104,8 @@ impl DenyCache {
         })
     }
 
-    /// Forgets `tenant`'s entry (its bucket was reset).
+    /// Forgets `tenant`'s entry (its bucket was reset, debited or given tokens back on this
+    /// instance).
     pub fn forget(&self, tenant: &str) {
         if let Some(e) = self.shards.shard(tenant).lock().get_mut(tenant) {
             e.until_ms = 0;

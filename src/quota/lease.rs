@@ -332,10 +332,9 @@ impl QuotaService {
                     .book
                     .lock()
                     .settle(now, lease.max_hold_ms, &q.rate, q.cost, reply);
-                if !d.admitted {
-                    let at = (sent_ms, self.now_ms());
-                    self.deny.remember(q.tenant, q.rate, q.cost, at, &d);
-                }
+                // An admission took tokens: any remembered refusal is dropped.
+                let at = (sent_ms, self.now_ms());
+                self.deny.remember(q.tenant, q.rate, q.cost, at, &d);
                 return Some(decided(d));
             }
             Err(refused) => refused_wait(refused),

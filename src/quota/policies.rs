@@ -113,6 +113,10 @@ impl QuotaService {
             Ok(b) => PolicyDecision::from_batch(b),
             Err(retry_in_ms) => return self.policy_fallback(q, retry_in_ms),
         };
+        if d.admitted {
+            // The tenant's bucket changed: a refusal remembered for it no longer describes it.
+            self.deny.forget(q.tenant);
+        }
         let reservation = d.reservation.map(|state| Reservation {
             state,
             local: false,

@@ -176,6 +176,16 @@ impl QuotaService {
                 Err(retry_in_ms) => Asked::Failed { retry_in_ms },
             });
         }
+        if let Some((q, _)) = tier {
+            // A debit of the tier's bucket (kept or given back below) changes it: a refusal
+            // remembered for the tenant no longer describes it.
+            if asked
+                .iter()
+                .any(|a| matches!(a, Asked::Answered(b) if b.admitted))
+            {
+                self.deny.forget(q.tenant);
+            }
+        }
         let tier_offset = usize::from(tier.is_some());
         let mut outcome = self.outcomes(tier, rules, groups, &asked, tier_offset);
         if !outcome.admitted {

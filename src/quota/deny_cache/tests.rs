@@ -44,3 +44,28 @@ fn slow_reply_denies_from_sent_but_reports_from_received() {
     assert_eq!(d.retry_after_ms, 1_000);
     assert!(c.check("t", &rate, 1, 1_300).is_none());
 }
+
+/// An admission Redis reports for the tenant (any cost) took tokens: the remembered refusal
+/// no longer describes the bucket and is dropped; a refusal that can never be admitted leaves
+/// it as it is.
+#[test]
+fn an_admission_drops_the_remembered_refusal() {
+    let c = DenyCache::new(100);
+    let rate = Rate::new(3, 3_600_000, 3);
+    c.remember("t", rate, 3, (1_000, 1_000), &rejected(1_200_000));
+    assert!(c.check("t", &rate, 3, 1_100).is_some());
+    let never = Decision {
+        retry_after_ms: u64::MAX,
+        ..rejected(0)
+    };
+    c.remember("t", rate, 4, (1_050, 1_050), &never);
+    assert!(c.check("t", &rate, 3, 1_100).is_some());
+    let admitted = Decision {
+        admitted: true,
+        remaining: 1,
+        retry_after_ms: 0,
+        full_ms: 2_400_000,
+    };
+    c.remember("t", rate, 1, (1_100, 1_100), &admitted);
+    assert!(c.check("t", &rate, 3, 1_150).is_none());
+}
