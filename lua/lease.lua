@@ -9,6 +9,14 @@
 -- ARGV[4]  cost    tokens the waiting request needs (0 = give back only)
 -- ARGV[5]  want    tokens to take at most (>= cost): the lease size
 -- ARGV[6]  refund  unused tokens given back first (never fills the bucket beyond its burst)
+-- ARGV[7]  holder  the calling instance's id (optional)
+-- ARGV[8]  hold_ms how long the instance may admit from this grant, its reply's latency
+--                  included (with ARGV[7])
+--
+-- With a holder, the hash also records what each instance holds: h:<holder> = tokens granted,
+-- x:<holder> = Redis ms until which it may use them, and c = capacity, k = limit of the bucket,
+-- so that an admin reset (lua/reset.lua) leaves the tokens still leased out of the bucket it
+-- refills. A call that grants nothing clears the holder's record (it holds nothing now).
 --
 -- Returns integers {granted tokens (0 = refused, or give-back only), remaining tokens (floor,
 -- after the grant), retry-after ms for `cost` (-1 = never, 0 when granted), ms until full}.
@@ -46,6 +54,19 @@ if refund > 0 then
   dirty = true
 end
 
+-- What the holder holds after this call: the grant, or nothing.
+local function held(grant)
+  local holder = ARGV[7]
+  if not holder then return end
+  if grant > 0 then
+    redis.call('HSET', KEYS[1], 'h:' .. holder, string.format('%d', grant),
+      'x:' .. holder, string.format('%d', now + tonumber(ARGV[8])),
+      'c', string.format('%d', capacity), 'k', string.format('%d', limit))
+  elseif stored[1] ~= false then
+    redis.call('HDEL', KEYS[1], 'h:' .. holder, 'x:' .. holder)
+  end
+end
+
 local function store(new_level)
   local full_ms = ceil_div(capacity - new_level, limit)
   redis.call('HSET', KEYS[1], 'l', string.format('%d', new_level), 's', string.format('%d', scale),
@@ -56,20 +77,24 @@ end
 
 if need > capacity then
   if dirty then store(level) end
+  held(0)
   return {0, math.floor(level / scale), -1, ceil_div(capacity - level, limit)}
 end
 if level < need then
   -- A refusal that writes nothing still keeps the key until full at this rate (a reload that
   -- slowed the refill must not let it expire early into a full bucket), as token_bucket.lua.
   if dirty then store(level) else redis.call('PEXPIRE', KEYS[1], ceil_div(capacity - level, limit)) end
+  held(0)
   return {0, math.floor(level / scale), ceil_div(need - level, limit), ceil_div(capacity - level, limit)}
 end
 
 local grant = math.floor(level / scale)
 if grant > want then grant = want end
 if grant == 0 and not dirty then
+  held(0)
   return {0, math.floor(level / scale), 0, ceil_div(capacity - level, limit)}
 end
 level = level - grant * scale
 local full_ms = store(level)
+held(grant)
 return {grant, math.floor(level / scale), 0, full_ms}

@@ -234,3 +234,69 @@ async fn frozen_redis_queued_requests_share_the_lease_calls_fault() {
 
 /// Failed Redis calls the gateway made (`tollgate_redis_call_duration_seconds`, result error).
 const FAILED_CALLS: &str = "tollgate_redis_call_duration_seconds_count{result=\"error\"}";
+
+/// An admin reset through one instance while another holds leased tokens does not hand those
+/// tokens out twice: the bucket is refilled to its burst less what is leased out, so the fleet
+/// admits at most the burst after the reset (here exactly burst − 1: the token the holder spent
+/// before the reset is not given back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_leaves_tokens_leased_out_out_of_the_refilled_bucket() {
+    use common::admin::{admin_call, ADMIN_TOKEN, ADMIN_TOKEN_ENV};
+    const BURST: u64 = 20;
+    const TOKENS: u64 = 4;
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let yaml = GatewayConfig::echo(&backend.addr(), "required")
+        .redis(&redis.url(), STRICT_REDIS)
+        .admin(&format!(
+            "{{ listen: \"{{admin}}\", token_env: \"{ADMIN_TOKEN_ENV}\" }}"
+        ))
+        .tier(
+            "t",
+            &format!(
+                "{{ limit: 1, per: 1h, burst: {BURST}, lease: {{ tokens: {TOKENS}, max_hold: 1m }} }}"
+            ),
+        )
+        .api_key(KEY, "acme", "t")
+        .yaml();
+    let env = [(ADMIN_TOKEN_ENV, ADMIN_TOKEN)];
+    let (a, b) = (
+        Gateway::start_with_env(&yaml, &env),
+        Gateway::start_with_env(&yaml, &env),
+    );
+    let http = http();
+    let send = |gw: &Gateway| {
+        let (http, url) = (http.clone(), gw.url("/x"));
+        async move {
+            try_get_with_key(&http, &url, Some(KEY))
+                .await
+                .expect("request")
+                .status
+        }
+    };
+    // B leases 4 tokens and spends one: it holds 3 the reset cannot take back.
+    assert_eq!(send(&b).await, 200);
+    let bearer = format!("Bearer {ADMIN_TOKEN}");
+    let reset = admin_call(
+        a.admin_addr(),
+        "POST",
+        "/v1/tenants/acme/reset",
+        Some(&bearer),
+        None,
+    )
+    .await;
+    assert_eq!(reset.expect_ok()["reset"], true);
+    let mut admitted = 0;
+    for _ in 0..2 * BURST {
+        for gw in [&a, &b] {
+            let s = send(gw).await;
+            assert!(s == 200 || s == 429, "status {s}");
+            admitted += u64::from(s == 200);
+        }
+    }
+    assert!(
+        admitted <= BURST,
+        "{admitted} admitted after the reset, over the burst of {BURST}"
+    );
+    assert_eq!(admitted, BURST - 1, "the burst less the token spent before");
+}

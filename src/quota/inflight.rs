@@ -63,7 +63,7 @@ pub const RENEW_TICK: Duration = Duration::from_millis(250);
 
 /// This process's part of every lease id: its pid and a hash under the process's random hasher
 /// keys ([`crate::hashing::RandomState`]) of the start time, so two instances never share one.
-static INSTANCE: Lazy<String> = Lazy::new(|| {
+pub(super) static INSTANCE: Lazy<String> = Lazy::new(|| {
     let started = std::time::SystemTime::now();
     let h = crate::hashing::RandomState::new().hash_one(started);
     format!("{:x}-{h:016x}", std::process::id())

@@ -317,7 +317,7 @@ impl QuotaService {
                     // The retry goes without the refund: the first attempt may have given it
                     // back already, and giving it twice could over-admit.
                     let refund = if attempt == Attempt::First { refund } else { 0 };
-                    self.lease_script(q.tenant, &q.rate, q.cost, want, refund)
+                    self.lease_script(q.tenant, &q.rate, q.cost, want, refund, lease.max_hold_ms)
                 },
                 |fault, elapsed| {
                     book.finished(fault);
@@ -351,7 +351,9 @@ impl QuotaService {
         self.fallback(q, FAILED_CALL_RETRY_MS)
     }
 
-    /// [`LEASE_LUA`] on the tenant's bucket key (the token bucket's, [`bucket_key`]).
+    /// [`LEASE_LUA`] on the tenant's bucket key (the token bucket's, [`bucket_key`]), recording
+    /// for an admin reset what this instance holds after the call, usable for `hold_ms` (the
+    /// lease's `max_hold`) plus the reply's latency (0 for a give-back only).
     async fn lease_script(
         &self,
         tenant: &str,
@@ -359,9 +361,15 @@ impl QuotaService {
         cost: u64,
         want: u64,
         refund: u64,
+        hold_ms: u64,
     ) -> Result<LeaseReply, RedisFault> {
         let keys = [bucket_key(self.redis.key_prefix(), tenant)];
-        let args = [rate.limit, rate.per_ms, rate.burst, cost, want, refund];
+        // The grant may be used for max_hold after its reply arrives: up to the call's timeout
+        // (and its retry's) after Redis granted it. Recorded for a reset (lua/reset.lua).
+        let hold_ms = hold_ms + 2 * self.settings.timeout.as_millis() as u64;
+        let args = [rate.limit, rate.per_ms, rate.burst, cost, want, refund, hold_ms]
+            .map(|v| v.to_string());
+        let args = [&args[..6], &[super::inflight::INSTANCE.clone()], &args[6..]].concat();
         let reply: Vec<i64> = self.redis.eval(lease_script(), &keys, &args).await?;
         let [granted, remaining, retry_ms, full_ms] = reply[..] else {
             return Err(RedisFault::Other);
@@ -393,7 +401,7 @@ impl QuotaService {
                 }
             };
             if let Some((rate, n)) = back {
-                let _ = self.lease_script(&tenant, &rate, 0, 0, n).await;
+                let _ = self.lease_script(&tenant, &rate, 0, 0, n, 0).await;
             }
         }
         self.leases.forget_idle(self.now_ms());

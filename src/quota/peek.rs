@@ -279,14 +279,22 @@ pub fn tenant_keys(store: &RedisStore, tenant: &str, now_ms: u64) -> Vec<String>
 }
 
 /// Deletes every key of `tenant` ([`tenant_keys`]) and `also` (more keys under the tenant's
-/// hash tag: its limit rules' buckets) in one script call; returns how many existed. Idempotent: a second call deletes 0.
+/// hash tag: its limit rules' buckets) in one script call; returns how many existed. Tokens
+/// still leased out to instances stay out: the token bucket is refilled to its capacity less
+/// them rather than deleted (`lua/reset.lua`). Idempotent but for such a bucket: a second call
+/// deletes 0 other keys.
 pub async fn reset(store: &RedisStore, tenant: &str, also: &[String]) -> Result<u64, RedisFault> {
     let now = read_at(store, tenant, Algorithm::TokenBucket, &[], unix_ms())
         .await?
         .now_ms;
     let mut names = tenant_keys(store, tenant, now);
     names.extend(also.iter().cloned());
-    let deleted: i64 = store.eval(&RESET, &names, &[] as &[&str]).await?;
+    // The token bucket's key, which may record tokens leased out (lua/reset.lua), 1-based.
+    let tb = 1 + Algorithm::ALL
+        .iter()
+        .position(|a| *a == Algorithm::TokenBucket)
+        .unwrap_or(0);
+    let deleted: i64 = store.eval(&RESET, &names, &[tb]).await?;
     Ok(deleted.max(0) as u64)
 }
 
