@@ -106,7 +106,9 @@ fn config(redis: &RedisServer, backend: &Backend, after: bool) -> String {
     let quota = if after { 2 } else { 5 };
     c.tier(
         "Q",
-        &format!("{{ limit: 100, per: 1s, burst: 100, quotas: [{{ limit: {quota}, period: month }}] }}"),
+        &format!(
+            "{{ limit: 100, per: 1s, burst: 100, quotas: [{{ limit: {quota}, period: month }}] }}"
+        ),
     )
     .api_key(&api_key("quota"), "quota", "Q")
     .yaml()

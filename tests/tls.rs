@@ -636,7 +636,11 @@ async fn mtls_subject_cn_goes_through_the_tenant_id_rules() {
             assert_eq!(resp.status(), 401, "CN {cn:?} h2={h2}");
         }
     }
-    assert_eq!(backend.stats().requests, 0, "no refused CN reached the backend");
+    assert_eq!(
+        backend.stats().requests,
+        0,
+        "no refused CN reached the backend"
+    );
     assert!(
         redis.keys("*").is_empty(),
         "no refused CN got a bucket: {:?}",

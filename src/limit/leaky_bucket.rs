@@ -44,7 +44,9 @@ pub fn refund(
     rate: &Rate,
     cost: u64,
 ) -> Option<TatState> {
-    let same = |s: &TatState| (s.tat_ms, s.rem, s.scale) == (reserved.tat_ms, reserved.rem, reserved.scale);
+    let same = |s: &TatState| {
+        (s.tat_ms, s.rem, s.scale) == (reserved.tat_ms, reserved.rem, reserved.scale)
+    };
     let s = stored.filter(|s| same(s) && s.scale > 0)?;
     let need = cost * rate.per_ms;
     // Subtract `need` units from tat_ms + rem/scale, borrowing whole milliseconds.

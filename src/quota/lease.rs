@@ -367,9 +367,18 @@ impl QuotaService {
         // The grant may be used for max_hold after its reply arrives: up to the call's timeout
         // (and its retry's) after Redis granted it. Recorded for a reset (lua/reset.lua).
         let hold_ms = hold_ms + 2 * self.settings.timeout.as_millis() as u64;
-        let args = [rate.limit, rate.per_ms, rate.burst, cost, want, refund, hold_ms]
-            .map(|v| v.to_string());
-        let args = [&args[..6], &[super::inflight::INSTANCE.clone()], &args[6..]].concat();
+        let args = [
+            rate.limit,
+            rate.per_ms,
+            rate.burst,
+            cost,
+            want,
+            refund,
+            hold_ms,
+        ]
+        .map(|v| v.to_string());
+        let holder = std::slice::from_ref(&*super::inflight::INSTANCE);
+        let args = [&args[..6], holder, &args[6..]].concat();
         let reply: Vec<i64> = self.redis.eval(lease_script(), &keys, &args).await?;
         let [granted, remaining, retry_ms, full_ms] = reply[..] else {
             return Err(RedisFault::Other);

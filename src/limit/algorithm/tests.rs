@@ -144,7 +144,11 @@ fn a_drained_gcra_or_leaky_bucket_stays_drained_when_its_period_grows() {
         let new = Rate::new(2, 3_600_000, 3);
         let mut state = None;
         for _ in 0..3 {
-            assert!(decide(alg, &mut state, 1_000_000, &old, 1, 0).decision.admitted);
+            assert!(
+                decide(alg, &mut state, 1_000_000, &old, 1, 0)
+                    .decision
+                    .admitted
+            );
         }
         let d = decide(alg, &mut state, 1_000_001, &new, 1, 0).decision;
         assert!(!d.admitted, "{alg:?}");
