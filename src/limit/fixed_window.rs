@@ -9,7 +9,12 @@
 //! Clock rule: a stored window that starts after the current one (the clock stepped back, or a
 //! reload shortened `W`) is treated as the current window: its count is kept (nothing is
 //! minted) and it is rebased to the current start (written even on a refusal), so the refusal's
-//! `Retry-After` (the end of the current window) is always enough. `lua/fixed_window.lua`
+//! `Retry-After` (the end of the current window) is always enough.
+//!
+//! Carry-over (docs/algorithms.md#changing-a-limit): the state records the `W` it was written
+//! with, and a window counts while it lasts by that length; one of another length (a changed
+//! config) carries its count into the current window the same way, never dropped at a
+//! boundary the new `W` re-aligned. `lua/fixed_window.lua`
 //! implements the same steps.
 
 use super::token_bucket::Decision;
