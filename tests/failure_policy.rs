@@ -732,6 +732,47 @@ async fn gateway_starts_without_redis_and_recovers_when_it_appears() {
     assert_one_log_line_per_transition(&gw).await;
 }
 
+/// Redis down from the start, the breaker far from opening (min_calls 1000): `/healthz` and
+/// `tollgate_limiter_degraded` say degraded from the first decision that fell back, while the
+/// breaker is still closed, and the log names the cause (connection refused) once rather than
+/// once per connection attempt of the start-up warm-up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_down_from_start_is_degraded_from_the_first_fallback() {
+    let backend = Backend::start("echo");
+    let nowhere = format!("redis://{}/0", free_addr());
+    let yaml = gateway_yaml(
+        &nowhere,
+        "timeout_ms: 1000, fleet_size: 1, circuit_breaker: { min_calls: 1000 }",
+        "",
+        POLICY_TIERS,
+        &[("l".to_string(), "local_t")],
+        &backend.addr(),
+    );
+    let gw = Gateway::start(&yaml);
+    let r = get(&http(), &gw.url("/"), "l").await;
+    assert_eq!(assert_degraded(&r, "local_t", 5), 4);
+    let health = healthz(&gw);
+    assert_eq!(
+        (&health["limiter"], &health["redis_breaker"]),
+        (&serde_json::json!("degraded"), &serde_json::json!("closed")),
+        "{health}"
+    );
+    assert_eq!(gw.metric_or_zero("tollgate_limiter_degraded"), 1.0);
+    assert_eq!(gw.metric_or_zero(BREAKER_STATE), 0.0);
+    let failed = |gw: &Gateway| log_lines(gw, "redis connection failed");
+    assert!(
+        eventually(Duration::from_secs(10), || failed(&gw) >= 1).await,
+        "no connection fault logged:\n{}",
+        gw.log_tail(20)
+    );
+    assert_eq!(
+        (failed(&gw), log_lines(&gw, "connection refused")),
+        (1, 1),
+        "the cause once, its repeats left out:\n{}",
+        gw.log_tail(20)
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Case C05
 // ---------------------------------------------------------------------------------------------

@@ -60,16 +60,13 @@ pub fn handle(app: &App, path: &str) -> Response<Full<Bytes>> {
         }
         "/healthz" => {
             let snap = app.snapshot.load();
-            let breaker = snap
+            let (breaker, degraded) = snap
                 .quota
                 .as_ref()
-                .map(|q| q.breaker_state())
-                .unwrap_or(BreakerState::Closed);
-            let limiter = if breaker == BreakerState::Closed {
-                "ok"
-            } else {
-                "degraded"
-            };
+                .map(|q| (q.breaker_state(), q.degraded()))
+                .unwrap_or((BreakerState::Closed, false));
+            // Degraded from the first decision that fell back, before the breaker opens.
+            let limiter = if degraded { "degraded" } else { "ok" };
             let body = serde_json::json!({
                 "status": "ok",
                 "limiter": limiter,

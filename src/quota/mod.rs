@@ -257,6 +257,13 @@ impl QuotaService {
         self.breaker.state()
     }
 
+    /// Whether tenant decisions are degraded now: the breaker is not closed, or the last Redis
+    /// call failed (that request fell to the failure policy). `/healthz` and
+    /// `tollgate_limiter_degraded` say this.
+    pub fn degraded(&self) -> bool {
+        self.breaker.degraded()
+    }
+
     fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
     }
@@ -303,9 +310,14 @@ impl QuotaService {
     }
 
     fn transition(&self, to: Option<BreakerState>) {
+        // Every permit and outcome: the gauge follows the first failed call, not only the
+        // breaker's transitions (two relaxed loads; a store only on a change).
+        let degraded = self.breaker.degraded() as i64;
+        if METRICS.degraded.get() != degraded {
+            METRICS.degraded.set(degraded);
+        }
         let Some(to) = to else { return };
         METRICS.breaker_state.set(to.gauge());
-        METRICS.degraded.set((to != BreakerState::Closed) as i64);
         METRICS
             .breaker_transitions
             .with_label_values(&[to.as_str()])

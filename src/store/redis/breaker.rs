@@ -6,9 +6,14 @@
 //! up to `probes` calls at a time go through as probes; `probes` successes close the breaker,
 //! any failure re-opens it. Timeouts count as failures. Pure state machine over an injected
 //! clock (milliseconds); the caller does the I/O.
+//!
+//! Degraded ([`Breaker::degraded`]) is wider than "not closed": it is also true while the last
+//! recorded call failed, so a gateway whose Redis is down from the start reports the fallback
+//! from its first failed decision, not only once enough failures opened the breaker.
 
 use crate::config::BreakerSettings;
 use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Breaker state, as exported in `tollgate_redis_breaker_state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +65,10 @@ struct Inner {
 pub struct Breaker {
     settings: BreakerSettings,
     inner: Mutex<Inner>,
+    /// The last recorded call failed (its request fell to the failure policy).
+    failing: AtomicBool,
+    /// The state is not [`BreakerState::Closed`] (a lock-free copy for [`Breaker::degraded`]).
+    not_closed: AtomicBool,
 }
 
 impl Breaker {
@@ -75,7 +84,15 @@ impl Breaker {
                 probes_in_flight: 0,
                 probe_successes: 0,
             }),
+            failing: AtomicBool::new(false),
+            not_closed: AtomicBool::new(false),
         }
+    }
+
+    /// Whether decisions are degraded now: the breaker is not closed, or the last call it
+    /// recorded failed. Lock-free (two relaxed loads), for the health answer and the gauge.
+    pub fn degraded(&self) -> bool {
+        self.failing.load(Ordering::Relaxed) || self.not_closed.load(Ordering::Relaxed)
     }
 
     /// Current state (Open turns HalfOpen only when a call asks for a permit).
@@ -96,6 +113,7 @@ impl Breaker {
             ),
             BreakerState::Open => {
                 g.state = BreakerState::HalfOpen;
+                self.not_closed.store(true, Ordering::Relaxed);
                 g.probes_in_flight = 1;
                 g.probe_successes = 0;
                 (Permit::Call { probe: true }, Some(BreakerState::HalfOpen))
@@ -111,6 +129,7 @@ impl Breaker {
     /// Reports the outcome of a permitted call. Returns the transition, if any.
     pub fn record(&self, now_ms: u64, ok: bool, probe: bool) -> Option<BreakerState> {
         let mut g = self.inner.lock();
+        self.failing.store(!ok, Ordering::Relaxed);
         if probe {
             g.probes_in_flight = g.probes_in_flight.saturating_sub(1);
             if g.state != BreakerState::HalfOpen {
@@ -122,6 +141,7 @@ impl Breaker {
             g.probe_successes += 1;
             if g.probe_successes >= self.settings.probes {
                 g.state = BreakerState::Closed;
+                self.not_closed.store(false, Ordering::Relaxed);
                 for slot in g.window.iter_mut() {
                     *slot = (u64::MAX, 0, 0);
                 }
@@ -159,6 +179,7 @@ impl Breaker {
 
     fn open(&self, g: &mut Inner, now_ms: u64) -> BreakerState {
         g.state = BreakerState::Open;
+        self.not_closed.store(true, Ordering::Relaxed);
         g.open_until_ms = now_ms + self.settings.break_duration.as_millis() as u64;
         g.probe_successes = 0;
         BreakerState::Open

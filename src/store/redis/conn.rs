@@ -22,8 +22,9 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, IntoConnectionInfo, RedisError, Value};
+use parking_lot::Mutex;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Number of Redis Cluster hash slots.
 const CLUSTER_SLOTS: u16 = 16384;
@@ -148,11 +149,74 @@ impl RedisConn {
     }
 }
 
+/// Repeats of one connection fault are logged at most this often.
+pub const FAULT_LOG_EVERY: Duration = Duration::from_secs(30);
+
+/// What a connection fault says in the log: its cause in words.
+pub fn fault_cause(e: &RedisError) -> &'static str {
+    if is_wrong_role(e) {
+        "redis answered as a non-master"
+    } else if e.is_connection_refusal() {
+        "connection refused"
+    } else if e.is_timeout() {
+        "timed out"
+    } else if e.is_connection_dropped() {
+        "connection dropped"
+    } else {
+        "I/O error"
+    }
+}
+
+/// The log of a connection's faults: a cause is logged once when it starts (or changes), its
+/// repeats at most once per [`FAULT_LOG_EVERY`] with how many were left out, so a Redis that is
+/// down from the start is one line with its cause rather than one per attempt.
+#[derive(Default)]
+pub struct FaultLog {
+    /// The last cause, when it was last logged, and its repeats since.
+    last: Mutex<Option<(&'static str, Instant, u64)>>,
+    /// A fault episode is open (so an answered call, the usual case, takes no lock).
+    open: std::sync::atomic::AtomicBool,
+}
+
+impl FaultLog {
+    /// Whether a fault of `cause` at `now` is logged; `Some(repeats left out since the last
+    /// line)` when it is.
+    pub fn admit(&self, cause: &'static str, now: Instant) -> Option<u64> {
+        let mut last = self.last.lock();
+        self.open.store(true, std::sync::atomic::Ordering::Relaxed);
+        match last.as_mut() {
+            Some((c, at, repeats))
+                if *c == cause && now.saturating_duration_since(*at) < FAULT_LOG_EVERY =>
+            {
+                *repeats += 1;
+                None
+            }
+            Some((c, at, repeats)) if *c == cause => {
+                let left_out = *repeats;
+                (*at, *repeats) = (now, 0);
+                Some(left_out)
+            }
+            _ => {
+                *last = Some((cause, now, 0));
+                Some(0)
+            }
+        }
+    }
+
+    /// A call answered: the next fault is a new episode, logged at once.
+    pub fn clear(&self) {
+        if self.open.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            *self.last.lock() = None;
+        }
+    }
+}
+
 /// Standalone: a connection manager replaced when the server stops being a master.
 pub struct Standalone {
     client: redis::Client,
     config: ConnectionManagerConfig,
     current: ArcSwap<Option<ConnectionManager>>,
+    faults: FaultLog,
 }
 
 impl Standalone {
@@ -161,6 +225,7 @@ impl Standalone {
             client,
             config,
             current: ArcSwap::from_pointee(None),
+            faults: FaultLog::default(),
         }
     }
 
@@ -186,17 +251,24 @@ impl Standalone {
         let held = self.manager()?;
         let mut conn = (*held).clone().expect("manager() returns a manager");
         let result = cmd.query_async(&mut conn).await;
-        if let Err(e) = &result {
-            if is_wrong_role(e) || e.is_connection_dropped() {
+        match &result {
+            Ok(_) => self.faults.clear(),
+            Err(e) if is_wrong_role(e) || e.is_connection_dropped() => {
                 // Only the first caller to see this manager fail replaces it.
                 let prev = self.current.compare_and_swap(&held, Arc::new(None));
+                let cause = fault_cause(e);
                 if Arc::ptr_eq(&prev, &held) {
-                    tracing::warn!(
-                        error = %e,
-                        "redis answered as a non-master or dropped the connection: reconnecting"
-                    );
+                    if let Some(left_out) = self.faults.admit(cause, Instant::now()) {
+                        tracing::warn!(
+                            cause,
+                            error = %e,
+                            repeats_not_logged = left_out,
+                            "redis connection failed ({cause}): reconnecting on the next call"
+                        );
+                    }
                 }
             }
+            Err(_) => {}
         }
         result
     }

@@ -66,3 +66,28 @@ fn half_open_probes_close_or_reopen() {
     assert_eq!(b.record(13_001, false, true), Some(BreakerState::Open));
     assert!(matches!(b.permit(13_002).0, Permit::Rejected { .. }));
 }
+
+/// Degraded from the first failed call, while the breaker is still closed; healthy again at
+/// the next call that succeeds; and for as long as the breaker is not closed.
+#[test]
+fn degraded_from_the_first_failure_not_only_when_open() {
+    let b = breaker();
+    assert!(!b.degraded());
+    assert_eq!(b.record(0, false, false), None);
+    assert_eq!(b.state(), BreakerState::Closed);
+    assert!(b.degraded(), "a failed call fell back: degraded while closed");
+    b.record(10, true, false);
+    assert!(!b.degraded());
+    for i in 0..4 {
+        b.record(20 + i, false, false);
+    }
+    assert_eq!(b.state(), BreakerState::Open);
+    assert!(b.degraded());
+    let (_, t) = b.permit(6_000);
+    assert_eq!(t, Some(BreakerState::HalfOpen));
+    b.record(6_001, true, true);
+    assert!(b.degraded(), "half-open is still degraded");
+    b.permit(6_002);
+    assert_eq!(b.record(6_003, true, true), Some(BreakerState::Closed));
+    assert!(!b.degraded());
+}

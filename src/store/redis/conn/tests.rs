@@ -47,3 +47,37 @@ fn credentials_debug_hides_the_password() {
         "{text}"
     );
 }
+
+/// A fault's cause is logged once, its repeats once per `FAULT_LOG_EVERY` with the count left
+/// out; another cause, or a fault after an answered call, is logged at once.
+#[test]
+fn fault_log_says_a_cause_once_then_rate_limits_its_repeats() {
+    let log = FaultLog::default();
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    assert_eq!(log.admit("connection refused", at(0)), Some(0));
+    for i in 1..30 {
+        assert_eq!(log.admit("connection refused", at(i * 50)), None);
+    }
+    assert_eq!(
+        log.admit("connection refused", at(FAULT_LOG_EVERY.as_millis() as u64)),
+        Some(29)
+    );
+    assert_eq!(log.admit("timed out", at(31_000)), Some(0), "a new cause");
+    log.clear();
+    assert_eq!(log.admit("timed out", at(31_001)), Some(0), "a new episode");
+}
+
+#[test]
+fn fault_causes_are_named() {
+    use redis::ErrorKind;
+    let refused = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+    assert_eq!(fault_cause(&refused), "connection refused");
+    let dropped = RedisError::from(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
+    assert_eq!(fault_cause(&dropped), "connection dropped");
+    let role = RedisError::from((
+        ErrorKind::Server(redis::ServerErrorKind::ReadOnly),
+        "reply",
+    ));
+    assert_eq!(fault_cause(&role), "redis answered as a non-master");
+}
