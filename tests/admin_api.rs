@@ -742,3 +742,125 @@ async fn reset_through_one_instance_is_seen_by_the_others() {
     let r = admitted.expect("the other gateway admits acme again after the reset");
     assert_eq!(r.remaining(), 4, "one token of the fresh burst of 5");
 }
+
+/// A tenant whose tier comes from its JWT (`tier_claim`) is shown with the tier its requests
+/// were last decided with, or the `?tier=` asked for, or as "tier unknown": never with
+/// `identity.default_tier`'s numbers as fact. Explain shows the token's tier.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jwt_tier_tenant_is_shown_with_its_own_tier_or_as_unknown() {
+    const SECRET: &str = "an-hs256-secret-of-at-least-32-bytes!";
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let yaml = GatewayConfig::new()
+        .redis(&redis.url(), STRICT_REDIS)
+        .tier_lines(
+            "  basic: { limit: 1, per: 1h, burst: 8 }\n  gold: { limit: 1, per: 1h, burst: 50 }\n",
+        )
+        .admin(&format!(
+            "{{ listen: \"{{admin}}\", token_env: \"{ADMIN_TOKEN_ENV}\" }}"
+        ))
+        .default_tier("basic")
+        .jwt("{ tier_claim: tier, keys: [{ algorithm: HS256, secret_env: \"TG_TEST_JWT\" }] }")
+        .upstream("echo", &backend.addr())
+        .route("{ path_prefix: \"/\", upstream: echo, auth: required }")
+        .yaml();
+    let gw = Gateway::start_with_env(
+        &yaml,
+        &[(ADMIN_TOKEN_ENV, ADMIN_TOKEN), ("TG_TEST_JWT", SECRET)],
+    );
+    let claims = json!({"sub": "user-77", "tier": "gold", "exp": 4_102_444_800u64});
+    let token = jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes()).expect("HMAC key"),
+    )
+    .expect("token");
+    // Before any request: unknown tenant (no state, never seen).
+    admin(gw.admin_addr(), "GET", "/v1/tenants/user-77", None)
+        .await
+        .expect_problem(404);
+
+    let r = client()
+        .get(gw.url("/"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("proxied request");
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.headers()["ratelimit-policy"]
+            .to_str()
+            .unwrap()
+            .split(';')
+            .nth(1),
+        Some("q=50")
+    );
+
+    let t = admin(gw.admin_addr(), "GET", "/v1/tenants/user-77", None)
+        .await
+        .expect_ok()
+        .clone();
+    assert_eq!(
+        (
+            &t["tier"],
+            &t["tier_source"],
+            &t["policies"][0]["burst"],
+            &t["policies"][0]["remaining"]
+        ),
+        (
+            &json!("gold"),
+            &json!("last_decision"),
+            &json!(50),
+            &json!(49)
+        ),
+        "{t}"
+    );
+    let t = admin(
+        gw.admin_addr(),
+        "GET",
+        "/v1/tenants/user-77?tier=basic",
+        None,
+    )
+    .await
+    .expect_ok()
+    .clone();
+    assert_eq!(
+        (&t["tier"], &t["tier_source"], &t["policies"][0]["burst"]),
+        (&json!("basic"), &json!("query"), &json!(8)),
+        "{t}"
+    );
+    admin(
+        gw.admin_addr(),
+        "GET",
+        "/v1/tenants/user-77?tier=platinum",
+        None,
+    )
+    .await
+    .expect_problem(400);
+
+    // Explain reads the token's tier.
+    let body = json!({"method": "GET", "host": "example.com", "path": "/",
+        "headers": {"authorization": format!("Bearer {token}")}, "client_ip": "127.0.0.1"});
+    let e = admin(gw.admin_addr(), "POST", "/v1/explain", Some(&body)).await;
+    let tenant = layer(e.expect_ok(), "tenant").clone();
+    assert_eq!(
+        (&tenant["tier"], &tenant["policies"][0]["burst"]),
+        (&json!("gold"), &json!(50)),
+        "{tenant}"
+    );
+
+    // Another instance (a restart) that never decided it: state in Redis, tier unknown.
+    drop(gw);
+    let gw = Gateway::start_with_env(
+        &yaml,
+        &[(ADMIN_TOKEN_ENV, ADMIN_TOKEN), ("TG_TEST_JWT", SECRET)],
+    );
+    let t = admin(gw.admin_addr(), "GET", "/v1/tenants/user-77", None).await;
+    let t = t.expect_ok();
+    assert_eq!(
+        (&t["tier"], &t["tier_source"], &t["policies"]),
+        (&json!(null), &json!("unknown"), &json!([])),
+        "{t}"
+    );
+    assert!(t["why"].as_str().unwrap().contains("?tier="), "{t}");
+}

@@ -89,6 +89,7 @@ pub fn handle(app: &App, path: &str) -> Response<Full<Bytes>> {
 /// body read up to [`v1::MAX_BODY_BYTES`]), everything else through [`handle`].
 pub async fn serve(app: &App, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let path = req.uri().path().to_string();
+    let query = req.uri().query().map(str::to_string);
     if path != "/v1" && !path.starts_with("/v1/") {
         return handle(app, &path);
     }
@@ -116,7 +117,15 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Response<Full<Bytes>> {
         }
     };
     // Boxed: the handlers' Redis futures are deep (see `pipeline::tenant::run`).
-    Box::pin(v1::handle(app, &snap, &parts.method, &path, body)).await
+    Box::pin(v1::handle(
+        app,
+        &snap,
+        &parts.method,
+        &path,
+        query.as_deref(),
+        body,
+    ))
+    .await
 }
 
 /// Binds with SO_REUSEPORT so a new binary started with `--upgrade` can serve admin requests

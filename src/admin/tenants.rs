@@ -60,29 +60,120 @@ fn not_found(tenant_known: bool) -> Problem {
     Problem::status(404, why)
 }
 
-/// What the tenant stage would see for `tenant` now, and for a request of `cost` tokens.
-/// Errors: 404 (unknown tenant or tier), 503 (no quota store, or it failed).
+/// Where the tier an answer is given for came from (`tier_source` in the JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TierSource {
+    /// The `?tier=` query parameter.
+    Query,
+    /// The config: the API key's tier, or (when no JWT can carry another one) `tenants:` and
+    /// `identity.default_tier`.
+    Config,
+    /// The tier this instance last decided the tenant's request with.
+    LastDecision,
+}
+
+impl TierSource {
+    /// The `tier_source` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TierSource::Query => "query",
+            TierSource::Config => "config",
+            TierSource::LastDecision => "last_decision",
+        }
+    }
+}
+
+/// What [`inspect`] found.
+pub enum Inspected {
+    /// The tenant's policies under `tier`, read without debiting.
+    Known {
+        tier: String,
+        source: TierSource,
+        rate: Rate,
+        policy: TierPolicy,
+        peeked: Peeked,
+    },
+    /// The tenant is known, but not its tier: a JWT may name any tier, and this instance has
+    /// not decided a request of the tenant since it started. Never another tier's numbers.
+    TierUnknown,
+}
+
+/// The detail of a [`Inspected::TierUnknown`] answer.
+pub const TIER_UNKNOWN: &str = "tier unknown: this tenant's tier comes from its JWT \
+     (identity.jwt.tier_claim) and this instance has not decided a request of it since it \
+     started; ask with ?tier=<name> for that tier's numbers";
+
+/// The tier named by `tenant`'s API key, a fact whatever else the config says.
+fn key_tier(config: &Config, tenant: &str) -> Option<String> {
+    let keys = config.identity.api_keys.as_ref()?;
+    keys.keys
+        .iter()
+        .find(|k| k.tenant == tenant)
+        .and_then(|k| k.tier.clone())
+}
+
+/// What the tenant stage would see for `tenant` now, and for a request of `cost` tokens, under
+/// the tier `asked` (`?tier=`), else the API key's tier, else the tier this instance last
+/// decided it with, else the configured tier when no JWT tier claim can override it, else
+/// [`Inspected::TierUnknown`]. Errors: 400 (no tier named `asked`), 404 (unknown tenant or
+/// tier), 503 (no quota store, or it failed).
 pub async fn inspect(
     app: &App,
     snap: &Snapshot,
     tenant: &str,
+    asked: Option<&str>,
     cost: u64,
-) -> Result<(String, Rate, TierPolicy, Peeked), Problem> {
-    let known = tier_of(&snap.config, tenant).ok_or_else(|| not_found(false))?;
-    let tier_name = match &known {
-        Known::Configured(t) | Known::IfSeen(t) => t.clone(),
-    };
-    let limits = policy::resolve(&snap.config, snap.region.as_deref(), tenant, &tier_name)
-        .ok_or_else(|| not_found(true))?;
-    let quota = snap
-        .quota
+) -> Result<Inspected, Problem> {
+    let config = &snap.config;
+    if let Some(t) = asked.filter(|t| !config.tiers.contains_key(*t)) {
+        return Err(Problem::status(400, format!("tier: no tier named {t:?}")));
+    }
+    let known = tier_of(config, tenant);
+    let remembered = app.tier_fit.tier_of(tenant);
+    let claims_tier = config
+        .identity
+        .jwt
         .as_ref()
-        .ok_or_else(|| Problem::status(503, "no quota store is configured (redis:)"))?;
+        .is_some_and(|j| j.tier_claim.is_some())
+        && !tenant.starts_with(ANONYMOUS_PREFIX);
+    let configured = match &known {
+        Some(Known::Configured(t) | Known::IfSeen(t)) if !claims_tier => Some(t.clone()),
+        _ => None,
+    };
+    let chosen = asked
+        .map(|t| (t.to_string(), TierSource::Query))
+        .or_else(|| key_tier(config, tenant).map(|t| (t, TierSource::Config)))
+        .or_else(|| remembered.clone().map(|t| (t, TierSource::LastDecision)))
+        .or_else(|| configured.map(|t| (t, TierSource::Config)));
+    // Known without state: configured, or decided here. Otherwise it must have state.
+    let must_have_state = remembered.is_none() && !matches!(known, Some(Known::Configured(_)));
+    let (tier_name, source) = match (chosen, &known) {
+        (Some(c), _) => c,
+        (None, None) => return Err(not_found(false)),
+        (None, Some(_)) if !must_have_state => return Ok(Inspected::TierUnknown),
+        (None, Some(Known::Configured(t) | Known::IfSeen(t))) => {
+            // Whether it has state, read with the configured tier's keys.
+            let limits = policy::resolve(config, snap.region.as_deref(), tenant, t)
+                .ok_or_else(|| not_found(true))?;
+            let quota = snap.quota.as_ref().ok_or_else(no_store)?;
+            let policy = limits.policy();
+            let raw = peek::read(&quota.redis, tenant, policy.algorithm, &policy.quotas)
+                .await
+                .map_err(store_problem)?;
+            return match raw.main.is_some() || raw.quota_used.iter().any(|&u| u > 0) {
+                true => Ok(Inspected::TierUnknown),
+                false => Err(not_found(false)),
+            };
+        }
+    };
+    let limits = policy::resolve(config, snap.region.as_deref(), tenant, &tier_name)
+        .ok_or_else(|| not_found(true))?;
+    let quota = snap.quota.as_ref().ok_or_else(no_store)?;
     let (rate, policy) = (limits.rate, limits.policy().clone());
     let raw = peek::read(&quota.redis, tenant, policy.algorithm, &policy.quotas)
         .await
         .map_err(store_problem)?;
-    if matches!(known, Known::IfSeen(_)) {
+    if must_have_state {
         let stored = raw.main.is_some() || raw.quota_used.iter().any(|&u| u > 0);
         if !stored && app.tier_fit.report(tenant, raw.now_ms).is_none() {
             return Err(not_found(false));
@@ -96,7 +187,17 @@ pub async fn inspect(
         &policy.quotas,
         cost,
     );
-    Ok((limits.tier.name.clone(), rate, policy, peeked))
+    Ok(Inspected::Known {
+        tier: limits.tier.name.clone(),
+        source,
+        rate,
+        policy,
+        peeked,
+    })
+}
+
+fn no_store() -> Problem {
+    Problem::status(503, "no quota store is configured (redis:)")
 }
 
 /// The per-policy JSON of `peeked`: the main limit first (named after the tier), then each
@@ -167,9 +268,35 @@ pub fn policies_json(
     out
 }
 
-/// `GET /v1/tenants/{id}`.
-pub async fn get(app: &App, snap: &Snapshot, tenant: &str) -> Result<Value, Problem> {
-    let (tier, rate, policy, peeked) = inspect(app, snap, tenant, 1).await?;
+/// `GET /v1/tenants/{id}` (`asked`: the `?tier=` parameter). A tenant whose tier is unknown
+/// ([`Inspected::TierUnknown`]) is answered with `"tier": null` and `"why"`, no numbers.
+pub async fn get(
+    app: &App,
+    snap: &Snapshot,
+    tenant: &str,
+    asked: Option<&str>,
+) -> Result<Value, Problem> {
+    let region = snap.region.as_ref().map(|r| r.region().to_string());
+    let Inspected::Known {
+        tier,
+        source,
+        rate,
+        policy,
+        peeked,
+    } = inspect(app, snap, tenant, asked, 1).await?
+    else {
+        return Ok(json!({
+            "tenant": tenant,
+            "tier": null,
+            "tier_source": "unknown",
+            "why": TIER_UNKNOWN,
+            "policies": [],
+            "rules": [],
+            "in_flight": null,
+            "fit": null,
+            "region": region,
+        }));
+    };
     let fit = app
         .tier_fit
         .report(tenant, crate::observe::tier_fit::unix_ms())
@@ -193,11 +320,12 @@ pub async fn get(app: &App, snap: &Snapshot, tenant: &str) -> Result<Value, Prob
     Ok(json!({
         "tenant": tenant,
         "tier": tier,
+        "tier_source": source.as_str(),
         "policies": policies_json(&tier, &rate, &policy, &peeked, false),
         "rules": rules,
         "in_flight": in_flight,
         "fit": fit,
-        "region": snap.region.as_ref().map(|r| r.region().to_string()),
+        "region": region,
     }))
 }
 
@@ -207,11 +335,8 @@ pub async fn get(app: &App, snap: &Snapshot, tenant: &str) -> Result<Value, Prob
 /// [`inspect`]) is 404 here too, e.g. an id known only through `identity.default_tier` that has
 /// no state and was not seen.
 pub async fn reset(app: &App, snap: &Snapshot, tenant: &str) -> Result<Value, Problem> {
-    inspect(app, snap, tenant, 1).await?;
-    let quota = snap
-        .quota
-        .as_ref()
-        .ok_or_else(|| Problem::status(503, "no quota store is configured (redis:)"))?;
+    inspect(app, snap, tenant, None, 1).await?;
+    let quota = snap.quota.as_ref().ok_or_else(no_store)?;
     let rules = rules_view::tenant_rule_keys(quota, &snap.config.limits, tenant);
     let deleted = peek::reset(&quota.redis, tenant, &rules)
         .await

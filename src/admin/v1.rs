@@ -121,6 +121,26 @@ pub fn tenant_from_segment(segment: &str) -> Result<String, Problem> {
     Ok(id)
 }
 
+/// The `tier` parameter of a query string (percent-decoded; other parameters are ignored).
+/// Errors: a value that is not percent-encoded UTF-8, or an empty one (400).
+pub fn tier_param(query: Option<&str>) -> Result<Option<String>, Problem> {
+    let Some(value) = query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .find_map(|pair| pair.strip_prefix("tier="))
+    else {
+        return Ok(None);
+    };
+    let tier = percent_decode_str(&value.replace('+', " "))
+        .decode_utf8()
+        .map_err(|_| Problem::status(400, "tier: not percent-encoded UTF-8"))?
+        .into_owned();
+    if tier.is_empty() {
+        return Err(Problem::status(400, "tier: empty; name a tier of tiers:"));
+    }
+    Ok(Some(tier))
+}
+
 /// The snapshot to answer a `/v1` request from, when the API is on and `headers` carry the
 /// token; otherwise the 404 (API off) or 401 (with `WWW-Authenticate`) reply, which wins over
 /// a body over [`MAX_BODY_BYTES`].
@@ -151,6 +171,7 @@ pub async fn handle(
     snap: &Snapshot,
     method: &Method,
     path: &str,
+    query: Option<&str>,
     body: Bytes,
 ) -> Response<Full<Bytes>> {
     let result = match route(method, path) {
@@ -158,7 +179,10 @@ pub async fn handle(
         Routed::Found(Endpoint::OpenApi, _) => return raw_json_reply(OPENAPI_JSON),
         Routed::Found(Endpoint::Explain, _) => explain::explain(app, snap, &body).await,
         Routed::Found(Endpoint::Tenant, id) => match tenant_from_segment(id.unwrap_or_default()) {
-            Ok(t) => tenants::get(app, snap, &t).await,
+            Ok(t) => match tier_param(query) {
+                Ok(tier) => tenants::get(app, snap, &t, tier.as_deref()).await,
+                Err(p) => Err(p),
+            },
             Err(p) => Err(p),
         },
         Routed::Found(Endpoint::TenantReset, id) => {

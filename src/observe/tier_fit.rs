@@ -38,18 +38,20 @@ struct HourBucket {
     minutes_at_limit: u16,
 }
 
-/// One tenant's buckets.
+/// One tenant's buckets, and the tier it was last decided with.
 #[derive(Debug, Clone)]
 struct TenantFit {
     minutes: [MinuteBucket; 60],
     hours: [HourBucket; 24],
+    tier: String,
 }
 
 impl TenantFit {
-    fn new() -> Self {
+    fn new(tier: &str) -> Self {
         TenantFit {
             minutes: [MinuteBucket::default(); 60],
             hours: [HourBucket::default(); 24],
+            tier: tier.to_string(),
         }
     }
 
@@ -193,20 +195,31 @@ impl TierFit {
         }
     }
 
-    /// Records one tenant decision at Unix time `now_ms`: `admitted` by every policy of the
-    /// tier, and `at_limit` when refused or a policy was left with 0 tokens.
-    pub fn record(&self, tenant: &str, admitted: bool, at_limit: bool, now_ms: u64) {
+    /// Records one tenant decision by `tier` at Unix time `now_ms`: `admitted` by every policy
+    /// of the tier, and `at_limit` when refused or a policy was left with 0 tokens. The tier is
+    /// remembered ([`Self::tier_of`]): a JWT's tier comes from its token, not from the config.
+    pub fn record(&self, tenant: &str, tier: &str, admitted: bool, at_limit: bool, now_ms: u64) {
         if tenant.starts_with(ANONYMOUS_PREFIX) {
             return;
         }
         let mut shard = self.shards.shard(tenant).lock();
         if let Some(fit) = shard.get_mut(tenant) {
             fit.record(!admitted, at_limit || !admitted, now_ms);
+            if fit.tier != tier {
+                fit.tier = tier.to_string();
+            }
             return;
         }
-        let mut fit = TenantFit::new();
+        let mut fit = TenantFit::new(tier);
         fit.record(!admitted, at_limit || !admitted, now_ms);
         shard.push(tenant.to_string(), fit);
+    }
+
+    /// The tier this instance last decided `tenant` with; `None` when it has not decided it
+    /// since it started (or evicted it).
+    pub fn tier_of(&self, tenant: &str) -> Option<String> {
+        let mut shard = self.shards.shard(tenant).lock();
+        shard.get_mut(tenant).map(|f| f.tier.clone())
     }
 
     /// The fit of `tenant` at `now_ms`; `None` when this instance has not seen it (or evicted it).
@@ -299,14 +312,14 @@ mod tests {
         let fit = TierFit::new(100);
         // Minute 0: 4 admitted, the last one emptying the bucket; 6 refused.
         for i in 0..4 {
-            fit.record("acme", true, i == 3, T0 + i * 100);
+            fit.record("acme", "T", true, i == 3, T0 + i * 100);
         }
         for _ in 0..6 {
-            fit.record("acme", false, true, T0 + 1_000);
+            fit.record("acme", "T", false, true, T0 + 1_000);
         }
         // Minute 5: 10 admitted with room left.
         for _ in 0..10 {
-            fit.record("acme", true, false, T0 + 5 * MIN);
+            fit.record("acme", "T", true, false, T0 + 5 * MIN);
         }
         let r = fit.report("acme", T0 + 10 * MIN).unwrap();
         assert_eq!((r.hour.requests, r.hour.refused), (20, 6));
@@ -328,8 +341,8 @@ mod tests {
     #[test]
     fn buckets_are_reused_not_summed_across_laps() {
         let fit = TierFit::new(100);
-        fit.record("t", false, true, T0);
-        fit.record("t", true, false, T0 + 60 * MIN); // same minute slot, an hour later
+        fit.record("t", "T", false, true, T0);
+        fit.record("t", "T", true, false, T0 + 60 * MIN); // same minute slot, an hour later
         let r = fit.report("t", T0 + 60 * MIN).unwrap();
         assert_eq!(
             (r.hour.requests, r.hour.refused, r.hour.minutes_at_limit),
@@ -345,20 +358,20 @@ mod tests {
     fn bounded_and_anonymous_clients_ignored() {
         let fit = TierFit::new(SHARDS);
         for i in 0..1_000 {
-            fit.record(&format!("t{i}"), true, false, T0);
+            fit.record(&format!("t{i}"), "T", true, false, T0);
         }
         assert!(fit.all(T0).len() <= SHARDS);
-        fit.record("ip:10.0.0.1", false, true, T0);
+        fit.record("ip:10.0.0.1", "T", false, true, T0);
         assert!(fit.report("ip:10.0.0.1", T0).is_none());
     }
 
     #[test]
     fn top_n_orders_by_refused_share() {
         let fit = TierFit::new(100);
-        fit.record("calm", true, false, T0);
-        fit.record("busy", false, true, T0);
-        fit.record("half", true, false, T0);
-        fit.record("half", false, true, T0);
+        fit.record("calm", "T", true, false, T0);
+        fit.record("busy", "T", false, true, T0);
+        fit.record("half", "T", true, false, T0);
+        fit.record("half", "T", false, true, T0);
         let all = fit.all(T0);
         let top: Vec<&str> = top_n(&all, 2, |r| r.day).iter().map(|t| t.0).collect();
         assert_eq!(top, ["busy", "half"]);

@@ -206,7 +206,8 @@ pub async fn run(
     let prepared = prepared.filter(|_| usage.is_empty()).map(|p| &p.calls);
     let combined = Box::pin(quota.decide_with_rules(asked, &calls, prepared)).await;
     if let (Some(p), Some(o)) = (tier, &combined.tier) {
-        o.record_fit(fit, &p.tenant, crate::observe::tier_fit::unix_ms());
+        let tier = p.limits.tier.name.as_str();
+        o.record_fit(fit, &p.tenant, tier, crate::observe::tier_fit::unix_ms());
     }
     judge(series, tier, rules, usage, combined, status, shadow)
 }

@@ -131,7 +131,8 @@ pub async fn run(
     // would need a higher recursion limit for its layout (one allocation next to a Redis call).
     let outcome = Box::pin(quota.decide(&plan.request())).await;
     // Tier fit counts the tenant's own policies (before any burst pool, shadow or not).
-    outcome.record_fit(fit, &plan.tenant, crate::observe::tier_fit::unix_ms());
+    let (tier, now) = (&plan.limits.tier.name, crate::observe::tier_fit::unix_ms());
+    outcome.record_fit(fit, &plan.tenant, tier, now);
     let mut pool = None;
     if let (Some(p), Some(h)) = (&plan.limits.tier.pool, headers_of(plan, &outcome)) {
         // Not when degraded: the pool lives in Redis too.

@@ -70,9 +70,9 @@ pub enum QuotaOutcome {
 }
 
 impl QuotaOutcome {
-    /// Records this outcome in the tier fit of `tenant` (a failure-policy outcome decides
-    /// nothing about the tier and is not recorded).
-    pub fn record_fit(&self, fit: &TierFit, tenant: &str, now_ms: u64) {
+    /// Records this outcome in the tier fit of `tenant`, decided by `tier` (a failure-policy
+    /// outcome decides nothing about the tier and is not recorded).
+    pub fn record_fit(&self, fit: &TierFit, tenant: &str, tier: &str, now_ms: u64) {
         let QuotaOutcome::Decided {
             decision, extras, ..
         } = self
@@ -81,7 +81,7 @@ impl QuotaOutcome {
         };
         let admitted = decision.admitted && extras.quotas.iter().all(|q| q.admitted);
         let empty = decision.remaining == 0 || extras.quotas.iter().any(|q| q.remaining == 0);
-        fit.record(tenant, admitted, empty, now_ms);
+        fit.record(tenant, tier, admitted, empty, now_ms);
     }
 }
 

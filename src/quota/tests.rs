@@ -20,10 +20,10 @@ fn outcomes_count_quotas_and_an_emptied_bucket() {
         },
     };
     let fit = TierFit::new(100);
-    decided(d(true, 3), vec![]).record_fit(&fit, "a", T0); // room left
-    decided(d(true, 0), vec![]).record_fit(&fit, "b", T0); // emptied: at the limit
-    decided(d(true, 3), vec![d(false, 0)]).record_fit(&fit, "c", T0); // quota refused
-    QuotaOutcome::FailedOpen.record_fit(&fit, "d", T0); // says nothing about the tier
+    decided(d(true, 3), vec![]).record_fit(&fit, "a", "T", T0); // room left
+    decided(d(true, 0), vec![]).record_fit(&fit, "b", "T", T0); // emptied: at the limit
+    decided(d(true, 3), vec![d(false, 0)]).record_fit(&fit, "c", "T", T0); // quota refused
+    QuotaOutcome::FailedOpen.record_fit(&fit, "d", "T", T0); // says nothing about the tier
     let hour = |t: &str| {
         fit.report(t, T0)
             .map(|r| (r.hour.refused, r.hour.minutes_at_limit))

@@ -18,11 +18,11 @@ pub use super::node::{is_wrong_role, Credentials};
 use super::sentinel::Sentinel;
 use crate::config::{RedisSettings, RedisTopology};
 use arc_swap::ArcSwap;
+use parking_lot::Mutex;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, IntoConnectionInfo, RedisError, Value};
-use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -75,7 +75,10 @@ fn degraded_from_the_first_failure_not_only_when_open() {
     assert!(!b.degraded());
     assert_eq!(b.record(0, false, false), None);
     assert_eq!(b.state(), BreakerState::Closed);
-    assert!(b.degraded(), "a failed call fell back: degraded while closed");
+    assert!(
+        b.degraded(),
+        "a failed call fell back: degraded while closed"
+    );
     b.record(10, true, false);
     assert!(!b.degraded());
     for i in 0..4 {

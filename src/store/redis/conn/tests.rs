@@ -75,9 +75,6 @@ fn fault_causes_are_named() {
     assert_eq!(fault_cause(&refused), "connection refused");
     let dropped = RedisError::from(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
     assert_eq!(fault_cause(&dropped), "connection dropped");
-    let role = RedisError::from((
-        ErrorKind::Server(redis::ServerErrorKind::ReadOnly),
-        "reply",
-    ));
+    let role = RedisError::from((ErrorKind::Server(redis::ServerErrorKind::ReadOnly), "reply"));
     assert_eq!(fault_cause(&role), "redis answered as a non-master");
 }
