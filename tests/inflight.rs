@@ -414,6 +414,19 @@ async fn a_concurrency_rule_caps_its_routes() {
         Some("\"uploads.concurrency\";q=2")
     );
     assert_eq!(refused.header("retry-after"), Some("1"));
+    // Counted under the rule, not as the tier's refusal.
+    let sum = |series: &str| gws.iter().map(|g| g.metric_or_zero(series)).sum::<f64>();
+    let tenant = |outcome: &str| {
+        format!("tollgate_decisions_total{{layer=\"tenant\",outcome=\"{outcome}\",tier=\"T\"}}")
+    };
+    assert_eq!(
+        (
+            sum(r#"tollgate_rule_decisions_total{outcome="limited",rule="uploads"}"#),
+            sum(&tenant("rule_limited")),
+            sum(&tenant("limited")),
+        ),
+        (3.0, 3.0, 0.0)
+    );
     // Other routes are not capped.
     let others = slow_burst(&[gws[0].url("/other")], 4, 500).await;
     assert!(others.iter().all(|r| r.status == 200));
@@ -460,6 +473,21 @@ async fn later_refusals_and_backend_errors_give_the_lease_back() {
     );
     let failed = get(&http, &gw.url("/dead")).await;
     assert_eq!(failed.status, 502, "{}", failed.body);
+    // The body names the upstream by its name, never the backend's address.
+    let p: serde_json::Value = serde_json::from_str(&failed.body).expect("problem+json");
+    assert_eq!(
+        (&p["upstream"], &p["route"]),
+        (&serde_json::json!("dead"), &serde_json::json!("routes[0]")),
+        "{p}"
+    );
+    assert!(
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("upstream \"dead\": "),
+        "{p}"
+    );
+    assert!(!failed.body.contains(&dead), "{}", failed.body);
     assert!(
         eventually(Duration::from_secs(5), || held(&redis) == 1).await,
         "the failed request's lease"

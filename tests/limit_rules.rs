@@ -617,3 +617,59 @@ async fn identical_rule_decisions_share_a_call_and_stay_exact() {
         "{calls} script calls for {REQUESTS} requests"
     );
 }
+
+/// A named route (`routes[].name`) labels its metrics, problem bodies and explain; a rule's
+/// refusal of a request its tier admitted is counted under the rule
+/// (`tollgate_rule_decisions_total`) and as `rule_limited`, not as the tier's `limited`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_route_labels_everything_and_a_rule_refusal_is_the_rules() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let rules = "  - { name: per-tenant, key: [tenant], limit: 1, per: 1h, burst: 1 }\n";
+    let yaml = config(&standalone(&redis), &backend, BIG, &["k1"], rules).replacen(
+        "{ path_prefix: \"/\", upstream: echo",
+        "{ name: orders, path_prefix: \"/\", upstream: echo",
+        1,
+    );
+    let gw = start(&yaml);
+    let http = client();
+    assert_eq!(keyed(&http, "GET", &gw.url("/"), "k1").await.status, 200);
+    let r = keyed(&http, "GET", &gw.url("/"), "k1").await;
+    assert_eq!(r.status, 429, "{}", r.body);
+    let p: Value = serde_json::from_str(&r.body).expect("problem+json");
+    assert_eq!(p["route"], "orders", "{p}");
+    let tenant = |outcome: &str| {
+        format!("tollgate_decisions_total{{layer=\"tenant\",outcome=\"{outcome}\",tier=\"T\"}}")
+    };
+    let rule = r#"tollgate_rule_decisions_total{outcome="limited",rule="per-tenant"}"#;
+    assert_eq!(
+        (
+            gw.metric_or_zero(rule),
+            gw.metric_or_zero(&tenant("rule_limited")),
+            gw.metric_or_zero(&tenant("limited")),
+        ),
+        (1.0, 1.0, 0.0),
+        "{}",
+        gw.metrics()
+    );
+    let requests = |class: &str| {
+        format!("tollgate_requests_total{{route=\"orders\",status_class=\"{class}\"}}")
+    };
+    assert!(
+        eventually(std::time::Duration::from_secs(5), || {
+            gw.metric_or_zero(&requests("2xx")) == 1.0 && gw.metric_or_zero(&requests("4xx")) == 1.0
+        })
+        .await,
+        "{}",
+        gw.metrics()
+    );
+    let body = json!({"method": "GET", "host": "example.com", "path": "/",
+        "headers": {"x-api-key": api_key("k1")}, "client_ip": "127.0.0.1"});
+    let e = admin(gw.admin_addr(), "POST", "/v1/explain", Some(&body)).await;
+    let layers = e.expect_ok()["layers"].as_array().expect("layers").clone();
+    let route = layers
+        .iter()
+        .find(|l| l["layer"] == "route")
+        .expect("route layer");
+    assert_eq!(route["route"], "orders", "{route}");
+}

@@ -562,6 +562,11 @@ pub struct RawHealthCheck {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawRoute {
+    /// The route's label in metrics, logs, explain and problem bodies (unique; letters, digits,
+    /// `.`, `_`, `-`; at most 64). Without one the label is `routes[<index>]`, which changes when
+    /// routes are reordered.
+    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z0-9._-]+$"))]
+    pub name: Option<String>,
     pub host: Option<String>,
     pub path_prefix: Option<String>,
     pub upstream: String,

@@ -421,3 +421,28 @@ fn unknown_field_named_with_backticks_has_its_path() {
         "{e:?}"
     );
 }
+
+#[test]
+fn route_names_label_routes_and_are_unique_and_plain() {
+    let routes =
+        |lines: &str| BASE.replace("  - { path_prefix: \"/\", upstream: orders }\n", lines);
+    let c = parse(&routes(
+        "  - { name: orders-api, path_prefix: \"/o\", upstream: orders }\n  - { path_prefix: \"/\", upstream: orders }\n",
+    ))
+    .unwrap();
+    assert_eq!(
+        (c.routes[0].id.as_str(), c.routes[0].field.as_str()),
+        ("orders-api", "routes[0]")
+    );
+    assert_eq!(c.routes[1].id, "routes[1]", "the index without a name");
+    assert_eq!(
+        errors(&routes(
+            "  - { name: a, path_prefix: \"/a\", upstream: orders }\n  - { name: a, path_prefix: \"/\", upstream: orders }\n  - { name: \"a b\", path_prefix: \"/c\", upstream: orders }\n  - { name: none, path_prefix: \"/d\", upstream: orders }\n"
+        )),
+        [
+            "routes[1].name: \"a\" is already the name of routes[0]: route names are unique",
+            "routes[2].name: \"a b\": a route name is 1 to 64 letters, digits, '.', '_' or '-'",
+            "routes[3].name: \"none\" is the label of requests no route matched: choose another name",
+        ]
+    );
+}

@@ -57,10 +57,10 @@ pub fn warnings(config: &Config) -> Vec<ConfigError> {
                     "optional"
                 };
                 out.push(ConfigError::new(
-                    format!("{}.auth", open.id),
+                    format!("{}.auth", open.field),
                     format!(
                         "is \"{auth}\" but takes requests from {} (auth: required, path_prefix \"{}\"): {how}",
-                        required.id, required.path_prefix
+                        required.field, required.path_prefix
                     ),
                 ));
             }

@@ -86,11 +86,14 @@ pub enum Outcome {
     /// Request body read for a usage reserve (`reserve: { from_json }`): not received within
     /// `server.header_read_timeout` (408).
     BodyTimeout,
+    /// Tenant: a limit rule (`limits:`) refused a request its tier admitted; the rule's own
+    /// count is `tollgate_rule_decisions_total{rule, outcome="limited"}`.
+    RuleLimited,
 }
 
 impl Outcome {
     /// Every outcome, in declaration order (`outcome as usize` indexes it).
-    pub const ALL: [Outcome; 20] = [
+    pub const ALL: [Outcome; 21] = [
         Outcome::Admitted,
         Outcome::Limited,
         Outcome::ShadowLimited,
@@ -111,6 +114,7 @@ impl Outcome {
         Outcome::Malformed,
         Outcome::HeaderTimeout,
         Outcome::BodyTimeout,
+        Outcome::RuleLimited,
     ];
 
     /// The label value, e.g. `shadow_limited`.
@@ -136,6 +140,7 @@ impl Outcome {
             Outcome::Malformed => "malformed",
             Outcome::HeaderTimeout => "header_timeout",
             Outcome::BodyTimeout => "body_timeout",
+            Outcome::RuleLimited => "rule_limited",
         }
     }
 }

@@ -125,8 +125,11 @@ pub async fn take_rules(
                 "shadow_limited"
             }
             InflightOutcome::Refused { max, degraded } => {
+                series.inc(a.index, &call.name, "limited");
                 let owner = format!("limit rule \"{}\"", call.name);
-                return Err(refused(&call.name, &owner, max, degraded, status, how));
+                let mut r = refused(&call.name, &owner, max, degraded, status, how);
+                r.reason = Outcome::RuleLimited;
+                return Err(r);
             }
             InflightOutcome::FailedClosed { retry_after_s } if !shadow => {
                 let owner = format!("limit rule \"{}\"", call.name);

@@ -293,6 +293,18 @@ pub fn judge(
     let tier_closed = tier_verdict
         .as_ref()
         .is_some_and(|v| v.outcome == Outcome::FailedClosed);
+    // Refused by the tier itself (its limit or its own usage budget, the first usage entry),
+    // or only by rules (counted under each rule, not as the tier's refusal).
+    let tier_usage = tier.is_some_and(|p| p.limits.tier.usage.is_some());
+    let refused = |o: Option<&RuleOutcome>| matches!(o, Some(RuleOutcome::Decided { decision, .. }) if !decision.admitted);
+    let tier_refused = tier_verdict
+        .as_ref()
+        .is_some_and(|v| v.outcome == Outcome::Limited)
+        || (tier_usage && refused(combined.rules.get(rules.len())));
+    let outcome = match tier_refused {
+        true => Outcome::Limited,
+        false => Outcome::RuleLimited,
+    };
     if let (Some(s), false) = (closed, tier_closed) {
         return Verdict::refuse(
             Rejection::failed_closed("a limit rule", s),
@@ -327,8 +339,8 @@ pub fn judge(
     };
     let problem = Problem::typed(status, response::QUOTA_EXCEEDED, "Quota exceeded", detail)
         .with("violated-policies", json!(h.violated()));
-    let r = Rejection::new(Layer::Tenant, Outcome::Limited, problem).retry_after(h.retry_after_s());
-    Verdict::refuse(r, shadow, Outcome::Limited, Some(h))
+    let r = Rejection::new(Layer::Tenant, outcome, problem).retry_after(h.retry_after_s());
+    Verdict::refuse(r, shadow, outcome, Some(h))
 }
 
 /// One decided policy's part of the headers, with its bucket and whether it was degraded.

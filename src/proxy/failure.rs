@@ -1,7 +1,21 @@
 //! What a request that could not be proxied is answered with (Pingora's `fail_to_proxy`).
 
+use crate::response::Problem;
 use crate::tls::upstream::tls_failure_detail;
 use pingora::{Error, ErrorSource, ErrorType};
+
+/// The problem of a request that could not be proxied: a 502 or 504 names the route's upstream
+/// by its config name (`upstreams.<name>`), in `detail` and as the `upstream` member, never a
+/// backend's address; other statuses are answered as they are.
+pub fn upstream_problem(status: u16, detail: String, upstream: Option<&str>) -> Problem {
+    match upstream {
+        Some(name) if matches!(status, 502 | 504) => {
+            Problem::status(status, format!("upstream \"{name}\": {detail}"))
+                .with("upstream", serde_json::Value::String(name.to_string()))
+        }
+        _ => Problem::status(status, detail),
+    }
+}
 
 /// The status and `detail` of a request that could not be proxied: its own status for an
 /// `HTTPStatus` error (e.g. 413 while streaming the body), 504 for upstream timeouts, 502 for an

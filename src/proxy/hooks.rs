@@ -8,7 +8,6 @@ use super::head::check_h2;
 use super::refuse::{answer_now, refuse_head};
 use super::stages::{self, backend_peer, body_stage};
 use crate::pipeline::{Layer, Outcome};
-use crate::response::Problem;
 use crate::snapshot::App;
 use async_trait::async_trait;
 use pingora::http::{RequestHeader, ResponseHeader};
@@ -143,7 +142,9 @@ impl ProxyHttp for Proxy {
             if ctx.decided.0 != Layer::Http {
                 ctx.decided = (Layer::Upstream, Outcome::Error);
             }
-            answer_now(session, ctx, &Problem::status(status, detail), refused).await;
+            let upstream = ctx.route(&ctx.snapshot).map(|r| r.upstream.clone());
+            let problem = super::failure::upstream_problem(status, detail, upstream.as_deref());
+            answer_now(session, ctx, &problem, refused).await;
         }
         FailToProxy {
             error_code: status,

@@ -15,8 +15,9 @@ use pingora::proxy::Session;
 /// The one place a rejection becomes a response: records the deciding layer, counts it
 /// (`tollgate_decisions_total`, and the per-tenant counter for the tenant layer), and
 /// writes the problem with its headers and, after the tenant stage, the rate-limit headers.
-pub(super) async fn refuse(session: &mut Session, ctx: &mut Ctx, r: Rejection) -> Result<bool> {
+pub(super) async fn refuse(session: &mut Session, ctx: &mut Ctx, mut r: Rejection) -> Result<bool> {
     ctx.release_held(true);
+    name_route(ctx, &mut r.problem);
     ctx.decided = (r.layer, r.reason);
     count(ctx, r.layer, r.reason);
     if r.reason == Outcome::BadTarget {
@@ -66,6 +67,15 @@ pub(super) async fn refuse_head(
     .await
 }
 
+/// Adds the matched route's label (`routes[].name`, else `routes[<index>]`) to a refusal
+/// after the route stage, as its `route` member.
+fn name_route(ctx: &Ctx, problem: &mut Problem) {
+    if let Some(route) = ctx.route(&ctx.snapshot) {
+        let label = serde_json::Value::String(route.id.clone());
+        problem.extensions.insert("route".to_string(), label);
+    }
+}
+
 /// Writes `problem` (with the request's rate-limit headers) as the answer, unless one was written
 /// already; for refusals found after the request was handed to Pingora's proxying (an error
 /// `fail_to_proxy` would otherwise answer). What the request holds is given back first
@@ -81,6 +91,9 @@ pub(super) async fn answer_now(
     if session.response_written().is_some() {
         return;
     }
+    let mut problem = problem.clone();
+    name_route(ctx, &mut problem);
+    let problem = &problem;
     // Pingora closes the downstream after an error: say so in the response.
     session.set_keepalive(None);
     let headers = ctx.quota_pairs();

@@ -5,6 +5,7 @@ use crate::http::normalize_host;
 fn route(host: HostMatch, prefix: &str, upstream: &str) -> RouteSettings {
     RouteSettings {
         id: upstream.into(),
+        field: "routes[0]".into(),
         host,
         path_prefix: prefix.into(),
         upstream: upstream.into(),

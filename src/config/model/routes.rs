@@ -26,8 +26,11 @@ pub enum AuthMode {
 /// One entry of `routes:`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RouteSettings {
-    /// Stable label for metrics and logs: `routes[<index>]`.
+    /// The route's label in metrics, logs, explain and problem bodies: `routes[].name`, or
+    /// `routes[<index>]` for a route without one.
     pub id: String,
+    /// Where the route is in the file (`routes[<index>]`), for config messages.
+    pub field: String,
     pub host: HostMatch,
     pub path_prefix: String,
     pub upstream: String,

@@ -153,7 +153,7 @@ fn check_costs(
         .filter(|r| r.cost > largest)
         .map(|r| {
             ConfigError::new(
-                format!("{}.cost", r.id),
+                format!("{}.cost", r.field),
                 format!(
                     "{} exceeds region \"{}\"'s part of every tier's burst (largest {largest}, \
                      multi_region.shares): such requests could never be admitted here",

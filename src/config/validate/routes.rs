@@ -19,8 +19,20 @@ pub(super) fn settings(
     }
     let mut routes = Vec::new();
     let mut seen_routes = BTreeSet::new();
+    let mut names = BTreeMap::new();
     for (i, r) in raw.iter().enumerate() {
         let path = format!("routes[{i}]");
+        if let Some(name) = &r.name {
+            check_name(c, &format!("{path}.name"), name);
+            if let Some(first) = names.insert(name.as_str(), i) {
+                c.err(
+                    format!("{path}.name"),
+                    format!(
+                        "\"{name}\" is already the name of routes[{first}]: route names are unique"
+                    ),
+                );
+            }
+        }
         if let Some(route) = route_settings(c, &path, r, upstreams) {
             let key = (format!("{:?}", route.host), route.path_prefix.clone());
             if !seen_routes.insert(key) {
@@ -35,12 +47,32 @@ pub(super) fn settings(
     routes
 }
 
+/// Longest `routes[].name`.
+pub const MAX_ROUTE_NAME: usize = 64;
+
+/// `routes[].name`: a metric label and log field, so short and plain; not `none` (the label of
+/// requests no route matched).
+fn check_name(c: &mut Check, path: &str, name: &str) {
+    let plain = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
+    if name.is_empty() || name.len() > MAX_ROUTE_NAME || !name.bytes().all(plain) {
+        c.err(
+            path,
+            format!("\"{name}\": a route name is 1 to {MAX_ROUTE_NAME} letters, digits, '.', '_' or '-'"),
+        );
+    } else if name == "none" {
+        c.err(
+            path,
+            "\"none\" is the label of requests no route matched: choose another name",
+        );
+    }
+}
+
 /// A route's `cost` must fit in the burst of some tier, else its requests are never admitted.
 pub(super) fn check_costs(c: &mut Check, tiers: &BTreeMap<String, Tier>, routes: &[RouteSettings]) {
     if let Some(largest) = tiers.values().map(|t| t.rate.burst).max() {
         for r in routes.iter().filter(|r| r.cost > largest) {
             c.err(
-                format!("{}.cost", r.id),
+                format!("{}.cost", r.field),
                 format!(
                     "{} exceeds the burst of every tier (largest {largest}): such requests could never be admitted",
                     r.cost
@@ -57,7 +89,7 @@ pub(super) fn check_auth(c: &mut Check, identity: &IdentitySettings, routes: &[R
     for r in routes.iter().filter(|r| r.auth == AuthMode::Required) {
         if !has_identity {
             c.err(
-                format!("{}.auth", r.id),
+                format!("{}.auth", r.field),
                 "is \"required\" but identity configures none of jwt, api_keys, mtls",
             );
         }
@@ -131,7 +163,8 @@ fn route_settings(
         }
     };
     Some(RouteSettings {
-        id: path.to_string(),
+        id: r.name.clone().unwrap_or_else(|| path.to_string()),
+        field: path.to_string(),
         host,
         path_prefix,
         upstream: r.upstream.clone(),

@@ -178,6 +178,7 @@ mod properties {
     fn route(prefix: &str, i: usize) -> RouteSettings {
         RouteSettings {
             id: format!("routes[{i}]"),
+            field: format!("routes[{i}]"),
             host: HostMatch::Any,
             path_prefix: prefix.to_string(),
             upstream: "u".into(),
