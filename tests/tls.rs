@@ -304,7 +304,7 @@ async fn check_reads_and_parses_the_certificate_files() {
                 "cert_file: \"/nonexistent/x.crt\", key_file: \"{}\"",
                 a.key_file
             ),
-            "listen[0].tls.certs[0].cert_file: cannot read /nonexistent/x.crt",
+            "listen[0].tls.certs[0].cert_file: cannot read \"/nonexistent/x.crt\"",
         ),
         (
             format!(

@@ -10,6 +10,7 @@ pub mod schema;
 pub mod source;
 mod validate;
 pub mod warnings;
+mod yaml_error;
 
 pub use model::*;
 
@@ -48,8 +49,26 @@ impl fmt::Display for ConfigError {
 /// Parses and validates YAML text. Errors: YAML syntax (with line and column), unknown keys,
 /// wrong types, and every semantic problem found by validation.
 pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
-    let raw: raw::RawConfig = serde_yaml::from_str(text).map_err(|e| vec![yaml_error(e)])?;
+    let raw: raw::RawConfig =
+        serde_yaml::from_str(text).map_err(|e| vec![yaml_error::of(e, text)])?;
+    // Serde lets the last of two equal keys of a map (`tiers`, `upstreams`) win: refuse it.
+    if let Some(e) = yaml_error::duplicate_key(text) {
+        return Err(vec![e]);
+    }
     validate::validate(raw)
+}
+
+/// The reason a file named in the config cannot be read: the error, and for a relative path
+/// the directory it was resolved against (the working directory; docs/configuration.md#file-paths).
+pub fn unreadable(file: &str, e: &std::io::Error) -> String {
+    let relative = Path::new(file).is_relative();
+    match std::env::current_dir() {
+        Ok(dir) if relative => format!(
+            "cannot read \"{file}\" (a relative path, resolved against the working directory {}): {e}",
+            dir.display()
+        ),
+        _ => format!("cannot read \"{file}\": {e}"),
+    }
 }
 
 /// Reads and validates the file at `path`, recording its SHA-256 and the load time in
@@ -64,57 +83,6 @@ pub fn load(path: &Path) -> Result<Config, Vec<ConfigError>> {
     let mut config = parse(&text)?;
     config.source = ConfigSource::of(&text);
     Ok(config)
-}
-
-fn yaml_error(e: serde_yaml::Error) -> ConfigError {
-    // serde_yaml prefixes the field path ("routes[0]: unknown field ...") and appends the location.
-    let text = e.to_string();
-    let (path, reason) = match text.split_once(": ") {
-        Some((path, reason)) if !path.is_empty() && !path.contains(' ') => (path, reason),
-        _ => ("", text.as_str()),
-    };
-    let join = |field: &str| match path {
-        "" => field.to_string(),
-        p => format!("{p}.{field}"),
-    };
-    // A missing or unknown field is reported at its own path: `routes[0].upstream: is required`,
-    // `edge.brust: unknown field ...`. A name may itself hold backticks: it ends where serde's
-    // "`, expected" (or "`, there are") starts, or at the last backtick.
-    if let Some((field, rest)) = reason
-        .strip_prefix("missing field `")
-        .and_then(|r| r.rsplit_once('`'))
-        .filter(|(field, _)| !field.is_empty())
-    {
-        return ConfigError::new(join(field), format!("is required{rest}"));
-    }
-    if let Some((field, _)) = reason
-        .strip_prefix("unknown field `")
-        .and_then(|r| {
-            let end = ["`, expected", "`, there are"]
-                .iter()
-                .find_map(|tail| r.find(tail))
-                .or_else(|| r.rfind('`'))?;
-            Some((&r[..end], &r[end..]))
-        })
-        .filter(|(field, _)| !field.is_empty())
-    {
-        return ConfigError::new(join(field), reason);
-    }
-    match path {
-        "" if reason.contains("expected struct RawConfig") => ConfigError::new(
-            "",
-            format!("invalid YAML: the document must be a mapping of sections (listen, upstreams, routes, ...): {reason}"),
-        ),
-        "" => {
-            let at = match e.location() {
-                _ if text.contains(" line ") => String::new(),
-                Some(l) => format!(" at line {} column {}", l.line(), l.column()),
-                None => " (in the document as a whole)".to_string(),
-            };
-            ConfigError::new("", format!("invalid YAML: {text}{at}"))
-        }
-        p => ConfigError::new(p, reason),
-    }
 }
 
 /// Test helper: every error [`parse`] reports for `yaml` as `path: reason` text (empty when

@@ -360,7 +360,7 @@ fn load_key(path: &str, k: &JwtKeySettings) -> Result<DecodingKey, ConfigError> 
         (KeySource::SecretFile(file), AlgorithmFamily::Hmac) => {
             let field = format!("{path}.secret_file");
             let bytes = std::fs::read(file)
-                .map_err(|e| ConfigError::new(&field, format!("cannot read \"{file}\": {e}")))?;
+                .map_err(|e| ConfigError::new(&field, crate::config::unreadable(file, &e)))?;
             hmac_key(
                 &field,
                 trim_one_newline(&bytes),
@@ -373,7 +373,7 @@ fn load_key(path: &str, k: &JwtKeySettings) -> Result<DecodingKey, ConfigError> 
         ) => {
             let field = format!("{path}.public_key_file");
             let pem = std::fs::read(file)
-                .map_err(|e| ConfigError::new(&field, format!("cannot read \"{file}\": {e}")))?;
+                .map_err(|e| ConfigError::new(&field, crate::config::unreadable(file, &e)))?;
             if contains(&pem, b"PRIVATE KEY") {
                 return Err(ConfigError::new(
                     &field,

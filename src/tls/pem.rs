@@ -9,7 +9,7 @@ use x509_parser::prelude::FromDer;
 /// Every `CERTIFICATE` block of `path`, in file order, each checked to be a parsable X.509
 /// certificate. Errors: unreadable file, bad PEM, no certificate, a block that is not X.509.
 pub fn read_certs(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    let file = std::fs::File::open(path).map_err(|e| crate::config::unreadable(path, &e))?;
     let certs = rustls_pemfile::certs(&mut BufReader::new(file))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("{path} is not valid PEM: {e}"))?;
@@ -25,7 +25,7 @@ pub fn read_certs(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
 
 /// The first private key (PKCS#8, PKCS#1 RSA or SEC1 EC) of `path`.
 pub fn read_key(path: &str) -> Result<PrivateKeyDer<'static>, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    let file = std::fs::File::open(path).map_err(|e| crate::config::unreadable(path, &e))?;
     rustls_pemfile::private_key(&mut BufReader::new(file))
         .map_err(|e| format!("{path} is not valid PEM: {e}"))?
         .ok_or_else(|| format!("{path} contains no PEM private key"))

@@ -18,8 +18,8 @@ pub(super) fn settings(c: &mut Check, r: &RawRedis) -> RedisSettings {
         if !urls.iter().all(|u| u.starts_with("rediss://")) {
             c.err("redis.tls", "needs rediss:// URLs");
         }
-        if std::fs::metadata(ca).is_err() {
-            c.err("redis.tls.ca_file", format!("cannot read \"{ca}\""));
+        if let Err(e) = std::fs::metadata(ca) {
+            c.err("redis.tls.ca_file", crate::config::unreadable(ca, &e));
         }
     }
     let (fleet_size, fleet_auto) = match &r.fleet_size {

@@ -35,6 +35,14 @@ fn upstream_settings(c: &mut Check, name: &str, u: &RawUpstream) -> Option<Upstr
     let mut backends = Vec::new();
     for (i, b) in u.backends.iter().enumerate() {
         // Resolved once here (blocking DNS is fine: config loading is off the request path).
+        if let Some((_, rest)) = b.split_once("://") {
+            let host = rest.trim_end_matches('/');
+            c.err(
+                format!("{path}.backends[{i}]"),
+                format!("\"{b}\": drop the scheme, a backend is host:port (\"{host}\"); for HTTPS to the backends set {path}.tls"),
+            );
+            continue;
+        }
         match b.to_socket_addrs().map(|mut a| a.next()) {
             Ok(Some(addr)) => {
                 if backends.contains(&addr) {

@@ -48,7 +48,7 @@ impl Credentials {
             Some(path) => Some(std::fs::read(path).map_err(|e| {
                 (
                     "redis.tls.ca_file".to_string(),
-                    format!("cannot read \"{path}\": {e}"),
+                    crate::config::unreadable(path, &e),
                 )
             })?),
         };
