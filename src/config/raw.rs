@@ -111,8 +111,16 @@ pub struct RawServer {
     #[schemars(range(min = 1))]
     pub threads: Option<i64>,
     pub work_stealing: Option<bool>,
+    /// How long in-flight requests may finish after a shutdown signal (default 10s).
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub grace_period: Option<String>,
+    /// Old spelling of `grace_period`, in seconds.
     #[schemars(range(min = 1))]
     pub grace_period_s: Option<i64>,
+    /// Pingora's final shutdown timeout (default 5s).
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub graceful_shutdown_timeout: Option<String>,
+    /// Old spelling of `graceful_shutdown_timeout`, in seconds.
     #[schemars(range(min = 1))]
     pub graceful_shutdown_timeout_s: Option<i64>,
     pub upgrade_sock: Option<String>,
@@ -140,6 +148,10 @@ pub struct RawRedis {
     pub password_env: Option<String>,
     pub tls: Option<RawRedisTls>,
     pub key_prefix: Option<String>,
+    /// Bound on every Redis call of a decision (default 50ms, at most 60s).
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub timeout: Option<String>,
+    /// Old spelling of `timeout`, in milliseconds.
     #[schemars(range(min = 1, max = 60000))]
     pub timeout_ms: Option<i64>,
     pub circuit_breaker: Option<RawBreaker>,
@@ -185,8 +197,17 @@ pub struct RawBreaker {
     pub failure_ratio: Option<f64>,
     #[schemars(range(min = 1))]
     pub min_calls: Option<i64>,
+    /// The sliding window failures are counted in (default 10s; whole seconds).
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub window: Option<String>,
+    /// Old spelling of `window`, in seconds.
     #[schemars(range(min = 1))]
     pub window_s: Option<i64>,
+    /// How long the breaker stays open (default 5s; whole seconds).
+    #[serde(rename = "break")]
+    #[schemars(rename = "break", regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub break_for: Option<String>,
+    /// Old spelling of `break`, in seconds.
     #[schemars(range(min = 1))]
     pub break_s: Option<i64>,
     #[schemars(range(min = 1))]
@@ -243,6 +264,10 @@ pub struct RawMtls {
 pub struct RawJwt {
     pub issuer: Option<String>,
     pub audience: Option<String>,
+    /// Clock leeway for `exp` and `nbf` (default 30s; whole seconds).
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub leeway: Option<String>,
+    /// Old spelling of `leeway`, in seconds.
     #[schemars(range(min = 0))]
     pub leeway_s: Option<i64>,
     pub tenant_claim: Option<String>,
@@ -510,10 +535,22 @@ pub struct RawUpstream {
     #[schemars(range(min = 1))]
     pub max_concurrency_per_tenant: Option<i64>,
     pub queue: Option<RawQueue>,
+    /// `Retry-After` of this upstream's 503s (default 1s; whole seconds).
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub retry_after: Option<String>,
+    /// Old spelling of `retry_after`, in seconds.
     #[schemars(range(min = 1))]
     pub retry_after_s: Option<i64>,
+    /// TCP (and TLS) connect timeout to a backend (default 1s).
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub connect_timeout: Option<String>,
+    /// Old spelling of `connect_timeout`, in milliseconds.
     #[schemars(range(min = 1))]
     pub connect_timeout_ms: Option<i64>,
+    /// Timeout of each read from a backend (default 30s).
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub read_timeout: Option<String>,
+    /// Old spelling of `read_timeout`, in milliseconds.
     #[schemars(range(min = 1))]
     pub read_timeout_ms: Option<i64>,
     pub health_check: Option<RawHealthCheck>,
@@ -534,25 +571,33 @@ pub struct RawUpstreamTls {
     pub verify: Option<bool>,
 }
 
-/// `upstreams.<name>.queue`: where requests wait for a slot when the upstream is full (`timeout_ms`
-/// milliseconds at most).
+/// `upstreams.<name>.queue`: where requests wait for a slot when the upstream is full (`timeout`
+/// at most; one of `timeout` and its old spelling `timeout_ms` is required).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawQueue {
     #[schemars(range(min = 1))]
     pub max: i64,
+    /// How long a request may wait for a slot (e.g. `300ms`).
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub timeout: Option<String>,
+    /// Old spelling of `timeout`, in milliseconds.
     #[schemars(range(min = 1))]
-    pub timeout_ms: i64,
+    pub timeout_ms: Option<i64>,
     pub fair: Option<bool>,
     #[schemars(range(min = 1))]
     pub max_per_tenant: Option<i64>,
 }
 
-/// `upstreams.<name>.health_check`: an HTTP GET of `path` every `interval_s` seconds.
+/// `upstreams.<name>.health_check`: an HTTP GET of `path` every `interval`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawHealthCheck {
     pub path: Option<String>,
+    /// How often (default 5s; whole seconds).
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub interval: Option<String>,
+    /// Old spelling of `interval`, in seconds.
     #[schemars(range(min = 1))]
     pub interval_s: Option<i64>,
 }

@@ -446,3 +446,52 @@ fn route_names_label_routes_and_are_unique_and_plain() {
         ]
     );
 }
+
+#[test]
+fn every_duration_takes_the_unit_form_and_the_old_names_stay_aliases() {
+    let upstream = |fields: &str| {
+        BASE.replace(
+            "orders: { backends: [\"127.0.0.1:9001\"] }",
+            &format!("orders: {{ backends: [\"127.0.0.1:9001\"], {fields} }}"),
+        )
+    };
+    let new = upstream(
+        "max_concurrency: 2, queue: { max: 4, timeout: 300ms }, retry_after: 2s, \
+         connect_timeout: 1500ms, read_timeout: 1m, health_check: { interval: 3s }",
+    ) + "server: { grace_period: 20s, graceful_shutdown_timeout: 7s }\n\
+         redis: { url: \"redis://127.0.0.1:6379\", timeout: 80ms, circuit_breaker: { window: 20s, break: 2s } }\n\
+         identity: { jwt: { leeway: 45s, keys: [{ algorithm: HS256, secret_env: X }] } }\n";
+    let old = upstream(
+        "max_concurrency: 2, queue: { max: 4, timeout_ms: 300 }, retry_after_s: 2, \
+         connect_timeout_ms: 1500, read_timeout_ms: 60000, health_check: { interval_s: 3 }",
+    ) + "server: { grace_period_s: 20, graceful_shutdown_timeout_s: 7 }\n\
+         redis: { url: \"redis://127.0.0.1:6379\", timeout_ms: 80, circuit_breaker: { window_s: 20, break_s: 2 } }\n\
+         identity: { jwt: { leeway_s: 45, keys: [{ algorithm: HS256, secret_env: X }] } }\n";
+    let (a, b) = (parse(&new).unwrap(), parse(&old).unwrap());
+    assert_eq!(
+        (&a.upstreams, &a.server, &a.redis, &a.identity),
+        (&b.upstreams, &b.server, &b.redis, &b.identity)
+    );
+    let u = &a.upstreams["orders"];
+    assert_eq!(
+        u.queue.as_ref().unwrap().timeout,
+        std::time::Duration::from_millis(300)
+    );
+    assert_eq!((u.retry_after_s, a.server.grace_period_s), (2, 20));
+    assert!(a.old_spellings.is_empty());
+    let spelled: Vec<String> = b.old_spellings.iter().map(|e| e.to_string()).collect();
+    assert_eq!(spelled.len(), 11, "{spelled:?}");
+    assert!(spelled.contains(
+        &"upstreams.orders.queue.timeout_ms: an old spelling, still read: write timeout: 300ms \
+          (every duration takes a unit: ms, s, m, h, d)"
+            .to_string()
+    ));
+    assert!(crate::config::warnings::warnings(&b).len() >= 11);
+    assert_eq!(
+        errors(&upstream("max_concurrency: 2, queue: { max: 4, timeout: 300ms, timeout_ms: 300 }, retry_after: 1500ms")),
+        [
+            "upstreams.orders.queue.timeout: set either timeout or its old spelling timeout_ms, not both",
+            "upstreams.orders.retry_after: \"1500ms\" is not a whole number of seconds",
+        ]
+    );
+}

@@ -18,6 +18,8 @@
 //!   buckets by varying them.
 //! - a limit rule's `match.routes` entry under no configured route's prefix and above none (on
 //!   any host): no routed request has such a path, so it matches nothing.
+//! - a duration under its old name (`redis.timeout_ms: 50`), with the unit form to write
+//!   instead (`timeout: 50ms`), noted by validation.
 
 use super::{AuthMode, Config, ConfigError, HostMatch, KeyPart, LimitRule, RouteSettings};
 use ipnet::IpNet;
@@ -29,7 +31,7 @@ pub const BROAD_IPV6_PREFIX: u8 = 48;
 
 /// Every warning for `config`, each with the field path it is about.
 pub fn warnings(config: &Config) -> Vec<ConfigError> {
-    let mut out = Vec::new();
+    let mut out = config.old_spellings.clone();
     if let Some(edge) = &config.edge {
         for (i, net) in edge.trusted_proxies.iter().enumerate() {
             if let Some(reason) = broad_trust(net) {

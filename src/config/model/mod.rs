@@ -52,6 +52,9 @@ pub struct Config {
     pub admin_token_env: Option<String>,
     /// The file this config was loaded from (hash, time), for `GET /v1/config`.
     pub source: ConfigSource,
+    /// Durations written under their old names (`timeout_ms: 300`), each with the unit form to
+    /// write instead: `tollgate check` warnings ([`crate::config::warnings`]).
+    pub old_spellings: Vec<super::ConfigError>,
     pub server: ServerSettings,
     pub redis: Option<RedisSettings>,
     pub edge: Option<EdgeSettings>,

@@ -15,6 +15,9 @@ use std::time::Duration;
 pub(super) struct Check {
     /// Every error found so far, in the order found.
     pub(super) errors: Vec<ConfigError>,
+    /// Durations written under their old names (`timeout_ms: 300`): `tollgate check` suggests
+    /// the unit form (`timeout: 300ms`).
+    pub(super) old_spellings: Vec<ConfigError>,
 }
 
 impl Check {
@@ -67,6 +70,54 @@ impl Check {
                 self.err(path, e);
                 None
             }
+        }
+    }
+
+    /// A duration setting written in the unit form (`<parent>.<name>: 300ms`) or under its old
+    /// name as a whole number of units (`<parent>.<old>: 300`, `unit_ms` ms each: 1 for `_ms`,
+    /// 1000 for `_s`): its value in those units (`None`: neither set, or refused), and the path
+    /// further checks name. Both set, or a unit form that is not a whole number of those units,
+    /// is an error. The old name stays an alias; its use is noted for `tollgate check`.
+    pub(super) fn duration_in(
+        &mut self,
+        parent: &str,
+        (name, new): (&str, Option<&str>),
+        (old, old_value): (&str, Option<i64>),
+        unit_ms: u64,
+    ) -> (Option<i64>, String) {
+        let new_path = format!("{parent}.{name}");
+        let old_path = format!("{parent}.{old}");
+        match (new, old_value) {
+            (Some(_), Some(_)) => {
+                self.err(
+                    &new_path,
+                    format!("set either {name} or its old spelling {old}, not both"),
+                );
+                (old_value, new_path)
+            }
+            (Some(text), None) => {
+                let Some(d) = self.duration(&new_path, text) else {
+                    return (None, new_path);
+                };
+                let ms = d.as_millis() as u64;
+                if ms % unit_ms != 0 {
+                    self.err(
+                        &new_path,
+                        format!("\"{text}\" is not a whole number of seconds"),
+                    );
+                    return (None, new_path);
+                }
+                (Some((ms / unit_ms) as i64), new_path)
+            }
+            (None, Some(v)) => {
+                let unit = if unit_ms == 1 { "ms" } else { "s" };
+                self.old_spellings.push(ConfigError::new(
+                    &old_path,
+                    format!("an old spelling, still read: write {name}: {v}{unit} (every duration takes a unit: ms, s, m, h, d)"),
+                ));
+                (Some(v), old_path)
+            }
+            (None, None) => (None, new_path),
         }
     }
 

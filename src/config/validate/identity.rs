@@ -154,12 +154,15 @@ fn jwt_settings(c: &mut Check, j: &RawJwt) -> JwtSettings {
             source,
         });
     }
-    let leeway_s = match j.leeway_s {
+    let (leeway, leeway_path) = c.duration_in(
+        "identity.jwt",
+        ("leeway", j.leeway.as_deref()),
+        ("leeway_s", j.leeway_s),
+        1000,
+    );
+    let leeway_s = match leeway {
         Some(v) if v < 0 => {
-            c.err(
-                "identity.jwt.leeway_s",
-                format!("must not be negative (got {v})"),
-            );
+            c.err(leeway_path, format!("must not be negative (got {v})"));
             0
         }
         Some(v) => v as u64,

@@ -83,6 +83,7 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
             admin_listen,
             admin_token_env,
             source: Default::default(),
+            old_spellings: std::mem::take(&mut c.old_spellings),
             server,
             redis,
             edge,

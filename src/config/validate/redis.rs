@@ -42,6 +42,18 @@ pub(super) fn settings(c: &mut Check, r: &RawRedis) -> RedisSettings {
             format!("must be in (0, 1] (got {failure_ratio})"),
         );
     }
+    let (window, window_path) = c.duration_in(
+        "redis.circuit_breaker",
+        ("window", b.and_then(|b| b.window.as_deref())),
+        ("window_s", b.and_then(|b| b.window_s)),
+        1000,
+    );
+    let (break_for, break_path) = c.duration_in(
+        "redis.circuit_breaker",
+        ("break", b.and_then(|b| b.break_for.as_deref())),
+        ("break_s", b.and_then(|b| b.break_s)),
+        1000,
+    );
     let breaker = BreakerSettings {
         failure_ratio,
         min_calls: c.opt_positive(
@@ -49,16 +61,8 @@ pub(super) fn settings(c: &mut Check, r: &RawRedis) -> RedisSettings {
             b.and_then(|b| b.min_calls),
             20,
         ),
-        window: Duration::from_secs(c.opt_positive(
-            "redis.circuit_breaker.window_s",
-            b.and_then(|b| b.window_s),
-            10,
-        )),
-        break_duration: Duration::from_secs(c.opt_positive(
-            "redis.circuit_breaker.break_s",
-            b.and_then(|b| b.break_s),
-            5,
-        )),
+        window: Duration::from_secs(c.opt_positive(&window_path, window, 10)),
+        break_duration: Duration::from_secs(c.opt_positive(&break_path, break_for, 5)),
         probes: c.opt_positive("redis.circuit_breaker.probes", b.and_then(|b| b.probes), 3),
     };
     let key_prefix = r.key_prefix.clone().unwrap_or_else(|| "tollgate".into());
@@ -68,6 +72,12 @@ pub(super) fn settings(c: &mut Check, r: &RawRedis) -> RedisSettings {
             "must be non-empty and contain no braces",
         );
     }
+    let (timeout, timeout_path) = c.duration_in(
+        "redis",
+        ("timeout", r.timeout.as_deref()),
+        ("timeout_ms", r.timeout_ms),
+        1,
+    );
     RedisSettings {
         mode,
         url,
@@ -77,8 +87,8 @@ pub(super) fn settings(c: &mut Check, r: &RawRedis) -> RedisSettings {
         tls_ca_file,
         key_prefix,
         timeout: Duration::from_millis(c.opt_positive_at_most(
-            "redis.timeout_ms",
-            r.timeout_ms,
+            &timeout_path,
+            timeout,
             50,
             MAX_REDIS_TIMEOUT_MS,
         )),

@@ -8,19 +8,31 @@ use std::time::Duration;
 /// `server:`, with its defaults when the section is absent.
 pub(super) fn settings(c: &mut Check, raw: Option<&RawServer>) -> ServerSettings {
     let threads = raw.and_then(|s| s.threads);
-    let grace = raw.and_then(|s| s.grace_period_s);
-    let shutdown = raw.and_then(|s| s.graceful_shutdown_timeout_s);
+    let (grace, grace_path) = c.duration_in(
+        "server",
+        ("grace_period", raw.and_then(|s| s.grace_period.as_deref())),
+        ("grace_period_s", raw.and_then(|s| s.grace_period_s)),
+        1000,
+    );
+    let (shutdown, shutdown_path) = c.duration_in(
+        "server",
+        (
+            "graceful_shutdown_timeout",
+            raw.and_then(|s| s.graceful_shutdown_timeout.as_deref()),
+        ),
+        (
+            "graceful_shutdown_timeout_s",
+            raw.and_then(|s| s.graceful_shutdown_timeout_s),
+        ),
+        1000,
+    );
     ServerSettings {
         threads: c.opt_positive("server.threads", threads, 2) as usize,
         work_stealing: raw
             .and_then(|s| s.work_stealing)
             .unwrap_or(DEFAULT_WORK_STEALING),
-        grace_period_s: c.opt_positive("server.grace_period_s", grace, 10),
-        graceful_shutdown_timeout_s: c.opt_positive(
-            "server.graceful_shutdown_timeout_s",
-            shutdown,
-            5,
-        ),
+        grace_period_s: c.opt_positive(&grace_path, grace, 10),
+        graceful_shutdown_timeout_s: c.opt_positive(&shutdown_path, shutdown, 5),
         upgrade_sock: raw
             .and_then(|s| s.upgrade_sock.clone())
             .unwrap_or_else(|| "/tmp/tollgate_upgrade.sock".into()),

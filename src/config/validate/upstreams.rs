@@ -68,7 +68,20 @@ fn upstream_settings(c: &mut Check, name: &str, u: &RawUpstream) -> Option<Upstr
             c.err(format!("{path}.queue"), "needs max_concurrency");
         }
         let max = c.positive(&format!("{path}.queue.max"), q.max)?;
-        let timeout = c.positive(&format!("{path}.queue.timeout_ms"), q.timeout_ms)?;
+        let (timeout, timeout_path) = c.duration_in(
+            &format!("{path}.queue"),
+            ("timeout", q.timeout.as_deref()),
+            ("timeout_ms", q.timeout_ms),
+            1,
+        );
+        let Some(timeout) = timeout else {
+            c.err(
+                timeout_path,
+                "is required (how long a request may wait, e.g. 300ms)",
+            );
+            return None;
+        };
+        let timeout = c.positive(&timeout_path, timeout)?;
         let max = max.min(u32::MAX as u64) as u32;
         let per_tenant = c.opt_positive(
             &format!("{path}.queue.max_per_tenant"),
@@ -103,32 +116,44 @@ fn upstream_settings(c: &mut Check, name: &str, u: &RawUpstream) -> Option<Upstr
         if !p.starts_with('/') {
             c.err(format!("{path}.health_check.path"), "must start with /");
         }
+        let (interval, interval_path) = c.duration_in(
+            &format!("{path}.health_check"),
+            ("interval", h.interval.as_deref()),
+            ("interval_s", h.interval_s),
+            1000,
+        );
         HealthCheckSettings {
             path: p,
-            interval: Duration::from_secs(c.opt_positive(
-                &format!("{path}.health_check.interval_s"),
-                h.interval_s,
-                5,
-            )),
+            interval: Duration::from_secs(c.opt_positive(&interval_path, interval, 5)),
         }
     });
+    let (retry_after, retry_after_path) = c.duration_in(
+        &path,
+        ("retry_after", u.retry_after.as_deref()),
+        ("retry_after_s", u.retry_after_s),
+        1000,
+    );
+    let (connect, connect_path) = c.duration_in(
+        &path,
+        ("connect_timeout", u.connect_timeout.as_deref()),
+        ("connect_timeout_ms", u.connect_timeout_ms),
+        1,
+    );
+    let (read, read_path) = c.duration_in(
+        &path,
+        ("read_timeout", u.read_timeout.as_deref()),
+        ("read_timeout_ms", u.read_timeout_ms),
+        1,
+    );
     Some(UpstreamSettings {
         name: name.to_string(),
         backends,
         max_concurrency,
         max_concurrency_per_tenant,
         queue,
-        retry_after_s: c.opt_positive(&format!("{path}.retry_after_s"), u.retry_after_s, 1),
-        connect_timeout: Duration::from_millis(c.opt_positive(
-            &format!("{path}.connect_timeout_ms"),
-            u.connect_timeout_ms,
-            1_000,
-        )),
-        read_timeout: Duration::from_millis(c.opt_positive(
-            &format!("{path}.read_timeout_ms"),
-            u.read_timeout_ms,
-            30_000,
-        )),
+        retry_after_s: c.opt_positive(&retry_after_path, retry_after, 1),
+        connect_timeout: Duration::from_millis(c.opt_positive(&connect_path, connect, 1_000)),
+        read_timeout: Duration::from_millis(c.opt_positive(&read_path, read, 30_000)),
         health_check,
         h2: h2_settings(c, &path, u),
         tls: u
