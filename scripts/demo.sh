@@ -470,5 +470,9 @@ curl -s "http://127.0.0.1:$P_ADM1/metrics" | grep -E '^tollgate_' |
 section "summary"
 say "$PASSED expectations held, ${#FAILED[@]} did not"
 for f in "${FAILED[@]}"; do say "${R}UNEXPECTED${N} $f"; done
-say "logs: $WORK (set KEEP=1 to keep them)"
+if [[ ${KEEP:-0} == 1 ]]; then
+  say "logs: $WORK (kept: KEEP=1)"
+else
+  say "logs: $WORK (removed on exit; set KEEP=1 to keep them)"
+fi
 ((${#FAILED[@]} == 0))

@@ -16,7 +16,7 @@ const EXAMPLES: &str = "Examples:
   tollgate check -c gateway.yaml      validate a config like `nginx -t`, exit 1 on any problem
   tollgate schema > gateway.schema.json   JSON Schema of gateway.yaml for editors
   echo -n 's3cret' | tollgate hash-key   print the SHA-256 digest to store in identity.api_keys
-  tollgate run -c gateway.yaml --upgrade && kill -QUIT <old pid>   zero-downtime binary upgrade
+  tollgate run -c gateway.yaml --upgrade & kill -QUIT <old pid>    zero-downtime binary upgrade
   kill -HUP <pid>                     reload gateway.yaml without dropping requests";
 
 /// Reverse-proxy API gateway with distributed (Redis-backed) rate limiting.
@@ -113,6 +113,12 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
             let key = key.strip_suffix('\n').unwrap_or(&key);
+            if key.is_empty() {
+                eprintln!(
+                    "the key is empty: pipe it in, e.g. echo -n 's3cret' | tollgate hash-key"
+                );
+                return ExitCode::FAILURE;
+            }
             println!("{}", tollgate::identity::hash_key(key));
             ExitCode::SUCCESS
         }

@@ -137,3 +137,35 @@ fn config_mistakes_get_plain_exact_messages() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// An HMAC JWT secret shorter than its hash is accepted with a warning (RFC 7518 section 3.2:
+/// at least 32 bytes for HS256); a long enough one draws none.
+#[test]
+fn a_short_hs256_secret_is_warned_about() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let check = |secret: &str| {
+        std::fs::write(dir.path().join("hs.key"), format!("{secret}\n")).expect("write secret");
+        let yaml = format!(
+            "{BASE}redis: {{ url: \"redis://127.0.0.1:6379\" }}\ntiers: {{ a: {{ limit: 1, per: 1s }} }}\n\
+             identity:\n  default_tier: a\n  jwt: {{ keys: [{{ algorithm: HS256, secret_file: \"hs.key\" }}] }}\n"
+        );
+        std::fs::write(dir.path().join("gateway.yaml"), yaml).expect("write config");
+        let out = Command::new(GATEWAY_BIN)
+            .args(["check", "-c", "gateway.yaml"])
+            .current_dir(dir.path())
+            .output()
+            .expect("run tollgate check");
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let short = check("s3cre");
+    assert!(
+        short.contains(
+            "warning: identity.jwt.keys[0].secret_file: a HS256 secret of 5 bytes: RFC 7518 section 3.2 \
+             requires at least 32 (the hash size)"
+        ),
+        "{short}"
+    );
+    let long = check(&"x".repeat(32));
+    assert!(!long.contains("secret"), "{long}");
+}

@@ -187,7 +187,7 @@ async fn upstream_read_timeout_is_a_504_problem() {
     let a = Backend::start("a");
     let yaml = config(
         &format!(
-            "  echo: {{ backends: [\"{}\"], read_timeout_ms: 300 }}\n",
+            "  echo: {{ backends: [\"{}\"], read_timeout: 300ms }}\n",
             a.addr()
         ),
         "  - { path_prefix: \"/\", upstream: echo, auth: none }\n",
@@ -199,7 +199,10 @@ async fn upstream_read_timeout_is_a_504_problem() {
         .send()
         .await
         .unwrap();
-    expect_problem(resp, 504).await;
+    let p = expect_problem(resp, 504).await;
+    // Named by its upstream's name, never by the backend's address.
+    assert_eq!(p["upstream"], "echo", "{p}");
+    assert!(!p.to_string().contains(&a.addr()), "{p}");
     // A fast request on the same upstream is fine.
     let resp = http.get(gw.url("/fast")).send().await.unwrap();
     assert_eq!(resp.status(), 200);
@@ -525,4 +528,50 @@ fn every_forwarded_for_field_is_forwarded() {
         v["headers"]["x-forwarded-for"], "203.0.113.6, 203.0.113.9, 198.51.100.2, 127.0.0.1",
         "{v}"
     );
+}
+
+/// `tollgate hash-key` refuses an empty key (it would store the empty string's digest), and the
+/// help's upgrade example runs the new binary in the background (`run` blocks).
+#[test]
+fn hash_key_refuses_an_empty_key_and_help_shows_a_runnable_upgrade() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let hash = |input: &str| {
+        let mut child = Command::new(GATEWAY_BIN)
+            .arg("hash-key")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn hash-key");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().expect("hash-key output")
+    };
+    for empty in ["", "\n"] {
+        let out = hash(empty);
+        assert_eq!(out.status.code(), Some(1), "{empty:?}: {out:?}");
+        assert!(out.stdout.is_empty(), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("the key is empty"),
+            "{out:?}"
+        );
+    }
+    let out = hash("s3cret\n");
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        sha256_hex("s3cret")
+    );
+    let help = Command::new(GATEWAY_BIN)
+        .arg("--help")
+        .output()
+        .expect("help");
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("--upgrade & kill -QUIT <old pid>"), "{help}");
+    assert!(!help.contains("--upgrade &&"), "{help}");
 }

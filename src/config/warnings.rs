@@ -18,6 +18,7 @@
 //!   buckets by varying them.
 //! - a limit rule's `match.routes` entry under no configured route's prefix and above none (on
 //!   any host): no routed request has such a path, so it matches nothing.
+//! - an HMAC JWT secret shorter than its hash (32 bytes for HS256, RFC 7518 section 3.2).
 //! - a duration under its old name (`redis.timeout_ms: 50`), with the unit form to write
 //!   instead (`timeout: 50ms`), noted by validation.
 
@@ -70,6 +71,11 @@ pub fn warnings(config: &Config) -> Vec<ConfigError> {
     }
     for (i, rule) in config.limits.iter().enumerate() {
         out.extend(rule_warnings(i, rule, &config.routes));
+    }
+    if let Some(jwt) = &config.identity.jwt {
+        for (i, k) in jwt.keys.iter().enumerate() {
+            out.extend(short_hmac_secret(&format!("identity.jwt.keys[{i}]"), k));
+        }
     }
     for (name, u) in &config.upstreams {
         let ca = u.tls.as_ref().and_then(|t| t.ca_file.as_deref());
@@ -331,4 +337,39 @@ mod tests {
                   - { host: \"api.example.com\", path_prefix: \"/public\", upstream: a, auth: none }\n";
         assert_eq!(texts(&config("", ok)), Vec::<String>::new());
     }
+}
+
+/// An HMAC secret shorter than its hash (`HS256`: 32 bytes, `HS384`: 48, `HS512`: 64): RFC 7518
+/// section 3.2 requires a key at least that size. Read as the loader reads it (a file's one
+/// trailing newline trimmed); an unreadable secret is the loader's error, not a warning.
+fn short_hmac_secret(path: &str, k: &super::JwtKeySettings) -> Option<ConfigError> {
+    use jsonwebtoken::Algorithm::{HS256, HS384, HS512};
+    let need = match k.algorithm {
+        HS256 => 32,
+        HS384 => 48,
+        HS512 => 64,
+        _ => return None,
+    };
+    let (field, len) = match &k.source {
+        super::KeySource::SecretEnv(var) => ("secret_env", std::env::var(var).ok()?.len()),
+        super::KeySource::SecretFile(file) => {
+            let bytes = std::fs::read(file).ok()?;
+            let trimmed = match bytes.as_slice() {
+                [rest @ .., b'\r', b'\n'] | [rest @ .., b'\n'] => rest.len(),
+                b => b.len(),
+            };
+            ("secret_file", trimmed)
+        }
+        super::KeySource::PublicKeyFile(_) => return None,
+    };
+    (len < need).then(|| {
+        ConfigError::new(
+            format!("{path}.{field}"),
+            format!(
+                "a {:?} secret of {len} bytes: RFC 7518 section 3.2 requires at least {need} (the hash size); \
+                 a short secret can be guessed offline from one token (make one with: head -c {need} /dev/urandom | base64)",
+                k.algorithm
+            ),
+        )
+    })
 }
