@@ -346,7 +346,7 @@ fn gateway_config_renders_every_section() {
     let want = format!(
         "listen: [\"{{listen}}\"]\n\
          admin: {{ listen: \"{{admin}}\" }}\n\
-         server: {{ threads: 2, grace_period_s: 1 }}\n\
+         server: {{ threads: 2, grace_period: 1s }}\n\
          redis: {{ url: \"redis://127.0.0.1:1\", {STRICT_REDIS} }}\n\
          edge: {{ limit: 5, per: 1s }}\n\
          identity:\n  default_tier: T\n  api_keys:\n    keys:\n\

@@ -1062,3 +1062,38 @@ async fn binary_upgrade_hands_over_without_failing_a_request() {
         new.log_tail(10)
     );
 }
+
+/// A config's warnings are logged once per content: a reload of the unchanged file repeats
+/// none, a reload of changed content logs them again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_warnings_are_logged_once_per_content() {
+    let backend = Backend::start("w");
+    let yaml = GatewayConfig::echo(&backend.addr(), "none")
+        .edge("{ limit: 100, per: 1s, trusted_proxies: [\"10.0.0.0/8\"] }")
+        .yaml();
+    let gw = Gateway::start(&yaml);
+    let warned = |gw: &Gateway| gw.log().matches("config warning").count();
+    assert!(
+        eventually(Duration::from_secs(10), || warned(&gw) == 1).await,
+        "{}",
+        gw.log_tail(20)
+    );
+    gw.reload_ok(&yaml).await;
+    gw.reload_ok(&yaml).await;
+    // Log lines are written by a background thread: let the reload lines land first.
+    assert!(
+        eventually(Duration::from_secs(10), || gw
+            .log()
+            .matches("config reloaded")
+            .count()
+            == 2)
+        .await
+    );
+    assert_eq!(warned(&gw), 1, "{}", gw.log_tail(20));
+    gw.reload_ok(&format!("{yaml}# changed\n")).await;
+    assert!(
+        eventually(Duration::from_secs(10), || warned(&gw) == 2).await,
+        "{}",
+        gw.log_tail(20)
+    );
+}

@@ -29,8 +29,19 @@ pub fn mark_loaded() {
     METRICS.last_reload_ok.set(1);
 }
 
-/// Logs every [`config::warnings`] of `config` (startup and each successful reload).
+/// The SHA-256 of the config content whose warnings were logged last.
+static WARNED_FOR: parking_lot::Mutex<Option<String>> = parking_lot::Mutex::new(None);
+
+/// Logs every [`config::warnings`] of `config` (startup and each successful reload), once per
+/// config content: a reload of an unchanged file (a SIGHUP, a touched file) repeats none.
 pub fn log_warnings(config: &Config) {
+    {
+        let mut warned = WARNED_FOR.lock();
+        if warned.as_deref() == Some(config.source.sha256.as_str()) {
+            return;
+        }
+        *warned = Some(config.source.sha256.clone());
+    }
     for w in config::warnings::warnings(config) {
         tracing::warn!(field = %w.path, reason = %w.reason, "config warning");
     }

@@ -19,7 +19,7 @@
 /// Generous Redis settings: a 2 s timeout, a breaker that does not open, and `closed` as the
 /// failure policy, so that any Redis fault is a visible 503 instead of a different count.
 pub const STRICT_REDIS: &str =
-    "timeout_ms: 2000, circuit_breaker: { min_calls: 1000 }, on_failure: closed";
+    "timeout: 2s, circuit_breaker: { min_calls: 1000 }, on_failure: closed";
 
 /// SHA-256 hex digest, as stored in `identity.api_keys.keys[].sha256`.
 pub fn sha256_hex(text: &str) -> String {
@@ -89,12 +89,12 @@ fn set_named(list: &mut Vec<(String, String)>, name: &str, value: String) {
 
 impl GatewayConfig {
     /// `listen: ["{listen}"]`, `admin: { listen: "{admin}" }`,
-    /// `server: { threads: 2, grace_period_s: 1 }` and nothing else.
+    /// `server: { threads: 2, grace_period: 1s }` and nothing else.
     pub fn new() -> Self {
         GatewayConfig {
             listen: vec!["\"{listen}\"".to_string()],
             admin: Some("{ listen: \"{admin}\" }".to_string()),
-            server: Some("{ threads: 2, grace_period_s: 1 }".to_string()),
+            server: Some("{ threads: 2, grace_period: 1s }".to_string()),
             redis: None,
             edge: None,
             jwt: None,
