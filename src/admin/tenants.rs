@@ -83,16 +83,19 @@ impl TierSource {
     }
 }
 
+/// The tenant's policies under `tier`, read without debiting.
+pub struct KnownTier {
+    pub tier: String,
+    pub source: TierSource,
+    pub rate: Rate,
+    pub policy: TierPolicy,
+    pub peeked: Peeked,
+}
+
 /// What [`inspect`] found.
 pub enum Inspected {
-    /// The tenant's policies under `tier`, read without debiting.
-    Known {
-        tier: String,
-        source: TierSource,
-        rate: Rate,
-        policy: TierPolicy,
-        peeked: Peeked,
-    },
+    /// The tenant's policies under its tier (boxed: the variants differ much in size).
+    Known(Box<KnownTier>),
     /// The tenant is known, but not its tier: a JWT may name any tier, and this instance has
     /// not decided a request of the tenant since it started. Never another tier's numbers.
     TierUnknown,
@@ -187,13 +190,13 @@ pub async fn inspect(
         &policy.quotas,
         cost,
     );
-    Ok(Inspected::Known {
+    Ok(Inspected::Known(Box::new(KnownTier {
         tier: limits.tier.name.clone(),
         source,
         rate,
         policy,
         peeked,
-    })
+    })))
 }
 
 fn no_store() -> Problem {
@@ -277,14 +280,7 @@ pub async fn get(
     asked: Option<&str>,
 ) -> Result<Value, Problem> {
     let region = snap.region.as_ref().map(|r| r.region().to_string());
-    let Inspected::Known {
-        tier,
-        source,
-        rate,
-        policy,
-        peeked,
-    } = inspect(app, snap, tenant, asked, 1).await?
-    else {
+    let Inspected::Known(known) = inspect(app, snap, tenant, asked, 1).await? else {
         return Ok(json!({
             "tenant": tenant,
             "tier": null,
@@ -297,6 +293,13 @@ pub async fn get(
             "region": region,
         }));
     };
+    let KnownTier {
+        tier,
+        source,
+        rate,
+        policy,
+        peeked,
+    } = *known;
     let fit = app
         .tier_fit
         .report(tenant, crate::observe::tier_fit::unix_ms())

@@ -209,6 +209,41 @@ fn shadows(open: &RouteSettings, required: &RouteSettings) -> Option<&'static st
     None
 }
 
+/// An HMAC secret shorter than its hash (`HS256`: 32 bytes, `HS384`: 48, `HS512`: 64): RFC 7518
+/// section 3.2 requires a key at least that size. Read as the loader reads it (a file's one
+/// trailing newline trimmed); an unreadable secret is the loader's error, not a warning.
+fn short_hmac_secret(path: &str, k: &super::JwtKeySettings) -> Option<ConfigError> {
+    use jsonwebtoken::Algorithm::{HS256, HS384, HS512};
+    let need = match k.algorithm {
+        HS256 => 32,
+        HS384 => 48,
+        HS512 => 64,
+        _ => return None,
+    };
+    let (field, len) = match &k.source {
+        super::KeySource::SecretEnv(var) => ("secret_env", std::env::var(var).ok()?.len()),
+        super::KeySource::SecretFile(file) => {
+            let bytes = std::fs::read(file).ok()?;
+            let trimmed = match bytes.as_slice() {
+                [rest @ .., b'\r', b'\n'] | [rest @ .., b'\n'] => rest.len(),
+                b => b.len(),
+            };
+            ("secret_file", trimmed)
+        }
+        super::KeySource::PublicKeyFile(_) => return None,
+    };
+    (len < need).then(|| {
+        ConfigError::new(
+            format!("{path}.{field}"),
+            format!(
+                "a {:?} secret of {len} bytes: RFC 7518 section 3.2 requires at least {need} (the hash size); \
+                 a short secret can be guessed offline from one token (make one with: head -c {need} /dev/urandom | base64)",
+                k.algorithm
+            ),
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,39 +372,4 @@ mod tests {
                   - { host: \"api.example.com\", path_prefix: \"/public\", upstream: a, auth: none }\n";
         assert_eq!(texts(&config("", ok)), Vec::<String>::new());
     }
-}
-
-/// An HMAC secret shorter than its hash (`HS256`: 32 bytes, `HS384`: 48, `HS512`: 64): RFC 7518
-/// section 3.2 requires a key at least that size. Read as the loader reads it (a file's one
-/// trailing newline trimmed); an unreadable secret is the loader's error, not a warning.
-fn short_hmac_secret(path: &str, k: &super::JwtKeySettings) -> Option<ConfigError> {
-    use jsonwebtoken::Algorithm::{HS256, HS384, HS512};
-    let need = match k.algorithm {
-        HS256 => 32,
-        HS384 => 48,
-        HS512 => 64,
-        _ => return None,
-    };
-    let (field, len) = match &k.source {
-        super::KeySource::SecretEnv(var) => ("secret_env", std::env::var(var).ok()?.len()),
-        super::KeySource::SecretFile(file) => {
-            let bytes = std::fs::read(file).ok()?;
-            let trimmed = match bytes.as_slice() {
-                [rest @ .., b'\r', b'\n'] | [rest @ .., b'\n'] => rest.len(),
-                b => b.len(),
-            };
-            ("secret_file", trimmed)
-        }
-        super::KeySource::PublicKeyFile(_) => return None,
-    };
-    (len < need).then(|| {
-        ConfigError::new(
-            format!("{path}.{field}"),
-            format!(
-                "a {:?} secret of {len} bytes: RFC 7518 section 3.2 requires at least {need} (the hash size); \
-                 a short secret can be guessed offline from one token (make one with: head -c {need} /dev/urandom | base64)",
-                k.algorithm
-            ),
-        )
-    })
 }

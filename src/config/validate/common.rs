@@ -100,7 +100,7 @@ impl Check {
                     return (None, new_path);
                 };
                 let ms = d.as_millis() as u64;
-                if ms % unit_ms != 0 {
+                if !ms.is_multiple_of(unit_ms) {
                     self.err(
                         &new_path,
                         format!("\"{text}\" is not a whole number of seconds"),
