@@ -836,7 +836,7 @@ async fn a_jwt_tier_tenant_is_shown_with_its_own_tier_or_as_unknown() {
         None,
     )
     .await
-    .expect_problem(400);
+    .expect_problem(404);
 
     // Explain reads the token's tier.
     let body = json!({"method": "GET", "host": "example.com", "path": "/",

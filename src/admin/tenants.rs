@@ -118,8 +118,8 @@ fn key_tier(config: &Config, tenant: &str) -> Option<String> {
 /// What the tenant stage would see for `tenant` now, and for a request of `cost` tokens, under
 /// the tier `asked` (`?tier=`), else the API key's tier, else the tier this instance last
 /// decided it with, else the configured tier when no JWT tier claim can override it, else
-/// [`Inspected::TierUnknown`]. Errors: 400 (no tier named `asked`), 404 (unknown tenant or
-/// tier), 503 (no quota store, or it failed).
+/// [`Inspected::TierUnknown`]. Errors: 404 (unknown tenant or tier, or no tier named
+/// `asked`), 503 (no quota store, or it failed).
 pub async fn inspect(
     app: &App,
     snap: &Snapshot,
@@ -129,7 +129,7 @@ pub async fn inspect(
 ) -> Result<Inspected, Problem> {
     let config = &snap.config;
     if let Some(t) = asked.filter(|t| !config.tiers.contains_key(*t)) {
-        return Err(Problem::status(400, format!("tier: no tier named {t:?}")));
+        return Err(Problem::status(404, format!("no tier named {t:?} (tier=)")));
     }
     let known = tier_of(config, tenant);
     let remembered = app.tier_fit.tier_of(tenant);
