@@ -126,16 +126,23 @@ fn paths_without_parameters() {
     }
 }
 
-/// The `route` key part names the host and the prefix: the same prefix on two hosts is two
-/// buckets.
+/// The `route` key part names the route: its `name` when it has one, else the host and the
+/// prefix, so the same prefix on two hosts is two buckets.
 #[test]
-fn route_key_values_name_host_and_prefix() {
-    let a = route(HostMatch::Exact("a.test".into()), "/api", "u");
-    let b = route(HostMatch::Exact("b.test".into()), "/api", "u");
-    let any = route(HostMatch::Any, "/api", "u");
-    let wild = route(HostMatch::Suffix(".example.com".into()), "/v1", "u");
+fn route_key_values_name_the_route_or_its_host_and_prefix() {
+    let unnamed = |host, prefix| {
+        let mut r = route(host, prefix, "u");
+        r.id = r.field.clone();
+        r
+    };
+    let a = unnamed(HostMatch::Exact("a.test".into()), "/api");
+    let b = unnamed(HostMatch::Exact("b.test".into()), "/api");
+    let any = unnamed(HostMatch::Any, "/api");
+    let wild = unnamed(HostMatch::Suffix(".example.com".into()), "/v1");
     assert_eq!(a.key_value(), "a.test/api");
     assert_eq!(b.key_value(), "b.test/api");
     assert_eq!(any.key_value(), "*/api");
     assert_eq!(wild.key_value(), "*.example.com/v1");
+    let named = route(HostMatch::Exact("a.test".into()), "/api", "orders-api");
+    assert_eq!(named.key_value(), "orders-api");
 }

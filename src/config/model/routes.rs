@@ -56,11 +56,16 @@ impl HostMatch {
 }
 
 impl RouteSettings {
-    /// The value of the `route` key part of a limit rule: the route's host as written and its
-    /// path prefix (`api.example.com/v1`, `*.example.com/v1`, `*/v1`), so two routes with the
-    /// same prefix on different hosts never share a bucket. A host never holds `/`, so the
-    /// prefix's first `/` ends it.
+    /// The value of the `route` key part of a limit rule: the route's `name` when it has one
+    /// (stable when routes are reordered or a prefix is edited), else its host as written and
+    /// its path prefix (`api.example.com/v1`, `*.example.com/v1`, `*/v1`), so two routes with the
+    /// same prefix on different hosts never share a bucket. A name never holds `/` and a
+    /// host-and-prefix value always does, so the two spellings cannot meet; a host never holds
+    /// `/`, so the prefix's first `/` ends it.
     pub fn key_value(&self) -> String {
+        if self.id != self.field {
+            return self.id.clone();
+        }
         [self.host.spelling().as_ref(), self.path_prefix.as_str()].concat()
     }
 }
