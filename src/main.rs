@@ -49,20 +49,24 @@ enum Command {
     Schema,
 }
 
-/// Logs go to stderr through a background writer thread, so request threads do not wait on the
-/// terminal or a pipe; access lines are batched first (`tollgate::observe::access_log`), so that thread
-/// is woken per batch, not per request. The returned guards flush on drop (at exit), access
-/// lines first.
-fn init_tracing(json: bool) -> LogGuards {
+/// Logs go to stderr and never make a request wait for it: general lines through a background
+/// writer thread (lossy: past its bound lines are dropped and counted), access lines batched
+/// first (`tollgate::observe::access_log`, bounded by `observability.log_buffer_bytes`) and
+/// written by their own thread. The returned guards flush on drop (at exit), access lines first.
+fn init_tracing(json: bool, access_buffer_bytes: usize) -> LogGuards {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Lossless: under a burst of log lines request threads wait rather than lines being lost.
     let (writer, stderr) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(false)
+        .lossy(true)
         .finish(std::io::stderr());
+    let dropped = writer.error_counter();
+    tollgate::observe::metrics::count_other_log_drops(move || dropped.dropped_lines() as u64);
     let (access, access_guard) = tollgate::observe::access_log::batched(
-        writer.clone(),
-        tollgate::observe::access_log::BatchConfig::default(),
+        std::io::stderr(),
+        tollgate::observe::access_log::BatchConfig {
+            max_bytes: access_buffer_bytes,
+            ..Default::default()
+        },
     );
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -81,8 +85,8 @@ fn init_tracing(json: bool) -> LogGuards {
     }
 }
 
-/// Dropped in field order: the access log hands its last batch to the stderr writer, which
-/// then flushes.
+/// Dropped in field order: the access log writes its last batch, then the general writer
+/// flushes.
 struct LogGuards {
     _access: tollgate::observe::access_log::AccessLogGuard,
     _stderr: tracing_appender::non_blocking::WorkerGuard,
@@ -139,10 +143,10 @@ fn main() -> ExitCode {
             }
         }
         Command::Run { upgrade } => {
-            let json = tollgate::config::load(&cli.config)
-                .map(|c| c.observability.json_logs)
-                .unwrap_or(false);
-            let _log_guard = init_tracing(json);
+            let (json, buffer) = tollgate::config::load(&cli.config)
+                .map(|c| (c.observability.json_logs, c.observability.log_buffer_bytes))
+                .unwrap_or((false, tollgate::config::DEFAULT_LOG_BUFFER_BYTES));
+            let _log_guard = init_tracing(json, buffer);
             match tollgate::runtime::server::run(&cli.config, upgrade) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(errors) => {

@@ -133,6 +133,18 @@ pub struct RawServer {
     pub header_read_timeout: Option<String>,
     #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
     pub keepalive_timeout: Option<String>,
+    #[schemars(range(min = 0, max = 65536))]
+    pub body_buffer_bytes: Option<i64>,
+    #[schemars(range(min = 1))]
+    pub body_buffer_total_bytes: Option<i64>,
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub body_idle_timeout: Option<String>,
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub body_read_timeout: Option<String>,
+    #[schemars(range(min = 1))]
+    pub max_connections: Option<i64>,
+    #[schemars(range(min = 0))]
+    pub max_connections_per_client: Option<i64>,
 }
 
 /// `redis`: the shared store of the tenant buckets and the failure policy when it is slow or down.
@@ -665,6 +677,8 @@ pub struct RawObservability {
     pub log_format: Option<String>,
     #[schemars(range(min = 0))]
     pub tenant_metrics: Option<i64>,
+    #[schemars(range(min = 4096))]
+    pub log_buffer_bytes: Option<i64>,
 }
 
 /// `multi_region`: this region's share of every limit (static) or a demand-driven split (sync).

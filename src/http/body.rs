@@ -14,6 +14,17 @@ pub fn declared_too_large(content_length: Option<&[u8]>, max: Option<u64>) -> bo
         .is_some_and(|len| len > max)
 }
 
+/// The body length a request head declares: its `Content-Length` (bytes) when it has no
+/// `Transfer-Encoding`; `None` for a chunked body, an HTTP/2 request without the field, or an
+/// unparseable value (the HTTP parser refuses that one).
+pub fn declared_length(headers: &::http::HeaderMap) -> Option<u64> {
+    if headers.contains_key(::http::header::TRANSFER_ENCODING) {
+        return None;
+    }
+    let value = headers.get(::http::header::CONTENT_LENGTH)?;
+    value.to_str().ok()?.trim().parse().ok()
+}
+
 /// Adds a received chunk of `chunk` bytes to the running `total` (bytes) and says whether the
 /// body is now over `max`.
 pub fn streamed_too_large(total: &mut u64, chunk: usize, max: Option<u64>) -> bool {
@@ -32,6 +43,19 @@ mod tests {
         assert!(!declared_too_large(Some(b"99999"), None));
         assert!(!declared_too_large(None, Some(1)));
         assert!(!declared_too_large(Some(b"x"), Some(1)));
+    }
+
+    #[test]
+    fn declared_length_needs_content_length_without_transfer_encoding() {
+        let mut h = ::http::HeaderMap::new();
+        assert_eq!(declared_length(&h), None);
+        h.insert("content-length", " 42".parse().unwrap());
+        assert_eq!(declared_length(&h), Some(42));
+        h.insert("transfer-encoding", "chunked".parse().unwrap());
+        assert_eq!(declared_length(&h), None);
+        h.remove("transfer-encoding");
+        h.insert("content-length", "4x".parse().unwrap());
+        assert_eq!(declared_length(&h), None);
     }
 
     #[test]

@@ -6,12 +6,14 @@
 //! line; only the writer differs) and their order (one buffer, appended under a lock, so lines
 //! of one connection stay in request order). A batch is handed on when it reaches
 //! [`BatchConfig::batch_bytes`] or [`BatchConfig::linger`] after its first line, and on shutdown
-//! ([`AccessLogGuard`] drop). Nothing is dropped: past [`BatchConfig::max_bytes`] of unwritten
-//! lines a request thread waits for the writer (like the lossless non-blocking writer it
-//! replaces), which only happens when the sink cannot keep up at all.
+//! ([`AccessLogGuard`] drop). A request never waits for the sink: past
+//! [`BatchConfig::max_bytes`] of unwritten lines (the sink is stalled or far too slow) a line is
+//! dropped and counted (`tollgate_log_lines_dropped_total{log="access"}`, and a warning at most
+//! every [`WARN_EVERY`] through [`drop_report`]), like nginx's buffered access log or Envoy's.
 
 use parking_lot::{Condvar, Mutex};
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -27,7 +29,7 @@ pub struct BatchConfig {
     pub batch_bytes: usize,
     /// Otherwise a batch is handed on this long after its first line.
     pub linger: Duration,
-    /// Unwritten bytes beyond which appending waits for the writer (back-pressure, no loss).
+    /// Unwritten bytes beyond which a line is dropped (and counted) instead of appended.
     pub max_bytes: usize,
 }
 
@@ -51,9 +53,38 @@ struct Shared {
     state: Mutex<State>,
     /// Wakes the writer thread: first line of a batch, a full batch, shutdown.
     wake: Condvar,
-    /// Wakes appenders waiting for room (back-pressure).
-    drained: Condvar,
     config: BatchConfig,
+    /// Lines dropped by this log because the buffer was full.
+    dropped: AtomicU64,
+}
+
+/// Lines dropped by every access log of the process (for [`drop_report`]).
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+/// [`DROPPED`] when the last warning was reported, and when.
+static REPORTED: parking_lot::Mutex<Option<(u64, std::time::Instant)>> =
+    parking_lot::Mutex::new(None);
+
+/// Shortest interval between two warnings about dropped lines.
+pub const WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// Lines dropped since the last report, at most once per [`WARN_EVERY`] (and `None` when none
+/// were dropped): the caller logs the warning (outside the access log's own writer, so the
+/// warning is never itself one of the dropped lines).
+pub fn drop_report() -> Option<u64> {
+    let dropped = DROPPED.load(Ordering::Relaxed);
+    if dropped == 0 {
+        return None;
+    }
+    let mut last = REPORTED.try_lock()?;
+    let now = std::time::Instant::now();
+    let since = match *last {
+        Some((count, _)) if count == dropped => return None,
+        Some((_, at)) if now.duration_since(at) < WARN_EVERY => return None,
+        Some((count, _)) => dropped - count,
+        None => dropped,
+    };
+    *last = Some((dropped, now));
+    Some(since)
 }
 
 /// The request path's side: appends whole lines (one `write` per formatted event).
@@ -80,8 +111,8 @@ pub fn batched<W: Write + Send + 'static>(
             closed: false,
         }),
         wake: Condvar::new(),
-        drained: Condvar::new(),
         config,
+        dropped: AtomicU64::new(0),
     });
     let worker = shared.clone();
     let thread = std::thread::Builder::new()
@@ -114,7 +145,6 @@ fn run_writer<W: Write>(shared: &Shared, mut sink: W) {
         let closed = st.closed;
         std::mem::swap(&mut st.buf, &mut spare);
         drop(st);
-        shared.drained.notify_all();
         if !spare.is_empty() {
             // A failing sink (closed stderr) cannot be reported anywhere better: drop the batch.
             let _ = sink.write_all(&spare).and_then(|_| sink.flush());
@@ -129,14 +159,27 @@ fn run_writer<W: Write>(shared: &Shared, mut sink: W) {
     }
 }
 
+impl AccessLogWriter {
+    /// Lines this log dropped because its buffer was full.
+    pub fn dropped(&self) -> u64 {
+        self.shared.dropped.load(Ordering::Relaxed)
+    }
+}
+
 impl Write for AccessLogWriter {
+    /// Appends `line`, or drops it (counted) when [`BatchConfig::max_bytes`] are unwritten;
+    /// never waits for the sink.
     fn write(&mut self, line: &[u8]) -> io::Result<usize> {
         let shared = &*self.shared;
         let mut st = shared.state.lock();
-        while st.buf.len() >= shared.config.max_bytes && !st.closed {
-            shared.drained.wait(&mut st);
-        }
         let before = st.buf.len();
+        if before >= shared.config.max_bytes && !st.closed {
+            drop(st);
+            shared.dropped.fetch_add(1, Ordering::Relaxed);
+            DROPPED.fetch_add(1, Ordering::Relaxed);
+            super::metrics::METRICS.access_log_dropped.inc();
+            return Ok(line.len());
+        }
         st.buf.extend_from_slice(line);
         let after = st.buf.len();
         drop(st);
@@ -156,7 +199,6 @@ impl Drop for AccessLogGuard {
     fn drop(&mut self) {
         self.shared.state.lock().closed = true;
         self.shared.wake.notify_one();
-        self.shared.drained.notify_all();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

@@ -83,17 +83,19 @@ pub enum Outcome {
     Malformed,
     /// Request head: not received within `server.header_read_timeout` (408).
     HeaderTimeout,
-    /// Request body read for a usage reserve (`reserve: { from_json }`): not received within
-    /// `server.header_read_timeout` (408).
+    /// Request body: not received within `server.body_idle_timeout` / `body_read_timeout`
+    /// (408).
     BodyTimeout,
     /// Tenant: a limit rule (`limits:`) refused a request its tier admitted; the rule's own
     /// count is `tollgate_rule_decisions_total{rule, outcome="limited"}`.
     RuleLimited,
+    /// Connection: over `server.max_connections` or `max_connections_per_client` (503).
+    ConnectionLimit,
 }
 
 impl Outcome {
     /// Every outcome, in declaration order (`outcome as usize` indexes it).
-    pub const ALL: [Outcome; 21] = [
+    pub const ALL: [Outcome; 22] = [
         Outcome::Admitted,
         Outcome::Limited,
         Outcome::ShadowLimited,
@@ -115,6 +117,7 @@ impl Outcome {
         Outcome::HeaderTimeout,
         Outcome::BodyTimeout,
         Outcome::RuleLimited,
+        Outcome::ConnectionLimit,
     ];
 
     /// The label value, e.g. `shadow_limited`.
@@ -141,6 +144,7 @@ impl Outcome {
             Outcome::HeaderTimeout => "header_timeout",
             Outcome::BodyTimeout => "body_timeout",
             Outcome::RuleLimited => "rule_limited",
+            Outcome::ConnectionLimit => "connection_limit",
         }
     }
 }

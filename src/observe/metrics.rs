@@ -64,7 +64,31 @@ pub struct Metrics {
     /// Usage settlements (docs/usage-cost.md) by tier and outcome: `settled`, `clamped`,
     /// `missing`, `invalid`, `refunded`, `client_gone`, `store_failed`.
     pub usage_settlements: IntCounterVec,
+    /// Log lines dropped because the log sink fell behind, by log (`access`, `other`).
+    pub log_dropped: IntCounterVec,
+    /// `log_dropped{log="access"}`, resolved once.
+    pub access_log_dropped: IntCounter,
+    /// Open client connections per listener (`listen[]` address).
+    pub connections_open: IntGaugeVec,
+    /// Connections refused by listener and scope (`listener`, `client`).
+    pub connections_refused: IntCounterVec,
+    /// Request-body bytes buffered now (bodies read whole before the slot stage).
+    pub body_buffer_bytes: IntGauge,
+    /// Request bodies by how they were read: `buffered` (whole, before the slot stage),
+    /// `streamed` (too large, no declared length, or buffering off), `buffer_full` (streamed
+    /// because `server.body_buffer_total_bytes` was reached).
+    pub request_bodies: IntCounterVec,
     tenant_seen: Mutex<HashSet<String>>,
+}
+
+/// Lines the general (non-access) log writer dropped so far, read when `/metrics` is rendered.
+static OTHER_DROPPED: std::sync::OnceLock<Box<dyn Fn() -> u64 + Send + Sync>> =
+    std::sync::OnceLock::new();
+
+/// Registers where the general log writer's drop count is read (once per process; later calls
+/// are ignored).
+pub fn count_other_log_drops(read: impl Fn() -> u64 + Send + Sync + 'static) {
+    let _ = OTHER_DROPPED.set(Box::new(read));
 }
 
 /// The process-wide metrics.
@@ -72,6 +96,12 @@ pub static METRICS: Lazy<Metrics> = Lazy::new(|| {
     let latency = vec![
         0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
     ];
+    let log_dropped = register_int_counter_vec!(
+        "tollgate_log_lines_dropped_total",
+        "Log lines dropped because the log sink fell behind, by log (access, other)",
+        &["log"]
+    )
+    .unwrap();
     Metrics {
         requests: register_int_counter_vec!(
             "tollgate_requests_total",
@@ -207,6 +237,31 @@ pub static METRICS: Lazy<Metrics> = Lazy::new(|| {
             &["event"]
         )
         .unwrap(),
+        log_dropped: log_dropped.clone(),
+        access_log_dropped: log_dropped.with_label_values(&["access"]),
+        connections_open: register_int_gauge_vec!(
+            "tollgate_connections_open",
+            "Open client connections per listener",
+            &["listener"]
+        )
+        .unwrap(),
+        connections_refused: register_int_counter_vec!(
+            "tollgate_connections_refused_total",
+            "Client connections refused by listener and scope (listener, client)",
+            &["listener", "scope"]
+        )
+        .unwrap(),
+        body_buffer_bytes: register_int_gauge!(
+            "tollgate_request_body_buffer_bytes",
+            "Request-body bytes buffered now before the upstream slot stage"
+        )
+        .unwrap(),
+        request_bodies: register_int_counter_vec!(
+            "tollgate_request_bodies_total",
+            "Request bodies by how they were read (buffered, streamed, buffer_full)",
+            &["how"]
+        )
+        .unwrap(),
         tenant_seen: Mutex::new(HashSet::new()),
     }
 });
@@ -250,6 +305,11 @@ impl Metrics {
 
     /// The default registry in Prometheus text format.
     pub fn render(&self) -> Vec<u8> {
+        if let Some(read) = OTHER_DROPPED.get() {
+            let other = self.log_dropped.with_label_values(&["other"]);
+            let now = read();
+            other.inc_by(now.saturating_sub(other.get()));
+        }
         let mut out = Vec::new();
         let _ = TextEncoder::new().encode(&prometheus::gather(), &mut out);
         out

@@ -32,6 +32,8 @@ pub struct Ctx {
     pub(super) tier: Option<String>,
     pub(super) quota_headers: Option<QuotaHeaders>,
     pub(super) slot: Option<SlotGuard>,
+    /// The request body's share of `server.body_buffer_total_bytes`, when it was buffered.
+    pub(super) body_buffer: Option<super::body_buffer::BufferedBody>,
     /// The request's fleet-wide concurrency leases (`max_in_flight` of its tier and of its
     /// concurrency rules), given back when dropped.
     pub(super) inflight: Vec<InflightLease>,
@@ -68,6 +70,7 @@ impl Ctx {
             tier: None,
             quota_headers: None,
             slot: None,
+            body_buffer: None,
             inflight: Vec::new(),
             usage: Vec::new(),
             decided: (Layer::Upstream, Outcome::Admitted),

@@ -18,7 +18,8 @@ pub fn upstream_problem(status: u16, detail: String, upstream: Option<&str>) -> 
 }
 
 /// The status and `detail` of a request that could not be proxied: its own status for an
-/// `HTTPStatus` error (e.g. 413 while streaming the body), 504 for upstream timeouts, 502 for an
+/// `HTTPStatus` error (e.g. 413 while streaming the body), 408 when the client's body stopped
+/// arriving (a downstream read timeout), 504 for upstream timeouts, 502 for an
 /// upstream that cannot be reached, fails TLS or fails otherwise, 400 for a malformed request,
 /// and 0 (no answer possible) when the client's connection failed.
 pub fn failure_status(e: &Error) -> (u16, String) {
@@ -29,6 +30,10 @@ pub fn failure_status(e: &Error) -> (u16, String) {
             let detail = e.context.as_ref().map(|c| c.as_str().to_string());
             (*code, detail.unwrap_or_default())
         }
+        ReadTimedout if e.esource() == &ErrorSource::Downstream => (
+            408,
+            "no request body bytes arrived in time (server.body_idle_timeout)".to_string(),
+        ),
         ConnectTimedout | ReadTimedout | WriteTimedout | TLSHandshakeTimedout => {
             (504, "the upstream did not answer in time".to_string())
         }

@@ -44,5 +44,12 @@ pub(super) fn finish(session: &Session, e: Option<&Error>, ctx: &mut Ctx) {
             status,
             duration_ms = elapsed.as_secs_f64() * 1000.0,
         );
+        if let Some(dropped) = crate::observe::access_log::drop_report() {
+            tracing::warn!(
+                dropped,
+                "access log lines dropped: the log output is not keeping up \
+                 (observability.log_buffer_bytes)"
+            );
+        }
     }
 }

@@ -10,6 +10,7 @@
 //! The prefix goes back through `ServerSession::set_pipelined_prefix`, so Pingora parses exactly
 //! the bytes read here and then continues on the same stream (body included).
 
+use super::conn_limit::{ConnectionLimits, Refused};
 use super::fence::Fence;
 use super::head::{check_head, HeadRefusal, HeadVerdict};
 use crate::config::HttpLimits;
@@ -55,15 +56,34 @@ enum ReadHead {
 /// Serves one accepted connection until it closes. HTTP/2 (negotiated by ALPN, or cleartext
 /// prior knowledge when `h2c` is on: the connection preface is peeked, not consumed, within
 /// `header_read_timeout`) goes to Pingora unchanged: its frames carry their own limits.
+///
+/// A connection over a limit of `conns` is refused first: HTTP/1 gets a 503 problem+json,
+/// HTTP/2 (negotiated by ALPN) is closed; the permit is held until the connection ends.
 pub async fn serve(
     proxy: &Arc<HttpProxy<Proxy>>,
     limits: &HttpLimits,
+    conns: &Arc<ConnectionLimits>,
     h2c: bool,
     mut stream: Stream,
     shutdown: &ShutdownWatch,
     mut stop: watch::Receiver<bool>,
 ) -> Option<Stream> {
-    let h2 = matches!(stream.selected_alpn_proto(), Some(ALPN::H2))
+    let alpn_h2 = matches!(stream.selected_alpn_proto(), Some(ALPN::H2));
+    let digest = stream.get_socket_digest();
+    let local = digest
+        .as_ref()
+        .and_then(|d| d.local_addr()?.as_inet().copied());
+    let peer = digest
+        .as_ref()
+        .and_then(|d| d.peer_addr()?.as_inet().map(|a| a.ip()));
+    let _permit = match conns.admit(local, peer) {
+        Ok(permit) => permit,
+        Err(why) => {
+            refuse_connection(&mut stream, why, limits, alpn_h2).await;
+            return None;
+        }
+    };
+    let h2 = alpn_h2
         || (h2c && stream.get_ssl_digest().is_none() && {
             let mut preface = [0u8; H2_PREFACE.len()];
             let peek =
@@ -226,6 +246,60 @@ async fn read_head(
     }
 }
 
+/// Refuses a connection over a limit: a 503 problem+json (reason `connection_limit`, member
+/// `scope`) on HTTP/1, a plain close on HTTP/2. Logged at most once a second.
+async fn refuse_connection(stream: &mut Stream, why: Refused, limits: &HttpLimits, h2: bool) {
+    static LAST_WARN_S: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    if LAST_WARN_S.swap(now_s, std::sync::atomic::Ordering::Relaxed) != now_s {
+        tracing::warn!(
+            scope = why.as_str(),
+            "connection refused: over its connection limit"
+        );
+    }
+    METRICS.decision(Layer::Http, Outcome::ConnectionLimit, "-");
+    if h2 {
+        return;
+    }
+    let (field, max) = match why {
+        Refused::Listener => ("server.max_connections", limits.max_connections),
+        Refused::Client => (
+            "server.max_connections_per_client",
+            limits.max_connections_per_client,
+        ),
+    };
+    let problem = Problem::status(
+        503,
+        format!("too many open connections ({field}: {max}); retry later"),
+    )
+    .with(
+        "reason",
+        serde_json::json!(Outcome::ConnectionLimit.as_str()),
+    )
+    .with("scope", serde_json::json!(why.as_str()));
+    let mut bytes = problem_response_bytes(&problem, &request_id::generate());
+    insert_retry_after(&mut bytes);
+    let written = tokio::time::timeout(LINGER, async {
+        stream.write_all(&bytes).await?;
+        stream.flush().await?;
+        AsyncWriteExt::shutdown(stream).await
+    })
+    .await;
+    if matches!(written, Ok(Ok(()))) {
+        linger(stream).await;
+    }
+}
+
+/// Adds `Retry-After: 1` after the status line of a response written by
+/// [`problem_response_bytes`].
+fn insert_retry_after(bytes: &mut Vec<u8>) {
+    if let Some(end) = bytes.windows(2).position(|w| w == b"\r\n") {
+        bytes.splice(end + 2..end + 2, b"Retry-After: 1\r\n".iter().copied());
+    }
+}
+
 /// Writes the problem+json answer, counts and logs it, then closes the connection gracefully.
 async fn answer(stream: &mut Stream, refusal: HeadRefusal) {
     let request_id = refusal
@@ -258,10 +332,14 @@ async fn answer(stream: &mut Stream, refusal: HeadRefusal) {
         AsyncWriteExt::shutdown(stream).await
     })
     .await;
-    if !matches!(written, Ok(Ok(()))) {
-        return;
+    if matches!(written, Ok(Ok(()))) {
+        linger(stream).await;
     }
-    // Lingering close: read and drop what the client still sends, for a bounded time.
+}
+
+/// Lingering close: reads and drops what the client still sends, for a bounded time, so that
+/// closing does not reset the connection before the client has read the answer.
+async fn linger(stream: &mut Stream) {
     let _ = tokio::time::timeout(LINGER, async {
         let mut sink = vec![0u8; 16 * 1024];
         let mut total = 0;

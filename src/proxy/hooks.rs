@@ -5,7 +5,7 @@ use super::failure::failure_status;
 use super::finish::finish;
 use super::forward::{forward_headers, request_id};
 use super::head::check_h2;
-use super::refuse::{answer_now, refuse_head};
+use super::refuse::{answer_now, count, refuse_head};
 use super::stages::{self, backend_peer, body_stage};
 use crate::pipeline::{Layer, Outcome};
 use crate::snapshot::App;
@@ -44,10 +44,16 @@ impl ProxyHttp for Proxy {
         let answered = stages::edge_stage(&self.app, session, ctx, &snap).await?
             || stages::route_stage(session, ctx, &snap).await?
             || stages::identity_stage(session, ctx, &snap).await?
+            || stages::buffer_stage(session, ctx, &snap).await?
             || stages::tenant_stage(&self.app, session, ctx, &snap).await?
             || stages::slot_stage(session, ctx, &snap).await?;
         if !answered {
             forward_headers(session, ctx)?;
+            // A body still to stream: each read waits at most `server.body_idle_timeout`.
+            let downstream = session.as_downstream_mut();
+            if !downstream.is_body_done() {
+                downstream.set_read_timeout(Some(snap.config.server.http.body_idle_timeout));
+            }
         }
         Ok(answered)
     }
@@ -93,10 +99,10 @@ impl ProxyHttp for Proxy {
         &self,
         session: &mut Session,
         chunk: &mut Option<bytes::Bytes>,
-        _end_of_stream: bool,
+        end_of_stream: bool,
         ctx: &mut Ctx,
     ) -> Result<()> {
-        body_stage(session, ctx, chunk).await
+        body_stage(session, ctx, chunk, end_of_stream).await
     }
 
     async fn response_filter(
@@ -136,14 +142,22 @@ impl ProxyHttp for Proxy {
         let (status, detail) = failure_status(e);
         // A 4xx of tollgate's own (a body over the limit, a body too slow) is a refusal; the
         // backend's failures are settled by `refund_on` when the request ends.
-        let refused = matches!(e.etype(), ErrorType::HTTPStatus(400..=499));
+        // A downstream read timeout (the body stalled while it streamed) is the client's too.
+        let refused = matches!(e.etype(), ErrorType::HTTPStatus(400..=499)) || status == 408;
         ctx.release_held(refused);
         if status > 0 && session.response_written().is_none() {
-            if ctx.decided.0 != Layer::Http {
+            if status == 408 && ctx.decided.0 != Layer::Http {
+                // The body stopped arriving while it streamed (the HTTP/1 read timeout).
+                ctx.decided = (Layer::Http, Outcome::BodyTimeout);
+                count(ctx, Layer::Http, Outcome::BodyTimeout);
+            } else if ctx.decided.0 != Layer::Http {
                 ctx.decided = (Layer::Upstream, Outcome::Error);
             }
             let upstream = ctx.route(&ctx.snapshot).map(|r| r.upstream.clone());
-            let problem = super::failure::upstream_problem(status, detail, upstream.as_deref());
+            let mut problem = super::failure::upstream_problem(status, detail, upstream.as_deref());
+            if ctx.decided == (Layer::Http, Outcome::BodyTimeout) {
+                problem = problem.with("reason", serde_json::json!(Outcome::BodyTimeout.as_str()));
+            }
             answer_now(session, ctx, &problem, refused).await;
         }
         FailToProxy {

@@ -14,6 +14,8 @@
 //!
 //! The per-request state is [`Ctx`].
 
+mod body_buffer;
+pub mod conn_limit;
 mod ctx;
 mod failure;
 mod fence;

@@ -5,7 +5,7 @@
 use super::ctx::Ctx;
 use super::forward::X_FORWARDED_FOR;
 use super::refuse::{answer_now, count, refuse, settle};
-use super::reserve_body;
+use super::{body_buffer, reserve_body};
 use crate::concurrency::claimant::claimant_of;
 use crate::concurrency::slots::{Claimant, SlotLimits};
 use crate::config::UsageBudget;
@@ -141,6 +141,30 @@ fn unix_now_s() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
+}
+
+/// Body buffer stage: a body that fits `server.body_buffer_bytes` is read whole before the
+/// tenant and slot stages ([`body_buffer`]); `Ok(true)` when it answered (408).
+pub(super) async fn buffer_stage(
+    session: &mut Session,
+    ctx: &mut Ctx,
+    snap: &Snapshot,
+) -> Result<bool> {
+    match body_buffer::read(session, &snap.config.server.http, ctx.started).await {
+        Ok(Ok(buffered)) => {
+            ctx.body_buffer = buffered;
+            Ok(false)
+        }
+        Ok(Err(r)) => {
+            let detail = &r.problem.detail;
+            tracing::warn!(request_id = %ctx.request_id(), client = %ctx.client, detail = %detail, "request body timed out");
+            refuse(session, ctx, r).await
+        }
+        Err(e) => {
+            ctx.decided = (Layer::Http, Outcome::ClientLeft);
+            Err(e)
+        }
+    }
 }
 
 /// Tenant stage: `Ok(true)` when it answered. With limit rules that apply to the request, the
@@ -466,13 +490,33 @@ pub(super) fn backend_peer(ctx: &Ctx) -> Result<Box<HttpPeer>> {
 /// (pingora-proxy `proxy_h2`) takes a body filter error for an upstream one, logs it and goes on
 /// waiting for the backend's response, so `fail_to_proxy` would answer only after
 /// `read_timeout_ms` (docs/grpc.md#limits-of-this-version).
+///
+/// A streamed body is also held to `server.body_read_timeout` from the end of its head: a chunk
+/// arriving later, while the body is not complete, ends the request with 408 (the wait between
+/// two reads is bounded by `server.body_idle_timeout`, set as the HTTP/1 read timeout when the
+/// request is forwarded).
 pub(super) async fn body_stage(
     session: &mut Session,
     ctx: &mut Ctx,
     chunk: &mut Option<bytes::Bytes>,
+    end_of_stream: bool,
 ) -> Result<()> {
     let max = ctx.route(&ctx.snapshot).and_then(|r| r.max_body_bytes);
     let len = chunk.as_ref().map_or(0, |c| c.len());
+    let limits = &ctx.snapshot.config.server.http;
+    let late = !end_of_stream && ctx.started.elapsed() > limits.body_read_timeout;
+    if late && ctx.decided != (Layer::Http, Outcome::BodyTimeout) {
+        let p = body_buffer::timeout_problem(limits, true);
+        ctx.decided = (Layer::Http, Outcome::BodyTimeout);
+        count(ctx, Layer::Http, Outcome::BodyTimeout);
+        tracing::warn!(request_id = %ctx.request_id(), client = %ctx.client, received = ctx.body_bytes, "request body timed out; stopped reading");
+        if upstream_speaks_h2(ctx) {
+            answer_now(session, ctx, &p, true).await;
+        } else {
+            ctx.release_held(true);
+        }
+        return Error::e_explain(ErrorType::HTTPStatus(408), p.detail);
+    }
     let too_large = body::streamed_too_large(&mut ctx.body_bytes, len, max);
     if let (false, Some(new), Some(c)) = (too_large, &ctx.body_rewrite, chunk.as_mut()) {
         // The whole body was read for the tenant stage: it passes here as one piece.

@@ -85,6 +85,13 @@ const RESTART_ONLY: &[RestartOnly] = &[
         differs: |a, b| a.observability.json_logs != b.observability.json_logs,
         keep: |new, running| new.observability.json_logs = running.observability.json_logs,
     },
+    RestartOnly {
+        name: "observability.log_buffer_bytes",
+        differs: |a, b| a.observability.log_buffer_bytes != b.observability.log_buffer_bytes,
+        keep: |new, running| {
+            new.observability.log_buffer_bytes = running.observability.log_buffer_bytes
+        },
+    },
 ];
 
 /// Names of the process-level settings that differ (they need a restart).

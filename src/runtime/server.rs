@@ -6,10 +6,12 @@ use super::loops;
 use super::reload::{mark_loaded, ReloadService};
 use crate::admin::AdminService;
 use crate::config::{self, ConfigError};
+use crate::proxy::conn_limit::ConnectionLimits;
 use crate::proxy::Proxy;
 use crate::snapshot::{App, Snapshot};
 use async_trait::async_trait;
 use pingora::apps::{HttpServerOptions, ServerApp};
+use pingora::listeners::{L4BufferSettings, ListenerConfig};
 use pingora::protocols::Stream;
 use pingora::server::configuration::{Opt, ServerConf};
 use pingora::server::{RunArgs, Server, ShutdownWatch};
@@ -50,6 +52,13 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
 
     let app = Arc::new(App::new(snapshot, path.to_path_buf()));
     let drain = Duration::from_millis(500).min(Duration::from_secs(cfg.server.grace_period_s) / 2);
+    let addrs: Vec<_> = cfg.listen.iter().map(|l| l.addr).collect();
+    let limits = &cfg.server.http;
+    let conns = ConnectionLimits::new(
+        &addrs,
+        limits.max_connections,
+        limits.max_connections_per_client,
+    );
     // Pingora's h2c switch is per service: plain listeners with `h2: true` get their own.
     let (h2c, other): (Vec<_>, Vec<_>) =
         (0..cfg.listen.len()).partition(|&i| cfg.listen[i].h2 && cfg.listen[i].tls.is_none());
@@ -74,6 +83,7 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
                 inner: Arc::new(inner),
                 drain,
                 limits: cfg.server.http.clone(),
+                conns: conns.clone(),
                 stop: tokio::sync::watch::channel(false).0,
                 h2c,
             },
@@ -160,8 +170,20 @@ fn h2_options(
     options
 }
 
+/// Read buffer of a TLS connection's socket, bytes: one TLS record (16 KiB of plaintext plus
+/// its framing), so a record is one read. Pingora's default is 64 KiB per connection, allocated
+/// at accept and held while the connection idles.
+const TLS_READ_BUFFER: usize = 17 * 1024;
+
+/// Write buffer of a client connection's socket, bytes (Pingora's default: one typical MSS).
+const WRITE_BUFFER: usize = 1460;
+
 /// Adds listener `index` of the running config to `service`: plain TCP, or TLS with the
 /// listener's certificate resolver (SNI, reloadable), ALPN h2 and client CA.
+///
+/// A plain connection's socket has no read buffer: the HTTP/1 front end and Pingora read into
+/// their own buffers, and a buffer of Pingora's default size (64 KiB) was most of what an
+/// idle connection cost (bench/RESULTS.md).
 fn add_listener<A>(
     service: &mut pingora::services::listening::Service<A>,
     app: &App,
@@ -170,17 +192,21 @@ fn add_listener<A>(
     let snap = app.snapshot.load();
     let listen = &snap.config.listen[index];
     let addr = listen.addr.to_string();
-    match (
+    let endpoint = ListenerConfig::tcp(addr);
+    let endpoint = match (
         &snap.listener_tls[index],
         app.listener_certs.resolver(index),
     ) {
         (Some(loaded), Some(resolver)) => {
             let settings = crate::tls::listener::tls_settings(loaded, resolver, listen.h2)
                 .map_err(|e| ConfigError::new(format!("listen[{index}].tls"), e))?;
-            service.add_tls_with_settings(&addr, None, settings);
+            endpoint
+                .tls(settings)
+                .l4_buffer(L4BufferSettings::new(TLS_READ_BUFFER, WRITE_BUFFER))
         }
-        _ => service.add_tcp(&addr),
-    }
+        _ => endpoint.l4_buffer(L4BufferSettings::new(0, WRITE_BUFFER)),
+    };
+    service.add_listener(endpoint);
     Ok(())
 }
 
@@ -196,6 +222,8 @@ struct DrainingProxy {
     inner: Arc<pingora::proxy::HttpProxy<Proxy>>,
     drain: Duration,
     limits: crate::config::HttpLimits,
+    /// Open connections per listener and client address (`server.max_connections*`).
+    conns: Arc<ConnectionLimits>,
     stop: tokio::sync::watch::Sender<bool>,
     /// Cleartext HTTP/2 (prior knowledge) is accepted on this service's listeners.
     h2c: bool,
@@ -209,8 +237,17 @@ impl ServerApp for DrainingProxy {
         shutdown: &ShutdownWatch,
     ) -> Option<Stream> {
         let stop = self.stop.subscribe();
-        crate::proxy::front::serve(&self.inner, &self.limits, self.h2c, session, shutdown, stop)
-            .await
+        let (limits, conns) = (&self.limits, &self.conns);
+        crate::proxy::front::serve(
+            &self.inner,
+            limits,
+            conns,
+            self.h2c,
+            session,
+            shutdown,
+            stop,
+        )
+        .await
     }
 
     async fn cleanup(&self) {

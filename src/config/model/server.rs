@@ -26,7 +26,8 @@ pub struct ServerSettings {
     pub http: HttpLimits,
 }
 
-/// `server.max_header_bytes` and friends (docs/DESIGN.md 4b); defaults in the style of nginx.
+/// `server.max_header_bytes` and friends: limits on request heads, bodies and connections
+/// (docs/DESIGN.md 4b, docs/http-hardening.md#limits-server-and-routes); defaults in the style of nginx.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HttpLimits {
     /// Bytes of the whole request head (request line and header fields); 431 beyond
@@ -40,6 +41,25 @@ pub struct HttpLimits {
     pub header_read_timeout: Duration,
     /// How long an idle keep-alive connection waits for its next request. Default 60 s.
     pub keepalive_timeout: Duration,
+    /// A request body of at most this many bytes (declared by `Content-Length`) is read whole
+    /// before the tenant and upstream-slot stages, so a slow sender holds no upstream slot.
+    /// Default 65536 (Pingora's replay buffer, also the maximum); 0 turns buffering off.
+    pub body_buffer_bytes: usize,
+    /// Bytes of request bodies buffered at once across the process; past it a body streams
+    /// unbuffered (holding its slot, bounded by the body timeouts). Default 64 MiB.
+    pub body_buffer_total_bytes: usize,
+    /// Longest wait for the next bytes of a request body; beyond it: 408 and the connection
+    /// closes. Default 10 s.
+    pub body_idle_timeout: Duration,
+    /// Time allowed for a whole request body, from the end of its head; beyond it: 408 and the
+    /// connection closes. Default 60 s.
+    pub body_read_timeout: Duration,
+    /// Open client connections per `listen[]` entry; a connection beyond it is refused (503 on
+    /// HTTP/1, closed on HTTP/2). Default 10000.
+    pub max_connections: usize,
+    /// Open connections per client address (TCP peer) across all listeners; 0 = no limit
+    /// (the default).
+    pub max_connections_per_client: usize,
 }
 
 impl Default for HttpLimits {
@@ -49,6 +69,12 @@ impl Default for HttpLimits {
             max_headers: 100,
             header_read_timeout: Duration::from_secs(10),
             keepalive_timeout: Duration::from_secs(60),
+            body_buffer_bytes: 65_536,
+            body_buffer_total_bytes: 64 * 1024 * 1024,
+            body_idle_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(60),
+            max_connections: 10_000,
+            max_connections_per_client: 0,
         }
     }
 }

@@ -43,7 +43,8 @@ pub(super) fn settings(c: &mut Check, raw: Option<&RawServer>) -> ServerSettings
     }
 }
 
-/// `server.max_header_bytes`, `max_headers`, `header_read_timeout`, `keepalive_timeout`.
+/// `server.max_header_bytes`, `max_headers`, `header_read_timeout`, `keepalive_timeout`, the
+/// request-body buffer and timeouts, and the connection limits.
 fn http_limits(c: &mut Check, raw: Option<&RawServer>) -> HttpLimits {
     let d = HttpLimits::default();
     let mut bounded = |path: &str, value: Option<i64>, default: usize, max: usize| -> usize {
@@ -62,12 +63,58 @@ fn http_limits(c: &mut Check, raw: Option<&RawServer>) -> HttpLimits {
         256,
     );
     // `parse_duration` refuses zero and negative values with the field path.
+    let body_buffer_bytes = match raw.and_then(|s| s.body_buffer_bytes) {
+        None => d.body_buffer_bytes,
+        Some(v) if (0..=65_536).contains(&v) => v as usize,
+        Some(v) => {
+            c.err(
+                "server.body_buffer_bytes",
+                format!("must be 0 (off) to 65536, the replay buffer's size (got {v})"),
+            );
+            d.body_buffer_bytes
+        }
+    };
+    let body_buffer_total_bytes = c.opt_positive(
+        "server.body_buffer_total_bytes",
+        raw.and_then(|s| s.body_buffer_total_bytes),
+        d.body_buffer_total_bytes as u64,
+    ) as usize;
+    let max_connections = c.opt_positive(
+        "server.max_connections",
+        raw.and_then(|s| s.max_connections),
+        d.max_connections as u64,
+    ) as usize;
+    let max_connections_per_client = match raw.and_then(|s| s.max_connections_per_client) {
+        None => d.max_connections_per_client,
+        Some(v) if v >= 0 => v as usize,
+        Some(v) => {
+            c.err(
+                "server.max_connections_per_client",
+                format!("must be 0 (no limit) or more (got {v})"),
+            );
+            d.max_connections_per_client
+        }
+    };
     let mut timeout = |path: &str, text: Option<&String>, default: Duration| {
         text.and_then(|t| c.duration(path, t)).unwrap_or(default)
     };
     HttpLimits {
         max_header_bytes,
         max_headers,
+        body_buffer_bytes,
+        body_buffer_total_bytes,
+        body_idle_timeout: timeout(
+            "server.body_idle_timeout",
+            raw.and_then(|s| s.body_idle_timeout.as_ref()),
+            d.body_idle_timeout,
+        ),
+        body_read_timeout: timeout(
+            "server.body_read_timeout",
+            raw.and_then(|s| s.body_read_timeout.as_ref()),
+            d.body_read_timeout,
+        ),
+        max_connections,
+        max_connections_per_client,
         header_read_timeout: timeout(
             "server.header_read_timeout",
             raw.and_then(|s| s.header_read_timeout.as_ref()),

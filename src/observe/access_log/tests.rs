@@ -81,10 +81,39 @@ fn the_sink_is_written_per_batch_not_per_line() {
     assert!((1..=4).contains(&writes), "{writes} writes for 1000 lines");
 }
 
-/// A buffer bound far below the volume: appenders wait for the writer, nothing is lost.
+/// A sink that blocks every write until it is opened.
+#[derive(Clone, Default)]
+struct BlockedSink {
+    inner: Sink,
+    open: Arc<(Mutex<bool>, Condvar)>,
+}
+
+impl BlockedSink {
+    fn open(&self) {
+        *self.open.0.lock() = true;
+        self.open.1.notify_all();
+    }
+}
+
+impl Write for BlockedSink {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut open = self.open.0.lock();
+        while !*open {
+            self.open.1.wait(&mut open);
+        }
+        drop(open);
+        self.inner.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A sink that does not take anything: every append returns (none waits for the sink), the
+/// lines past the bound are dropped and counted, and the ones kept are whole and in order.
 #[test]
-fn back_pressure_loses_nothing() {
-    let sink = Sink::default();
+fn a_blocked_sink_drops_lines_past_the_bound_and_never_waits() {
+    let sink = BlockedSink::default();
     let config = BatchConfig {
         batch_bytes: 64,
         linger: Duration::from_millis(1),
@@ -92,11 +121,19 @@ fn back_pressure_loses_nothing() {
     };
     let (mut writer, guard) = batched(sink.clone(), config);
     for i in 0..3000 {
-        writer.write_all(format!("{i}\n").as_bytes()).unwrap();
+        writer.write_all(format!("{i:04}\n").as_bytes()).unwrap();
     }
+    let dropped = writer.dropped();
+    assert!(dropped > 2000, "{dropped} lines dropped");
+    assert!(drop_report().is_some(), "the first drop is reported");
+    sink.open();
     drop(guard);
-    let got: Vec<usize> = lines(&sink).iter().map(|l| l.parse().unwrap()).collect();
-    assert_eq!(got, (0..3000).collect::<Vec<_>>());
+    let got: Vec<usize> = lines(&sink.inner)
+        .iter()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(got.len() as u64 + dropped, 3000);
+    assert!(got.windows(2).all(|w| w[0] < w[1]), "{got:?}");
 }
 
 /// Lines written just before shutdown are flushed by the guard even with a long linger.

@@ -16,6 +16,11 @@ fn each_kind_of_failure_gets_one_status() {
     );
     assert_eq!(down(ErrorType::ReadError), 0);
     assert_eq!(down(ErrorType::InvalidHTTPHeader), 400);
+    assert_eq!(
+        down(ErrorType::ReadTimedout),
+        408,
+        "the client's body stopped"
+    );
     assert_eq!(failure_status(&Error::new(ErrorType::InternalError)).0, 502);
 }
 
