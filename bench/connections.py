@@ -15,6 +15,10 @@ during a run). For each count N, in turn, from the same process:
    stays open, idle; RSS again;
 3. all N are closed; RSS 2 s and 15 s later (what the allocator gave back).
 
+Then, with `--cpu-requests M`, M requests each on a new connection (`Connection: close`, 4
+client threads: connection churn, where returning memory to the OS costs most) and the
+gateway's CPU time (utime + stime of /proc/<pid>/stat) per request.
+
 Prints a Markdown table and writes bench/results/connections-<label>-<timestamp>.json.
 """
 
@@ -27,6 +31,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -98,7 +103,27 @@ def one_get(sock):
         raise RuntimeError(head[:40])
 
 
-def run(binary, echo, counts, env_extra):
+def cpu_ticks(pid):
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def churn(port, total, threads=4):
+    def worker(n):
+        for _ in range(n):
+            with socket.create_connection(("127.0.0.1", port)) as s:
+                s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                while s.recv(65536):
+                    pass
+    ts = [threading.Thread(target=worker, args=(total // threads,)) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return (total // threads) * threads
+
+
+def run(binary, echo, counts, env_extra, cpu_requests=0):
     gw_port, admin_port, be_port = free_port(), free_port(), free_port()
     tmp = Path(tempfile.mkdtemp(prefix="tollgate-conns-"))
     config = tmp / "gateway.yaml"
@@ -155,6 +180,19 @@ routes:
                 "idle_bytes_per_connection": round((idle - base) * 1024 / n),
                 "kept_alive_bytes_per_connection": round((kept - base) * 1024 / n),
             })
+        if cpu_requests:
+            before = cpu_ticks(gw.pid)
+            start = time.time()
+            done = churn(gw_port, cpu_requests)
+            elapsed = time.time() - start
+            ticks = cpu_ticks(gw.pid) - before
+            hz = os.sysconf("SC_CLK_TCK")
+            rows.append({
+                "churn_requests": done,
+                "gateway_cpu_us_per_request": round(ticks / hz * 1e6 / done, 1),
+                "requests_per_second": round(done / elapsed),
+                "rss_after_churn_kib": rss_kib(gw.pid),
+            })
     finally:
         gw.terminate()
         backend.terminate()
@@ -170,12 +208,14 @@ def main():
     ap.add_argument("--counts", default="3000,9000")
     ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for the gateway")
     ap.add_argument("--label", default="run")
+    ap.add_argument("--cpu-requests", type=int, default=0)
     args = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     counts = [int(c) for c in args.counts.split(",")]
     env_extra = dict(e.split("=", 1) for e in args.env)
-    rows = run(args.tollgate_binary, args.echo_binary, counts, env_extra)
+    counts = [c for c in counts if c > 0]
+    rows = run(args.tollgate_binary, args.echo_binary, counts, env_extra, args.cpu_requests)
     load = os.getloadavg()
     result = {
         "label": args.label,
@@ -192,6 +232,11 @@ def main():
     print("| N | RSS before | idle | per idle conn | kept-alive | per kept-alive conn | closed +2 s | closed +15 s |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
+        if "churn_requests" in r:
+            print(f"\nchurn: {r['churn_requests']} requests, {r['gateway_cpu_us_per_request']} µs "
+                  f"gateway CPU per request, {r['requests_per_second']} req/s, "
+                  f"RSS after {r['rss_after_churn_kib'] / 1024:.0f} MiB")
+            continue
         mib = lambda k: f"{r[k] / 1024:.0f} MiB"
         print(f"| {r['connections']} | {mib('rss_before_kib')} | {mib('rss_idle_kib')} | "
               f"{r['idle_bytes_per_connection'] / 1024:.1f} KiB | {mib('rss_kept_alive_kib')} | "
