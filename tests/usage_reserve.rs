@@ -155,11 +155,12 @@ async fn the_reserve_is_read_from_an_h2_request_body() {
     assert_eq!(level_after(&gw, &redis, 1.0).await, Some(679));
 }
 
-/// A client that does not finish its body within `server.header_read_timeout` gets a 408,
-/// nothing is reserved and nothing reaches the backend.
+/// With body buffering off (else the body buffer's own timeout answers first,
+/// `tests/hostile_load.rs`), a client that does not finish its body within
+/// `server.header_read_timeout` gets a 408, nothing is reserved and nothing reaches the backend.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_that_never_finishes_is_refused_after_the_read_timeout() {
-    let server = "{ threads: 2, grace_period_s: 1, header_read_timeout: 1s }";
+    let server = "{ threads: 2, grace_period_s: 1, header_read_timeout: 1s, body_buffer_bytes: 0 }";
     let (redis, _backend, gw) = start("\"{listen}\"", server);
     let mut conn = RawConn::connect(gw.listen_addr(), None)
         .await
@@ -250,4 +251,32 @@ async fn a_streamed_request_reaches_the_backend_asking_for_its_usage() {
     let (status, back) = tls_common::h2_read(resp).await;
     assert_eq!((status, back.as_str()), (200, sent));
     assert_eq!(level_after(&gw, &redis, 4.0).await, Some(356));
+}
+
+/// With body buffering on (the default), a body that stops arriving is refused by the body
+/// buffer before the tenant stage: 408 `body_timeout` after `server.body_idle_timeout`, no
+/// token spent and nothing reserved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_buffered_body_that_stops_spends_nothing() {
+    let server = "{ threads: 2, grace_period_s: 1, body_idle_timeout: 500ms }";
+    let (redis, _backend, gw) = start("\"{listen}\"", server);
+    let mut conn = RawConn::connect(gw.listen_addr(), None)
+        .await
+        .expect("connect");
+    let head = format!(
+        "POST /echo?echo=1 HTTP/1.1\r\nHost: x\r\nx-api-key: {KEY}\r\n\
+         content-type: application/json\r\ncontent-length: 100\r\n\r\n{{\"max_tokens\":"
+    );
+    conn.write_raw(head.as_bytes()).await.expect("write");
+    let reply = tokio::time::timeout(Duration::from_secs(30), conn.read_reply())
+        .await
+        .expect("answered")
+        .expect("reply");
+    assert_eq!(reply.status, 408, "{}", reply.body);
+    assert!(reply.body.contains("body_idle_timeout"), "{}", reply.body);
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("tollgate:{k1}*")
+        .query(&mut redis.conn())
+        .expect("KEYS");
+    assert!(keys.is_empty(), "no token spent, nothing reserved: {keys:?}");
 }
