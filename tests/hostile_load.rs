@@ -372,3 +372,30 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// `tollgate check` warns (exit 0) about a per-client connection limit behind trusted proxies
+/// (the TCP peers are then the proxies), and not without one.
+#[test]
+fn check_warns_about_a_per_client_limit_behind_proxies() {
+    let backend = Backend::start("warn");
+    let with = |edge: &str| {
+        GatewayConfig::echo(&backend.addr(), "none")
+            .server("{ threads: 2, max_connections_per_client: 8 }")
+            .edge(edge)
+            .yaml()
+    };
+    let out = check_config(&with(
+        "{ limit: 100, per: 1s, trusted_proxies: [\"10.1.2.3\"] }",
+    ));
+    assert_eq!(out.code(), Some(0), "{}", out.all());
+    assert!(
+        out.all().contains(
+            "warning: server.max_connections_per_client: counts connections per TCP peer"
+        ),
+        "{}",
+        out.all()
+    );
+    let out = check_config(&with("{ limit: 100, per: 1s }"));
+    assert_eq!(out.code(), Some(0), "{}", out.all());
+    assert!(!out.all().contains("warning:"), "{}", out.all());
+}

@@ -278,5 +278,8 @@ async fn a_buffered_body_that_stops_spends_nothing() {
         .arg("tollgate:{k1}*")
         .query(&mut redis.conn())
         .expect("KEYS");
-    assert!(keys.is_empty(), "no token spent, nothing reserved: {keys:?}");
+    assert!(
+        keys.is_empty(),
+        "no token spent, nothing reserved: {keys:?}"
+    );
 }

@@ -33,6 +33,17 @@ pub const BROAD_IPV6_PREFIX: u8 = 48;
 /// Every warning for `config`, each with the field path it is about.
 pub fn warnings(config: &Config) -> Vec<ConfigError> {
     let mut out = config.old_spellings.clone();
+    let behind_proxies = config
+        .edge
+        .as_ref()
+        .is_some_and(|e| !e.trusted_proxies.is_empty());
+    if behind_proxies && config.server.http.max_connections_per_client > 0 {
+        out.push(ConfigError::new(
+            "server.max_connections_per_client",
+            "counts connections per TCP peer, and with edge.trusted_proxies set the peers are \
+             your proxies: every client behind one proxy shares its limit",
+        ));
+    }
     if let Some(edge) = &config.edge {
         for (i, net) in edge.trusted_proxies.iter().enumerate() {
             if let Some(reason) = broad_trust(net) {
