@@ -4,9 +4,10 @@
 //! A request, top-down (docs/DESIGN.md section 1):
 //! 1. [`front`] reads the HTTP/1 head within its limits and [`head`] checks it; a head that cannot
 //!    be served is answered there, before Pingora parses it.
-//! 2. `hooks::request_filter` runs `stages`, one line each: edge → route → identity → tenant
-//!    quota → upstream slot. A request rejected at one stage never reaches a later one; `refuse`
-//!    writes the refusal.
+//! 2. `hooks::request_filter` runs `stages`, one line each: edge → route → identity → body
+//!    buffer ([`body_buffer`]: a small body read whole, so a slow sender holds nothing after it)
+//!    → tenant quota → upstream slot. A request rejected at one stage never reaches a later one;
+//!    `refuse` writes the refusal. Before all of them, [`conn_limit`] caps open connections.
 //! 3. `forward` sets the admitted request's headers for the backend; `stages` picks the backend
 //!    and bounds the streamed body.
 //! 4. `failure` answers a request that could not be proxied; `finish` releases the upstream slot
