@@ -399,3 +399,26 @@ fn check_warns_about_a_per_client_limit_behind_proxies() {
     assert_eq!(out.code(), Some(0), "{}", out.all());
     assert!(!out.all().contains("warning:"), "{}", out.all());
 }
+
+/// `Expect: 100-continue`: the gateway answers `100 Continue` itself before reading the body it
+/// buffers (the client waits for it), and the request is then served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expect_continue_gets_its_100_before_the_body_is_buffered() {
+    let backend = Backend::start("continue");
+    let yaml = slots_config(&backend.addr(), "body_idle_timeout: 60s").yaml();
+    let gw = Gateway::start(&yaml);
+    let mut conn = RawConn::connect(gw.listen_addr(), None).await.unwrap();
+    conn.write_raw(
+        b"POST /c HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let interim = tokio::time::timeout(Duration::from_secs(30), conn.read_head())
+        .await
+        .expect("an answer")
+        .expect("a head");
+    assert_eq!(interim.status, 100);
+    conn.write_raw(b"hello").await.unwrap();
+    let reply = conn.read_reply().await.unwrap();
+    assert_eq!(reply.status, 200, "{}", reply.body);
+}

@@ -81,6 +81,14 @@ pub(super) async fn read(
         .request_bodies
         .with_label_values(&["buffered"])
         .inc();
+    if expects_continue(session) {
+        // The client waits for this before it sends the body (RFC 9110 10.1.1); the backend
+        // then gets the whole body and no `Expect` (nothing left for it to confirm).
+        session.write_continue_response().await?;
+        session
+            .req_header_mut()
+            .remove_header(&http::header::EXPECT);
+    }
     session.enable_retry_buffering();
     let deadline = started + limits.body_read_timeout;
     loop {
@@ -99,6 +107,16 @@ pub(super) async fn read(
             }
         }
     }
+}
+
+/// True when an HTTP/1.1 request carries `Expect: 100-continue`.
+fn expects_continue(session: &Session) -> bool {
+    let req = session.req_header();
+    req.version == http::Version::HTTP_11
+        && req
+            .headers
+            .get(http::header::EXPECT)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"))
 }
 
 /// The 408 of a body that stopped arriving (`total`: the whole-body deadline passed, else the
