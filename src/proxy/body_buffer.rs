@@ -12,6 +12,7 @@
 //!
 //! [`REPLAY_LIMIT`]: crate::http::request_json::REPLAY_LIMIT
 
+use super::reserve_body::expects_continue;
 use crate::config::HttpLimits;
 use crate::http::body::declared_length;
 use crate::observe::metrics::METRICS;
@@ -81,7 +82,7 @@ pub(super) async fn read(
         .request_bodies
         .with_label_values(&["buffered"])
         .inc();
-    if expects_continue(session) {
+    if expects_continue(session.req_header()) {
         // The client waits for this before it sends the body (RFC 9110 10.1.1); the backend
         // then gets the whole body and no `Expect` (nothing left for it to confirm).
         session.write_continue_response().await?;
@@ -107,16 +108,6 @@ pub(super) async fn read(
             }
         }
     }
-}
-
-/// True when an HTTP/1.1 request carries `Expect: 100-continue`.
-fn expects_continue(session: &Session) -> bool {
-    let req = session.req_header();
-    req.version == http::Version::HTTP_11
-        && req
-            .headers
-            .get(http::header::EXPECT)
-            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"))
 }
 
 /// The 408 of a body that stopped arriving (`total`: the whole-body deadline passed, else the

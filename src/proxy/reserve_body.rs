@@ -26,7 +26,7 @@ use std::time::Duration;
 /// True for an HTTP/1.1 request with `Expect: 100-continue` (case-insensitive, RFC 9110
 /// 10.1.1). HTTP/1.0 clients are never sent a 1xx (RFC 9110 15.2); on HTTP/2 Pingora 0.9
 /// writes no informational responses.
-fn expects_continue(req: &RequestHeader) -> bool {
+pub(super) fn expects_continue(req: &RequestHeader) -> bool {
     req.version == http::Version::HTTP_11
         && req
             .headers
