@@ -22,7 +22,7 @@ use std::time::Duration;
 /// to the harness's server settings.
 fn slots_config(backend: &str, server: &str) -> GatewayConfig {
     GatewayConfig::new()
-        .server(&format!("{{ threads: 2, grace_period_s: 1, {server} }}"))
+        .server(&format!("{{ threads: 2, grace_period: 1s, {server} }}"))
         .upstream_spec(
             "echo",
             &format!(
@@ -239,7 +239,7 @@ fn tokio_stream_from(
 async fn the_listener_connection_cap_refuses_beyond_its_number() {
     let backend = Backend::start("conncap");
     let yaml = GatewayConfig::echo(&backend.addr(), "none")
-        .server("{ threads: 2, grace_period_s: 1, max_connections: 3 }")
+        .server("{ threads: 2, grace_period: 1s, max_connections: 3 }")
         .yaml();
     let gw = Gateway::start(&yaml);
     let mut open = Vec::new();
@@ -284,7 +284,7 @@ async fn the_listener_connection_cap_refuses_beyond_its_number() {
 async fn the_per_client_connection_cap_refuses_that_client_only() {
     let backend = Backend::start("clientcap");
     let yaml = GatewayConfig::echo(&backend.addr(), "none")
-        .server("{ threads: 2, grace_period_s: 1, max_connections_per_client: 2 }")
+        .server("{ threads: 2, grace_period: 1s, max_connections_per_client: 2 }")
         .yaml();
     let gw = Gateway::start(&yaml);
     let mut open = Vec::new();
