@@ -1,25 +1,27 @@
-//! Local deny cache: remembers, per tenant, until when Redis said its bucket cannot admit a
-//! request of a given cost, so a flooding tenant's repeated rejections inside its Retry-After do
-//! not all cost a Redis round trip.
+//! Local deny cache: remembers, per tenant, a refusal Redis gave while the tenant's bucket held
+//! less than one whole token, so a flooding tenant's repeated rejections do not all cost a Redis
+//! round trip.
 //!
-//! Safe by construction: it only ever denies, and only until `sent + retry_after_ms`, where
-//! `sent` is the local time the rejected call was *sent* (before Redis decided). Requests on
-//! other instances can only take tokens, never add them, so the bucket cannot reach the cost
-//! earlier than that. Two things do add tokens: an admin reset (`POST /v1/tenants/{id}/reset`)
-//! and a lease giving its unused tokens back; so a denial is trusted for at most
-//! [`MAX_DENY_MS`] after Redis answered, and other instances see a reset within that time.
-//! The Retry-After it reports counts from `received` (after Redis decided), so a client that
-//! waits it out is never too early.
+//! Only an empty bucket is remembered (`remaining` 0: less than one token). Every request
+//! costs at least one token on every path that debits the bucket (the plain token bucket, a
+//! lease, the policy script of a request with rules), so until the next whole token is due no
+//! instance can admit anything from it: the bucket evolves only by its refill, and its numbers
+//! at any later moment follow from Redis's answer and the time elapsed. A refusal that left
+//! room for a cheaper request (`remaining` ≥ 1) is never remembered: another instance could
+//! admit that request and change the bucket unseen.
 //!
-//! A remembered denial describes the bucket as Redis last answered *this* instance, so anything
-//! this instance does to the tenant's bucket since drops it: an admission of any cost and on
-//! any path (the plain token bucket, a lease, the policy script of a request with rules), a
-//! debit given back, a reset. The next request asks Redis and gets the bucket's current numbers;
-//! a cached refusal never reports the room or the wait of a bucket this instance has changed.
-//! Other instances' admissions within [`MAX_DENY_MS`] are not seen (as for any answer, other
-//! traffic on the bucket can only make the true wait longer; docs/redis.md#deny-cache).
-//! Entries are keyed by tenant and only used for the same bucket size and cost, so a reload that
-//! changes the tier (faster refill) never extends a denial.
+//! An entry denies only until a lower bound of when the next token is due, counted from when
+//! the refused call was *sent* (before Redis decided); its `Retry-After` and `RateLimit` reset
+//! count down from when the answer was *received* (after Redis decided), so they are never
+//! shorter than the truth and a client that waits them out is never too early. Three things
+//! add tokens unseen: an admin reset (`POST /v1/tenants/{id}/reset`), a lease or a refund
+//! giving tokens back, and another instance deciding under a reloaded, faster tier; so an entry
+//! is trusted for at most [`MAX_DENY_MS`] after Redis answered.
+//!
+//! Anything this instance does to the tenant's bucket drops the entry: an admission of any
+//! cost on any path, a debit given back, a reset, and a Redis answer showing room. Entries are
+//! keyed by tenant and only used for the same bucket size and cost, so a reload that changes
+//! the tier (faster refill) never extends a denial.
 //! Every time here is on the quota service's one monotonic clock (kept across reloads), never a
 //! stamp read from Redis, so no entry is ever read under another clock than it was written with.
 
@@ -34,13 +36,12 @@ pub const MAX_DENY_MS: u64 = 1_000;
 struct Entry {
     rate: Rate,
     cost: u64,
-    /// Local ms until which the cost is certainly unavailable (deny until then).
+    /// Local ms until which the bucket certainly holds less than one token (deny until then).
     until_ms: u64,
     /// Local ms by which the cost is certainly available (reported Retry-After).
     ready_ms: u64,
     /// Local ms by which the bucket is certainly full.
     full_at_ms: u64,
-    remaining: u64,
 }
 
 /// Bounded per-tenant cache of known denials.
@@ -57,8 +58,9 @@ impl DenyCache {
     }
 
     /// Records a Redis decision for `tenant` of a call sent at `sent_ms` and answered at
-    /// `received_ms` (local monotonic ms): a rejection is remembered; an admission took tokens
-    /// from the bucket, so any remembered rejection is dropped.
+    /// `received_ms` (local monotonic ms): a refusal of an empty bucket (less than one token
+    /// left) is remembered; an admission took tokens and a refusal with room left shows tokens
+    /// the remembered refusal did not know of, so both drop it.
     pub fn remember(
         &self,
         tenant: &str,
@@ -67,7 +69,7 @@ impl DenyCache {
         (sent_ms, received_ms): (u64, u64),
         d: &Decision,
     ) {
-        if d.admitted {
+        if d.admitted || d.remaining > 0 {
             self.forget(tenant);
             return;
         }
@@ -77,10 +79,10 @@ impl DenyCache {
         let entry = Entry {
             rate,
             cost,
-            until_ms: (sent_ms + d.retry_after_ms).min(received_ms + MAX_DENY_MS),
+            until_ms: (sent_ms + next_token_bound_ms(&rate, cost, d.retry_after_ms))
+                .min(received_ms + MAX_DENY_MS),
             ready_ms: received_ms + d.retry_after_ms,
             full_at_ms: received_ms + d.full_ms,
-            remaining: d.remaining,
         };
         self.shards
             .shard(tenant)
@@ -88,8 +90,10 @@ impl DenyCache {
             .push(tenant.to_string(), entry);
     }
 
-    /// A rejection for `tenant` at `now_ms` when one is known, computed from the remembered
-    /// Redis decision; `None` means "ask Redis".
+    /// A rejection for `tenant` at `now_ms` when one is known, re-derived from the remembered
+    /// Redis decision and the time since: `remaining` 0 (exact: no token is due yet), the wait
+    /// and the time until full counted down from when Redis answered (never shorter than the
+    /// truth). `None` means "ask Redis".
     pub fn check(&self, tenant: &str, rate: &Rate, cost: u64, now_ms: u64) -> Option<Decision> {
         // An expired entry stays until the LRU bound evicts it; it never denies again.
         let e = *self.shards.shard(tenant).lock().get_mut(tenant)?;
@@ -98,7 +102,7 @@ impl DenyCache {
         }
         Some(Decision {
             admitted: false,
-            remaining: e.remaining,
+            remaining: 0,
             retry_after_ms: e.ready_ms.saturating_sub(now_ms),
             full_ms: e.full_at_ms.saturating_sub(now_ms),
         })
@@ -118,6 +122,18 @@ impl DenyCache {
             s.lock().clear();
         }
     }
+}
+
+/// A lower bound of the milliseconds from Redis's decision until the bucket holds one whole
+/// token, from the wait `retry_ms` Redis reported for `cost` tokens. Redis's wait is the ceiling
+/// of `(cost × per_ms − level) / limit`; one token is due `(cost − 1) × per_ms / limit` ms
+/// earlier. Less 1 ms for the ceiling and 1 ms for the two clocks' millisecond ticks (the local
+/// clock and Redis TIME each truncate), so Redis would still refuse any request at the bound.
+fn next_token_bound_ms(rate: &Rate, cost: u64, retry_ms: u64) -> u64 {
+    let earlier = (u128::from(cost.saturating_sub(1)) * u128::from(rate.per_ms))
+        .div_ceil(rate.limit.max(1).into());
+    let bound = u128::from(retry_ms).saturating_sub(earlier + 2);
+    u64::try_from(bound).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
