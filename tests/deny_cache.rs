@@ -1,8 +1,9 @@
-//! The deny cache (docs/redis.md#deny-cache) against a real gateway, `redis-server` and echo
-//! backend: a remembered refusal never answers for a bucket the instance has changed since.
+//! The deny cache (docs/redis.md#deny-cache) against real gateways, `redis-server` and echo
+//! backend: a remembered refusal never answers for a bucket that changed since, on this
+//! instance or another one, and an empty bucket's refusals are still answered from memory.
 //!
 //! The tier refills one token per 20 minutes, so nothing refills during the test; the
-//! assertions are on statuses and header values, never on durations.
+//! assertions are on statuses, header values and Redis call counts, never on durations.
 
 mod common;
 
@@ -10,10 +11,19 @@ use common::*;
 
 const KEY: &str = "key-deny-0123456789";
 
+/// The plain tier: every decision is one token bucket script call.
+const PLAIN: &str = "{ limit: 3, per: 1h, burst: 3 }";
+/// The same bucket leased one token at a time (a cost-3 request asks for 3).
+const LEASED: &str = "{ limit: 3, per: 1h, burst: 3, lease: { tokens: 1, max_hold: 1m } }";
+
 fn config(redis: &RedisServer, backend: &Backend) -> String {
+    config_with(redis, backend, PLAIN)
+}
+
+fn config_with(redis: &RedisServer, backend: &Backend, tier: &str) -> String {
     GatewayConfig::echo(&backend.addr(), "required")
         .redis(&redis.url(), STRICT_REDIS)
-        .tier("T", "{ limit: 3, per: 1h, burst: 3 }")
+        .tier("T", tier)
         .api_key(KEY, "deny", "T")
         .route("{ path_prefix: \"/c3\", upstream: echo, auth: required, cost: 3 }")
         .route("{ path_prefix: \"/r\", upstream: echo, auth: required }")
@@ -97,4 +107,75 @@ async fn an_admission_through_a_limit_rule_drops_the_remembered_refusal() {
     assert_eq!(after.status, 429, "{after:?}");
     assert_eq!(after.remaining(), 0, "the bucket as it is now: {after:?}");
     assert!(retry_after(&after) > 2400, "{after:?}");
+}
+
+/// Script calls Redis ran so far (every decision, lease call and give-back is one).
+fn script_calls(redis: &RedisServer) -> u64 {
+    redis.command_calls("evalsha") + redis.command_calls("eval")
+}
+
+/// Two gateways on one Redis, plain and leased tier: A is refused `/c3` with room left (r=2),
+/// then B admits two `/x` for the same tenant and empties the bucket. A's next `/c3` must say
+/// what Redis says now (r=0, three tokens' wait), not the r=2 and one token's wait of its
+/// earlier refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_gateways_admissions_never_leave_a_stale_refusal() {
+    for tier in [PLAIN, LEASED] {
+        let redis = RedisServer::start();
+        let backend = Backend::start("echo");
+        let yaml = config_with(&redis, &backend, tier);
+        let (a, b) = (Gateway::start(&yaml), Gateway::start(&yaml));
+        let http = client();
+
+        let x = get(&http, &a, "/x").await;
+        assert_eq!((x.status, x.remaining()), (200, 2), "{tier}: {x:?}");
+        let first = get(&http, &a, "/c3").await;
+        assert_eq!((first.status, first.remaining()), (429, 2), "{tier}: {first:?}");
+        assert!(retry_after(&first) <= 1200, "{tier}: one token's wait: {first:?}");
+        for left in [1, 0] {
+            let x = get(&http, &b, "/x").await;
+            assert_eq!((x.status, x.remaining()), (200, left), "{tier}: B {x:?}");
+        }
+        let after = get(&http, &a, "/c3").await;
+        assert_eq!(after.status, 429, "{tier}: {after:?}");
+        assert_eq!(after.remaining(), 0, "{tier}: the bucket as it is now: {after:?}");
+        let wait = retry_after(&after);
+        assert!(wait > 2400, "{tier}: three tokens' wait, not one: {wait}");
+    }
+}
+
+/// The cache keeps its purpose: a tenant hammering an empty bucket is refused from memory.
+/// Ten refusals of each cost on one gateway cost one script call per cost (two more at most
+/// if the machine stalls past the 1 s trust period), each with the numbers Redis gave: r=0
+/// and a wait that only counts down; another gateway asking Redis agrees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_buckets_refusals_are_answered_from_memory() {
+    for tier in [PLAIN, LEASED] {
+        let redis = RedisServer::start();
+        let backend = Backend::start("echo");
+        let yaml = config_with(&redis, &backend, tier);
+        let (a, b) = (Gateway::start(&yaml), Gateway::start(&yaml));
+        let http = client();
+
+        for left in [2, 1, 0] {
+            let x = get(&http, &a, "/x").await;
+            assert_eq!((x.status, x.remaining()), (200, left), "{tier}: {x:?}");
+        }
+        let before = script_calls(&redis);
+        for (path, least) in [("/x", 1000), ("/c3", 3000)] {
+            let mut last = u64::MAX;
+            for _ in 0..10 {
+                let r = get(&http, &a, path).await;
+                assert_eq!((r.status, r.remaining()), (429, 0), "{tier} {path}: {r:?}");
+                let wait = retry_after(&r);
+                assert!((least..=last).contains(&wait), "{tier} {path}: {wait} after {last}");
+                last = wait;
+            }
+        }
+        let calls = script_calls(&redis) - before;
+        assert!((2..=4).contains(&calls), "{tier}: 20 refusals cost {calls} script calls");
+        let truth = get(&http, &b, "/c3").await;
+        assert_eq!((truth.status, truth.remaining()), (429, 0), "{tier}: {truth:?}");
+        assert!(retry_after(&truth) > 3000, "{tier}: {truth:?}");
+    }
 }
