@@ -179,3 +179,37 @@ async fn an_empty_buckets_refusals_are_answered_from_memory() {
         assert!(retry_after(&truth) > 3000, "{tier}: {truth:?}");
     }
 }
+
+/// An empty bucket's refusal of a costly request is trusted only until the next token is due:
+/// from then on another gateway can admit a cheaper request. One token per 300 ms, burst 3:
+/// A empties the bucket and is refused `/c3` (three tokens' wait, about 900 ms); 400 ms later
+/// (past the next token) B admits `/x` with that token; A's next `/c3` must be decided by
+/// Redis (one script call), not answered from a refusal that predates B's admission.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_buckets_refusal_is_trusted_only_until_its_next_token() {
+    let fast = [
+        "{ limit: 10, per: 3s, burst: 3 }",
+        "{ limit: 10, per: 3s, burst: 3, lease: { tokens: 1, max_hold: 1m } }",
+    ];
+    for tier in fast {
+        let redis = RedisServer::start();
+        let backend = Backend::start("echo");
+        let yaml = config_with(&redis, &backend, tier);
+        let (a, b) = (Gateway::start(&yaml), Gateway::start(&yaml));
+        let http = client();
+
+        for _ in 0..3 {
+            assert_eq!(get(&http, &a, "/x").await.status, 200, "{tier}");
+        }
+        let first = get(&http, &a, "/c3").await;
+        assert_eq!((first.status, first.remaining()), (429, 0), "{tier}: {first:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+        let x = get(&http, &b, "/x").await;
+        assert_eq!((x.status, x.remaining()), (200, 0), "{tier}: B {x:?}");
+        let before = script_calls(&redis);
+        let after = get(&http, &a, "/c3").await;
+        assert_eq!((after.status, after.remaining()), (429, 0), "{tier}: {after:?}");
+        assert!(retry_after(&after) >= 1, "{tier}: {after:?}");
+        assert_eq!(script_calls(&redis) - before, 1, "{tier}: A asked Redis again");
+    }
+}
