@@ -130,15 +130,26 @@ async fn another_gateways_admissions_never_leave_a_stale_refusal() {
         let x = get(&http, &a, "/x").await;
         assert_eq!((x.status, x.remaining()), (200, 2), "{tier}: {x:?}");
         let first = get(&http, &a, "/c3").await;
-        assert_eq!((first.status, first.remaining()), (429, 2), "{tier}: {first:?}");
-        assert!(retry_after(&first) <= 1200, "{tier}: one token's wait: {first:?}");
+        assert_eq!(
+            (first.status, first.remaining()),
+            (429, 2),
+            "{tier}: {first:?}"
+        );
+        assert!(
+            retry_after(&first) <= 1200,
+            "{tier}: one token's wait: {first:?}"
+        );
         for left in [1, 0] {
             let x = get(&http, &b, "/x").await;
             assert_eq!((x.status, x.remaining()), (200, left), "{tier}: B {x:?}");
         }
         let after = get(&http, &a, "/c3").await;
         assert_eq!(after.status, 429, "{tier}: {after:?}");
-        assert_eq!(after.remaining(), 0, "{tier}: the bucket as it is now: {after:?}");
+        assert_eq!(
+            after.remaining(),
+            0,
+            "{tier}: the bucket as it is now: {after:?}"
+        );
         let wait = retry_after(&after);
         assert!(wait > 2400, "{tier}: three tokens' wait, not one: {wait}");
     }
@@ -168,14 +179,24 @@ async fn an_empty_buckets_refusals_are_answered_from_memory() {
                 let r = get(&http, &a, path).await;
                 assert_eq!((r.status, r.remaining()), (429, 0), "{tier} {path}: {r:?}");
                 let wait = retry_after(&r);
-                assert!((least..=last).contains(&wait), "{tier} {path}: {wait} after {last}");
+                assert!(
+                    (least..=last).contains(&wait),
+                    "{tier} {path}: {wait} after {last}"
+                );
                 last = wait;
             }
         }
         let calls = script_calls(&redis) - before;
-        assert!((2..=4).contains(&calls), "{tier}: 20 refusals cost {calls} script calls");
+        assert!(
+            (2..=4).contains(&calls),
+            "{tier}: 20 refusals cost {calls} script calls"
+        );
         let truth = get(&http, &b, "/c3").await;
-        assert_eq!((truth.status, truth.remaining()), (429, 0), "{tier}: {truth:?}");
+        assert_eq!(
+            (truth.status, truth.remaining()),
+            (429, 0),
+            "{tier}: {truth:?}"
+        );
         assert!(retry_after(&truth) > 3000, "{tier}: {truth:?}");
     }
 }
@@ -202,14 +223,26 @@ async fn an_empty_buckets_refusal_is_trusted_only_until_its_next_token() {
             assert_eq!(get(&http, &a, "/x").await.status, 200, "{tier}");
         }
         let first = get(&http, &a, "/c3").await;
-        assert_eq!((first.status, first.remaining()), (429, 0), "{tier}: {first:?}");
+        assert_eq!(
+            (first.status, first.remaining()),
+            (429, 0),
+            "{tier}: {first:?}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(400)).await;
         let x = get(&http, &b, "/x").await;
         assert_eq!((x.status, x.remaining()), (200, 0), "{tier}: B {x:?}");
         let before = script_calls(&redis);
         let after = get(&http, &a, "/c3").await;
-        assert_eq!((after.status, after.remaining()), (429, 0), "{tier}: {after:?}");
+        assert_eq!(
+            (after.status, after.remaining()),
+            (429, 0),
+            "{tier}: {after:?}"
+        );
         assert!(retry_after(&after) >= 1, "{tier}: {after:?}");
-        assert_eq!(script_calls(&redis) - before, 1, "{tier}: A asked Redis again");
+        assert_eq!(
+            script_calls(&redis) - before,
+            1,
+            "{tier}: A asked Redis again"
+        );
     }
 }
