@@ -287,9 +287,15 @@ async fn run(
         (_, Method::Anonymous) => "anonymous",
         _ => "admitted",
     };
-    layers.push(
-        json!({"layer": "identity", "decision": decision, "identity": identity_json(&identity)}),
-    );
+    let mut identity_layer =
+        json!({"layer": "identity", "decision": decision, "identity": identity_json(&identity)});
+    if identity.method == Method::Jwt {
+        // Which issuer's JWKS (null: a static key) and which key verified the token.
+        if let Some((issuer, kid)) = snap.auth.jwt_verified_by(headers, credentials.now_s) {
+            identity_layer["jwt"] = json!({"issuer": issuer, "kid": kid});
+        }
+    }
+    layers.push(identity_layer);
 
     // 4. Tenant policies (an anonymous tenant only when `client_ip` says whose it is) and
     // the limit rules that apply, decided together.

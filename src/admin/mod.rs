@@ -75,8 +75,20 @@ pub fn handle(app: &App, path: &str) -> Response<Full<Bytes>> {
             reply(200, "application/json", body.to_string())
         }
         "/readyz" => {
+            let snap = app.snapshot.load();
+            let now = std::time::Instant::now();
+            let keyless: Vec<&str> = snap
+                .auth
+                .issuers()
+                .iter()
+                .filter(|i| i.current(now).is_none())
+                .map(|i| i.settings.issuer.as_str())
+                .collect();
             if app.shutting_down.load(Ordering::Relaxed) {
                 reply(503, "text/plain", "shutting down\n")
+            } else if !keyless.is_empty() {
+                let body = format!("no JWKS keys for issuer(s): {}\n", keyless.join(", "));
+                reply(503, "text/plain", body)
             } else {
                 reply(200, "text/plain", "ready\n")
             }

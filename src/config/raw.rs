@@ -284,7 +284,47 @@ pub struct RawJwt {
     pub leeway_s: Option<i64>,
     pub tenant_claim: Option<String>,
     pub tier_claim: Option<String>,
+    /// Keys pinned in the file; may be empty when `issuers` are configured.
+    #[serde(default)]
     pub keys: Vec<RawJwtKey>,
+    /// Identity providers whose keys come from their JWKS (RFC 7517), refreshed in the background.
+    #[serde(default)]
+    pub issuers: Vec<RawJwtIssuer>,
+}
+
+/// One identity provider: its `iss`, where its JWKS is (OIDC discovery or `jwks_url`) and the
+/// claims of its tokens.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawJwtIssuer {
+    /// The exact `iss` of its tokens (and of its discovery document).
+    pub issuer: String,
+    /// Fetch `<issuer>/.well-known/openid-configuration` and use its `jwks_uri`.
+    pub discovery: Option<bool>,
+    /// The JWKS URL itself (instead of discovery).
+    pub jwks_url: Option<String>,
+    pub audience: Option<String>,
+    pub tenant_claim: Option<String>,
+    pub tier_claim: Option<String>,
+    pub refresh: Option<RawJwksRefresh>,
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub unknown_kid_refetch: Option<String>,
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub stale_for: Option<String>,
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub fetch_timeout: Option<String>,
+    /// PEM CA bundle trusted for the IdP's HTTPS instead of the system roots.
+    pub ca_file: Option<String>,
+}
+
+/// `refresh`: the bounds the JWKS response's `Cache-Control: max-age` is clamped to.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawJwksRefresh {
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub min: Option<String>,
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub max: Option<String>,
 }
 
 /// One JWT verification key: a secret (`secret_env` / `secret_file`) or a PEM public key

@@ -16,8 +16,9 @@
 //! Failures are [`IdentityError::InvalidToken`] with a short reason that never contains the
 //! token or any part of it.
 
+use super::issuers::IssuerKeys;
 use super::IdentityError;
-use crate::config::{ConfigError, JwtKeySettings, JwtSettings, KeySource};
+use crate::config::{ConfigError, JwtIssuerSettings, JwtKeySettings, JwtSettings, KeySource};
 use crate::tenant_id::TenantIdError;
 use jsonwebtoken::crypto::CryptoProvider;
 use jsonwebtoken::errors::ErrorKind;
@@ -25,6 +26,7 @@ use jsonwebtoken::{Algorithm, AlgorithmFamily, DecodingKey, Validation};
 use serde_json::{Map, Value};
 use std::fmt;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Longest accepted bearer token, in bytes; longer ones are rejected before any parsing.
 pub const MAX_TOKEN_BYTES: usize = 8192;
@@ -58,10 +60,12 @@ struct VerificationKey {
     validation: Validation,
 }
 
-/// The JWT verifier of one config snapshot: parsed keys plus claim rules.
+/// The JWT verifier of one config snapshot: parsed keys plus claim rules, and the live key sets
+/// of the JWKS issuers (shared with their refresh loops and kept across reloads).
 #[derive(Clone)]
 pub struct JwtVerifier {
     keys: Vec<VerificationKey>,
+    issuers: Vec<Arc<IssuerKeys>>,
     leeway_s: u64,
     tenant_claim: String,
     tier_claim: Option<String>,
@@ -76,6 +80,14 @@ impl fmt::Debug for JwtVerifier {
             .collect();
         f.debug_struct("JwtVerifier")
             .field("keys", &keys)
+            .field(
+                "issuers",
+                &self
+                    .issuers
+                    .iter()
+                    .map(|i| i.settings.issuer.as_str())
+                    .collect::<Vec<_>>(),
+            )
             .field("leeway_s", &self.leeway_s)
             .field("tenant_claim", &self.tenant_claim)
             .field("tier_claim", &self.tier_claim)
@@ -92,6 +104,10 @@ pub struct TokenClaims {
     pub tier: Option<String>,
     /// Every claim of the verified token (for limit rules keyed by `claim:<name>`).
     pub claims: Arc<Map<String, Value>>,
+    /// The `identity.jwt.issuers[]` entry whose JWKS verified it (`None`: a static key).
+    pub issuer: Option<String>,
+    /// The `kid` of the key that verified it, when the key has one.
+    pub kid: Option<String>,
 }
 
 impl JwtVerifier {
@@ -100,6 +116,15 @@ impl JwtVerifier {
     /// `identity.jwt.keys[1].public_key_file: cannot read "keys/a.pem": No such file or directory`.
     /// File paths are used as written (relative paths resolve against the working directory).
     pub fn build(settings: &JwtSettings) -> Result<JwtVerifier, Vec<ConfigError>> {
+        Self::build_after(settings, None)
+    }
+
+    /// [`build`](Self::build), keeping `previous`'s live key set of every issuer whose settings
+    /// are unchanged (a reload neither drops nor refetches them).
+    pub fn build_after(
+        settings: &JwtSettings,
+        previous: Option<&JwtVerifier>,
+    ) -> Result<JwtVerifier, Vec<ConfigError>> {
         let mut errors = Vec::new();
         let mut keys = Vec::with_capacity(settings.keys.len());
         for (i, k) in settings.keys.iter().enumerate() {
@@ -117,8 +142,19 @@ impl JwtVerifier {
         if !errors.is_empty() {
             return Err(errors);
         }
+        let issuers = settings
+            .issuers
+            .iter()
+            .map(|i| {
+                previous
+                    .and_then(|p| p.issuers.iter().find(|k| k.settings == *i))
+                    .cloned()
+                    .unwrap_or_else(|| IssuerKeys::new(i.clone()))
+            })
+            .collect();
         Ok(JwtVerifier {
             keys,
+            issuers,
             leeway_s: settings.leeway_s,
             tenant_claim: settings.tenant_claim.clone(),
             tier_claim: settings.tier_claim.clone(),
@@ -136,6 +172,9 @@ impl JwtVerifier {
             return Err(invalid(TOO_LARGE));
         }
         let (alg, kid) = peek_header(token)?;
+        if let Some(issuer) = self.issuer_of(token) {
+            return self.verify_with_issuer(issuer, token, alg, kid, now_s);
+        }
         let candidates: Vec<&VerificationKey> = match &kid {
             Some(kid) => {
                 let key = self
@@ -170,9 +209,109 @@ impl JwtVerifier {
         let claims = claims.ok_or_else(|| invalid(BAD_SIGNATURE))?;
         self.check_times(&claims, now_s)?;
         Ok(TokenClaims {
-            tenant: self.tenant(&claims)?,
-            tier: self.tier(&claims)?,
+            tenant: self.tenant(&claims, &self.tenant_claim)?,
+            tier: self.tier(&claims, self.tier_claim.as_ref())?,
             claims: Arc::new(claims),
+            issuer: None,
+            kid,
+        })
+    }
+
+    /// The live key sets of the JWKS issuers, in config order.
+    pub fn issuers(&self) -> &[Arc<IssuerKeys>] {
+        &self.issuers
+    }
+
+    /// The JWKS issuer named by the token's (unverified) `iss`, if any. Only routes the token:
+    /// the signature and `iss` are verified against that issuer's keys afterwards.
+    fn issuer_of(&self, token: &str) -> Option<&Arc<IssuerKeys>> {
+        if self.issuers.is_empty() {
+            return None;
+        }
+        let payload = b64url_decode(token.split('.').nth(1)?)?;
+        let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(&payload) else {
+            return None;
+        };
+        let iss = map.get("iss")?.as_str()?;
+        self.issuers.iter().find(|i| i.settings.issuer == iss)
+    }
+
+    /// The issuer whose key set could still change this token's fate, after asking it for a
+    /// refetch (coalesced and throttled, [`IssuerKeys::want_refetch`]): the token's issuer has
+    /// no usable key set, or no key with the token's `kid`. `None` when the token is not for a
+    /// JWKS issuer, the key is there, or a refetch is not allowed now. Call before
+    /// [`verify`](Self::verify) and wait for the fetch ([`IssuerKeys::wait_fetch`]).
+    pub fn awaiting_keys(&self, token: &str, now: Instant) -> Option<Arc<IssuerKeys>> {
+        if token.len() > MAX_TOKEN_BYTES {
+            return None;
+        }
+        let issuer = self.issuer_of(token)?;
+        let (alg, kid) = peek_header(token).ok()?;
+        if alg.family() == AlgorithmFamily::Hmac {
+            return None;
+        }
+        let known = issuer.current(now).is_some_and(|set| match &kid {
+            Some(kid) => set.keys.iter().any(|k| k.kid.as_deref() == Some(kid)),
+            None => set.keys.iter().any(|k| k.algs.contains(&alg)),
+        });
+        (!known && issuer.want_refetch(now)).then(|| issuer.clone())
+    }
+
+    /// Verification against an issuer's JWKS: never an HS* token (a JWKS public key must not
+    /// become an HMAC secret), the key's pinned algorithms must include the token's `alg`,
+    /// `iss` must equal the issuer and `aud` its audience when set.
+    fn verify_with_issuer(
+        &self,
+        issuer: &IssuerKeys,
+        token: &str,
+        alg: Algorithm,
+        kid: Option<String>,
+        now_s: u64,
+    ) -> Result<TokenClaims, IdentityError> {
+        let settings = &issuer.settings;
+        if alg.family() == AlgorithmFamily::Hmac {
+            return Err(invalid(ALG_NOT_ALLOWED));
+        }
+        let set = issuer
+            .current(Instant::now())
+            .ok_or_else(|| IdentityError::IssuerUnavailable(settings.issuer.clone()))?;
+        let candidates: Vec<_> = match &kid {
+            Some(kid) => {
+                let key = set
+                    .keys
+                    .iter()
+                    .find(|k| k.kid.as_deref() == Some(kid.as_str()))
+                    .ok_or_else(|| invalid(UNKNOWN_KID))?;
+                if !key.algs.contains(&alg) {
+                    return Err(invalid(ALG_NOT_ALLOWED));
+                }
+                vec![key]
+            }
+            None => set.keys.iter().filter(|k| k.algs.contains(&alg)).collect(),
+        };
+        if candidates.is_empty() {
+            return Err(invalid(ALG_NOT_ALLOWED));
+        }
+        let validation = issuer_validation(alg, settings);
+        let mut verified = None;
+        for key in candidates {
+            match jsonwebtoken::decode::<Map<String, Value>>(token, &key.key, &validation) {
+                Ok(data) => {
+                    verified = Some((data.claims, key.kid.clone()));
+                    break;
+                }
+                Err(e) if matches!(e.kind(), ErrorKind::InvalidSignature) => continue,
+                Err(e) => return Err(invalid(reason(e.kind()))),
+            }
+        }
+        let (claims, kid) = verified.ok_or_else(|| invalid(BAD_SIGNATURE))?;
+        self.check_times(&claims, now_s)?;
+        Ok(TokenClaims {
+            tenant: self.tenant(&claims, &settings.tenant_claim)?,
+            tier: self.tier(&claims, settings.tier_claim.as_ref())?,
+            claims: Arc::new(claims),
+            issuer: Some(settings.issuer.clone()),
+            kid,
         })
     }
 
@@ -200,8 +339,12 @@ impl JwtVerifier {
         Ok(())
     }
 
-    fn tenant(&self, claims: &Map<String, Value>) -> Result<String, IdentityError> {
-        let tenant = match string_claim(claims, &self.tenant_claim)
+    fn tenant(
+        &self,
+        claims: &Map<String, Value>,
+        tenant_claim: &str,
+    ) -> Result<String, IdentityError> {
+        let tenant = match string_claim(claims, tenant_claim)
             .map_err(|_| invalid("tenant claim is not a string"))?
         {
             Some(t) => Some(t),
@@ -220,8 +363,12 @@ impl JwtVerifier {
         Ok(tenant.to_string())
     }
 
-    fn tier(&self, claims: &Map<String, Value>) -> Result<Option<String>, IdentityError> {
-        let Some(name) = &self.tier_claim else {
+    fn tier(
+        &self,
+        claims: &Map<String, Value>,
+        tier_claim: Option<&String>,
+    ) -> Result<Option<String>, IdentityError> {
+        let Some(name) = tier_claim else {
             return Ok(None);
         };
         let tier = string_claim(claims, name).map_err(|_| invalid("tier claim is not a string"))?;
@@ -256,6 +403,28 @@ fn validation_for(alg: Algorithm, settings: &JwtSettings) -> Validation {
         v.set_issuer(&[iss]);
         required.push("iss");
     }
+    match &settings.audience {
+        Some(aud) => {
+            v.set_audience(&[aud]);
+            v.validate_aud = true;
+            required.push("aud");
+        }
+        None => v.validate_aud = false,
+    }
+    v.set_required_spec_claims(&required);
+    v
+}
+
+/// The validation of a token of a JWKS issuer: `alg` only, `iss` exactly the issuer, `aud`
+/// when the issuer has an audience; times are checked by `check_times`.
+fn issuer_validation(alg: Algorithm, settings: &JwtIssuerSettings) -> Validation {
+    let mut v = Validation::new(alg);
+    v.algorithms = vec![alg];
+    v.validate_exp = false;
+    v.validate_nbf = false;
+    v.leeway = 0;
+    v.set_issuer(&[&settings.issuer]);
+    let mut required = vec!["exp", "iss"];
     match &settings.audience {
         Some(aud) => {
             v.set_audience(&[aud]);

@@ -18,6 +18,8 @@
 
 pub mod admin_token;
 pub mod api_key;
+pub mod issuers;
+pub mod jwks;
 pub mod jwt;
 
 pub use api_key::hash_key;
@@ -97,6 +99,11 @@ pub enum IdentityError {
     /// 400: more than one API key header in the request.
     #[error("more than one API key header")]
     DuplicateApiKey,
+    /// 503: the token's JWKS issuer has no usable key set yet (never fetched, or older than
+    /// `stale_for`); carries the issuer. Not the client's fault: retried after
+    /// [`ISSUER_RETRY_AFTER_S`].
+    #[error("the keys of issuer \"{0}\" are not available yet; retry later")]
+    IssuerUnavailable(String),
     /// 403: the resolved tier name does not exist in `tiers:` (carries the name; [`NO_TIER`]
     /// when no tier could be resolved at all).
     #[error("{}", unknown_tier_detail(.0))]
@@ -113,7 +120,7 @@ fn unknown_tier_detail(name: &str) -> String {
 
 impl IdentityError {
     /// HTTP status: 401 for `InvalidToken`, `UnknownApiKey`, `Missing`; 400 for
-    /// `DuplicateApiKey`; 403 for `UnknownTier`.
+    /// `DuplicateApiKey`; 403 for `UnknownTier`; 503 for `IssuerUnavailable`.
     pub fn status(&self) -> u16 {
         match self {
             IdentityError::InvalidToken(_)
@@ -121,6 +128,7 @@ impl IdentityError {
             | IdentityError::Missing => 401,
             IdentityError::DuplicateApiKey => 400,
             IdentityError::UnknownTier(_) => 403,
+            IdentityError::IssuerUnavailable(_) => 503,
         }
     }
 
@@ -134,7 +142,9 @@ impl IdentityError {
             IdentityError::InvalidToken(_) | IdentityError::UnknownApiKey => {
                 Some("Bearer error=\"invalid_token\"")
             }
-            IdentityError::DuplicateApiKey | IdentityError::UnknownTier(_) => None,
+            IdentityError::DuplicateApiKey
+            | IdentityError::UnknownTier(_)
+            | IdentityError::IssuerUnavailable(_) => None,
         }
     }
 
@@ -144,6 +154,9 @@ impl IdentityError {
         self.to_string()
     }
 }
+
+/// `Retry-After` of an [`IdentityError::IssuerUnavailable`] answer, seconds.
+pub const ISSUER_RETRY_AFTER_S: u64 = 5;
 
 /// The identity stage of one config snapshot.
 ///
@@ -187,12 +200,22 @@ impl Authenticator {
         tiers: &BTreeMap<String, Tier>,
         tenants: &BTreeMap<String, TenantOverride>,
     ) -> Result<Authenticator, Vec<ConfigError>> {
+        Self::build_after(settings, tiers, tenants, None)
+    }
+
+    /// [`build`](Self::build), keeping `previous`'s live JWKS key sets of unchanged issuers.
+    pub fn build_after(
+        settings: &IdentitySettings,
+        tiers: &BTreeMap<String, Tier>,
+        tenants: &BTreeMap<String, TenantOverride>,
+        previous: Option<&Authenticator>,
+    ) -> Result<Authenticator, Vec<ConfigError>> {
         // The only part that can fail: reading key files and secrets (everything else was
         // validated into `settings`).
         let jwt = settings
             .jwt
             .as_ref()
-            .map(jwt::JwtVerifier::build)
+            .map(|j| jwt::JwtVerifier::build_after(j, previous.and_then(|p| p.jwt.as_ref())))
             .transpose()?;
         let api_keys = settings.api_keys.as_ref().map(api_key::ApiKeyStore::new);
         let mut strip = vec![settings.tenant_header.clone()];
@@ -370,6 +393,35 @@ impl Authenticator {
     /// same name.
     pub fn strip_headers(&self) -> &[HeaderName] {
         &self.strip
+    }
+
+    /// The live key sets of the JWKS issuers (empty without `identity.jwt.issuers`).
+    pub fn issuers(&self) -> &[Arc<issuers::IssuerKeys>] {
+        self.jwt.as_ref().map_or(&[], |j| j.issuers())
+    }
+
+    /// The JWKS issuer a request's bearer token waits for (see
+    /// [`jwt::JwtVerifier::awaiting_keys`]): `None` for every request that need not wait.
+    pub fn awaiting_keys(
+        &self,
+        headers: &HeaderMap,
+        now: std::time::Instant,
+    ) -> Option<Arc<issuers::IssuerKeys>> {
+        let verifier = self.jwt.as_ref().filter(|j| !j.issuers().is_empty())?;
+        let token = bearer_token(headers).ok()??;
+        verifier.awaiting_keys(token, now)
+    }
+
+    /// Which issuer (`None`: a static key) and which `kid` verify the request's bearer token
+    /// at `now_s`, for the admin `explain`; `None` when it has no valid bearer token.
+    pub fn jwt_verified_by(
+        &self,
+        headers: &HeaderMap,
+        now_s: u64,
+    ) -> Option<(Option<String>, Option<String>)> {
+        let token = bearer_token(headers).ok()??;
+        let claims = self.jwt.as_ref()?.verify(token, now_s).ok()?;
+        Some((claims.issuer, claims.kid))
     }
 
     /// The API key header (`identity.api_keys.header`, lower case), when API keys are

@@ -53,7 +53,8 @@ pub enum Outcome {
     ShadowLimited,
     /// 401: no or bad credentials.
     Unauthenticated,
-    /// 400/403 at the identity layer (duplicate API key header, unknown tier).
+    /// 400/403/503 at the identity layer (duplicate API key header, unknown tier, an issuer
+    /// without keys).
     Rejected,
     /// 404: no route for this host and path.
     NotFound,

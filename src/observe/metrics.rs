@@ -78,6 +78,17 @@ pub struct Metrics {
     /// `streamed` (too large, no declared length, or buffering off), `buffer_full` (streamed
     /// because `server.body_buffer_total_bytes` was reached).
     pub request_bodies: IntCounterVec,
+    /// JWKS fetches by issuer and result: `ok`, `timeout`, `connect`, `status`, `too_large`,
+    /// `invalid` (not a JWK Set, or no usable key), `discovery`, `tls`.
+    pub jwks_fetches: IntCounterVec,
+    /// Usable keys of each issuer's last good JWKS.
+    pub jwks_keys: IntGaugeVec,
+    /// Seconds since each issuer's last good JWKS was fetched (-1: none yet).
+    pub jwks_age: IntGaugeVec,
+    /// JWKS keys skipped by issuer and reason (`weak`, `symmetric`, `unknown_kty`, ...).
+    pub jwks_keys_rejected: IntCounterVec,
+    /// Unknown-kid refetches by issuer and result: `triggered`, `throttled`.
+    pub jwks_unknown_kid_refetches: IntCounterVec,
     tenant_seen: Mutex<HashSet<String>>,
 }
 
@@ -260,6 +271,36 @@ pub static METRICS: Lazy<Metrics> = Lazy::new(|| {
             "tollgate_request_bodies_total",
             "Request bodies by how they were read (buffered, streamed, buffer_full)",
             &["how"]
+        )
+        .unwrap(),
+        jwks_fetches: register_int_counter_vec!(
+            "tollgate_jwks_fetches_total",
+            "JWKS fetches by issuer and result",
+            &["issuer", "result"]
+        )
+        .unwrap(),
+        jwks_keys: register_int_gauge_vec!(
+            "tollgate_jwks_keys",
+            "Usable keys of the issuer's last good JWKS",
+            &["issuer"]
+        )
+        .unwrap(),
+        jwks_age: register_int_gauge_vec!(
+            "tollgate_jwks_age_seconds",
+            "Seconds since the issuer's last good JWKS was fetched (-1: none yet)",
+            &["issuer"]
+        )
+        .unwrap(),
+        jwks_keys_rejected: register_int_counter_vec!(
+            "tollgate_jwks_keys_rejected_total",
+            "JWKS keys skipped by issuer and reason",
+            &["issuer", "reason"]
+        )
+        .unwrap(),
+        jwks_unknown_kid_refetches: register_int_counter_vec!(
+            "tollgate_jwks_unknown_kid_refetches_total",
+            "Refetches asked for by tokens with an unknown kid, by issuer and result",
+            &["issuer", "result"]
         )
         .unwrap(),
         tenant_seen: Mutex::new(HashSet::new()),

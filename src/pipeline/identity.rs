@@ -42,7 +42,8 @@ pub fn decide(
 }
 
 /// The response of an identity failure: its status (401 `unauthenticated` with
-/// `WWW-Authenticate`, else 400/403 `rejected`) and detail.
+/// `WWW-Authenticate`, else 400/403/503 `rejected`; the 503 of an issuer without keys carries
+/// `Retry-After`) and detail.
 pub fn rejection(e: &IdentityError) -> Rejection {
     let problem = Problem::status(e.status(), e.detail());
     let reason = if e.status() == 401 {
@@ -50,10 +51,16 @@ pub fn rejection(e: &IdentityError) -> Rejection {
     } else {
         Outcome::Rejected
     };
-    let headers = e
+    let mut headers: Vec<(&'static str, String)> = e
         .www_authenticate()
         .map(|v| vec![("WWW-Authenticate", v.to_string())])
         .unwrap_or_default();
+    if matches!(e, IdentityError::IssuerUnavailable(_)) {
+        headers.push((
+            "Retry-After",
+            crate::identity::ISSUER_RETRY_AFTER_S.to_string(),
+        ));
+    }
     Rejection::new(Layer::Identity, reason, problem).with_headers(headers)
 }
 

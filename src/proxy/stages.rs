@@ -105,6 +105,14 @@ pub(super) async fn identity_stage(
     let Some(route) = ctx.route(snap) else {
         return Ok(false);
     };
+    if route.auth != crate::config::AuthMode::None {
+        // A token of a JWKS issuer whose key is not (yet) in its set waits for the one
+        // coalesced refetch, so a key rotation at the IdP never answers 401.
+        let now = std::time::Instant::now();
+        if let Some(issuer) = snap.auth.awaiting_keys(&session.req_header().headers, now) {
+            issuer.wait_fetch(issuer.settings.fetch_timeout).await;
+        }
+    }
     let credentials = Credentials {
         headers: &session.req_header().headers,
         cert_cn: client_cert(session).map(|c| c.subject_cn.as_str()),

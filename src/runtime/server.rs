@@ -123,6 +123,10 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
         loops::RegionSync { app: app.clone() },
     ));
     server.add_service(background_service(
+        "jwks refresh",
+        super::jwks::JwksRefresh { app: app.clone() },
+    ));
+    server.add_service(background_service(
         "health checks",
         loops::HealthChecks { app },
     ));

@@ -58,7 +58,12 @@ impl Snapshot {
         previous: Option<&Snapshot>,
     ) -> Result<Snapshot, Vec<ConfigError>> {
         let mut errors = Vec::new();
-        let auth = match Authenticator::build(&config.identity, &config.tiers, &config.tenants) {
+        let auth = match Authenticator::build_after(
+            &config.identity,
+            &config.tiers,
+            &config.tenants,
+            previous.map(|p| &p.auth),
+        ) {
             Ok(a) => Some(a),
             Err(e) => {
                 errors.extend(e);

@@ -4,9 +4,11 @@
 use super::common::Check;
 use super::tls;
 use crate::config::model::{
-    ApiKeyEntry, ApiKeySettings, IdentitySettings, JwtKeySettings, JwtSettings, KeySource,
+    ApiKeyEntry, ApiKeySettings, IdentitySettings, JwksSource, JwtIssuerSettings, JwtKeySettings,
+    JwtSettings, KeySource,
 };
-use crate::config::raw::{RawIdentity, RawJwt};
+use crate::config::raw::{RawIdentity, RawJwt, RawJwtIssuer};
+use std::time::Duration;
 use std::collections::BTreeSet;
 
 /// `identity:` → settings. `tier_ref` checks (and reports) each tier named at a path.
@@ -97,8 +99,8 @@ fn jwt_settings(c: &mut Check, j: &RawJwt) -> JwtSettings {
     use jsonwebtoken::Algorithm as A;
     let mut keys = Vec::new();
     let mut kids = BTreeSet::new();
-    if j.keys.is_empty() {
-        c.err("identity.jwt.keys", "needs at least one key");
+    if j.keys.is_empty() && j.issuers.is_empty() {
+        c.err("identity.jwt.keys", "needs at least one key (or `issuers`)");
     }
     for (i, k) in j.keys.iter().enumerate() {
         let path = format!("identity.jwt.keys[{i}]");
@@ -168,12 +170,139 @@ fn jwt_settings(c: &mut Check, j: &RawJwt) -> JwtSettings {
         Some(v) => v as u64,
         None => 30,
     };
+    let tenant_claim = j.tenant_claim.clone().unwrap_or_else(|| "sub".into());
+    let mut seen = BTreeSet::new();
+    let mut issuers = Vec::new();
+    for (i, raw) in j.issuers.iter().enumerate() {
+        let path = format!("identity.jwt.issuers[{i}]");
+        if !seen.insert(raw.issuer.clone()) {
+            c.err(
+                format!("{path}.issuer"),
+                format!("duplicate issuer \"{}\"", raw.issuer),
+            );
+        }
+        if j.issuer.as_deref() == Some(raw.issuer.as_str()) {
+            c.err(
+                format!("{path}.issuer"),
+                "is also identity.jwt.issuer (the static keys' issuer): tokens of one issuer are verified either by its JWKS or by the static keys",
+            );
+        }
+        if let Some(s) = issuer_settings(c, &path, raw, &tenant_claim, j.tier_claim.as_ref()) {
+            issuers.push(s);
+        }
+    }
     JwtSettings {
         issuer: j.issuer.clone(),
         audience: j.audience.clone(),
         leeway_s,
-        tenant_claim: j.tenant_claim.clone().unwrap_or_else(|| "sub".into()),
+        tenant_claim,
         tier_claim: j.tier_claim.clone(),
         keys,
+        issuers,
     }
+}
+
+/// Default bounds of one issuer (docs/configuration.md#jwks-issuers).
+const REFRESH_MIN: Duration = Duration::from_secs(5 * 60);
+const REFRESH_MAX: Duration = Duration::from_secs(60 * 60);
+const UNKNOWN_KID_REFETCH: Duration = Duration::from_secs(10);
+const STALE_FOR: Duration = Duration::from_secs(24 * 60 * 60);
+const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest accepted fetch timeout: a stuck IdP must not hold waiting requests longer.
+const MAX_FETCH_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One `identity.jwt.issuers[]` entry: an https issuer (http on loopback only), exactly one of
+/// `discovery: true` / `jwks_url`, durations with `refresh.min <= refresh.max <= stale_for`.
+fn issuer_settings(
+    c: &mut Check,
+    path: &str,
+    raw: &RawJwtIssuer,
+    tenant_claim: &str,
+    tier_claim: Option<&String>,
+) -> Option<JwtIssuerSettings> {
+    let mut ok = true;
+    if let Err(e) = crate::config::idp_url(&raw.issuer) {
+        c.err(format!("{path}.issuer"), e);
+        ok = false;
+    }
+    let source = match (raw.discovery.unwrap_or(false), &raw.jwks_url) {
+        (true, None) => JwksSource::Discovery,
+        (false, Some(url)) => {
+            if let Err(e) = crate::config::idp_url(url) {
+                c.err(format!("{path}.jwks_url"), e);
+                ok = false;
+            }
+            JwksSource::Url(url.clone())
+        }
+        (true, Some(_)) => {
+            c.err(path, "set either `discovery: true` or `jwks_url`, not both");
+            return None;
+        }
+        (false, None) => {
+            c.err(path, "needs `discovery: true` or a `jwks_url`");
+            return None;
+        }
+    };
+    let mut dur = |c: &mut Check, field: &str, text: Option<&String>, default: Duration| {
+        match text {
+            None => default,
+            Some(t) => match c.duration(&format!("{path}.{field}"), t) {
+                Some(d) if d.is_zero() => {
+                    c.err(format!("{path}.{field}"), "must be greater than zero");
+                    ok = false;
+                    default
+                }
+                Some(d) => d,
+                None => {
+                    ok = false;
+                    default
+                }
+            },
+        }
+    };
+    let refresh = raw.refresh.as_ref();
+    let refresh_min = dur(c, "refresh.min", refresh.and_then(|r| r.min.as_ref()), REFRESH_MIN);
+    let refresh_max = dur(c, "refresh.max", refresh.and_then(|r| r.max.as_ref()), REFRESH_MAX);
+    let unknown_kid_refetch = dur(
+        c,
+        "unknown_kid_refetch",
+        raw.unknown_kid_refetch.as_ref(),
+        UNKNOWN_KID_REFETCH,
+    );
+    let stale_for = dur(c, "stale_for", raw.stale_for.as_ref(), STALE_FOR);
+    let fetch_timeout = dur(c, "fetch_timeout", raw.fetch_timeout.as_ref(), FETCH_TIMEOUT);
+    if refresh_min > refresh_max {
+        c.err(
+            format!("{path}.refresh"),
+            "min must not be greater than max",
+        );
+        ok = false;
+    }
+    if stale_for < refresh_max {
+        c.err(
+            format!("{path}.stale_for"),
+            "must be at least refresh.max (a key set must outlive one refresh)",
+        );
+        ok = false;
+    }
+    if fetch_timeout > MAX_FETCH_TIMEOUT {
+        c.err(format!("{path}.fetch_timeout"), "must be at most 30s");
+        ok = false;
+    }
+    ok.then(|| JwtIssuerSettings {
+        issuer: raw.issuer.clone(),
+        source,
+        audience: raw.audience.clone(),
+        tenant_claim: raw
+            .tenant_claim
+            .clone()
+            .unwrap_or_else(|| tenant_claim.to_string()),
+        tier_claim: raw.tier_claim.clone().or_else(|| tier_claim.cloned()),
+        refresh_min,
+        refresh_max,
+        unknown_kid_refetch,
+        stale_for,
+        fetch_timeout,
+        ca_file: raw.ca_file.clone(),
+    })
 }
