@@ -118,6 +118,7 @@ fn verifier() -> &'static JwtVerifier {
                 algorithm: Algorithm::HS256,
                 source: KeySource::SecretFile(file.display().to_string()),
             }],
+            issuers: Vec::new(),
         };
         let v = JwtVerifier::build(&settings).expect("verifier");
         let _ = std::fs::remove_dir_all(&dir);

@@ -28,6 +28,7 @@ fn verifier() -> &'static JwtVerifier {
                 algorithm: jsonwebtoken::Algorithm::HS256,
                 source: KeySource::SecretFile(SECRET_FILE.into()),
             }],
+            issuers: Vec::new(),
         };
         JwtVerifier::build(&settings).expect("fuzz verifier builds")
     })

@@ -141,6 +141,10 @@ fn parse_key(entry: &Value) -> Result<JwksKey, &'static str> {
             _ => return Err("unsupported_curve"),
         },
         AlgorithmParameters::OctetKey(_) => return Err("symmetric"),
+        // An EC or OKP key jsonwebtoken cannot read has a curve it does not know.
+        _ if matches!(entry.get("kty").and_then(Value::as_str), Some("EC" | "OKP")) => {
+            return Err("unsupported_curve")
+        }
         _ => return Err("unknown_kty"),
     };
     let algs = match &jwk.common.key_algorithm {

@@ -53,6 +53,7 @@ pub fn jwt_settings(keys: Vec<JwtKeySettings>) -> JwtSettings {
         tenant_claim: "sub".into(),
         tier_claim: None,
         keys,
+        issuers: Vec::new(),
     }
 }
 

@@ -134,24 +134,23 @@ async fn refresh_loop(issuer: Arc<IssuerKeys>) {
         };
         let next = match outcome {
             Ok((keys, cache_control)) => {
-                METRICS
-                    .jwks_fetches
-                    .with_label_values(&[name, "ok"])
-                    .inc();
+                METRICS.jwks_fetches.with_label_values(&[name, "ok"]).inc();
                 let next = refresh_after(
                     cache_control.as_deref(),
                     settings.refresh_min,
                     settings.refresh_max,
                 );
-                tracing::debug!(issuer = name, keys = keys.len(), refresh_in_s = next.as_secs(), "JWKS fetched");
+                tracing::debug!(
+                    issuer = name,
+                    keys = keys.len(),
+                    refresh_in_s = next.as_secs(),
+                    "JWKS fetched"
+                );
                 issuer.fetch_ended(Some(keys), Instant::now());
                 next
             }
             Err((label, why)) => {
-                METRICS
-                    .jwks_fetches
-                    .with_label_values(&[name, label])
-                    .inc();
+                METRICS.jwks_fetches.with_label_values(&[name, label]).inc();
                 let stale = issuer.current(Instant::now()).is_some();
                 tracing::warn!(issuer = name, result = label, error = %why, serving_last_good_set = stale, "JWKS fetch failed");
                 // Discovery is redone after a failure: the IdP may have moved its JWKS.
@@ -171,7 +170,10 @@ async fn refresh_loop(issuer: Arc<IssuerKeys>) {
 /// the system roots), redirects only to the same host and only by the URL rules.
 fn client(settings: &JwtIssuerSettings) -> Result<reqwest::Client, String> {
     let policy = reqwest::redirect::Policy::custom(|attempt| {
-        let first = attempt.previous().first().and_then(|u| u.host_str().map(str::to_string));
+        let first = attempt
+            .previous()
+            .first()
+            .and_then(|u| u.host_str().map(str::to_string));
         if attempt.previous().len() > MAX_REDIRECTS {
             attempt.error("too many redirects")
         } else if attempt.url().host_str().map(str::to_string) != first {
@@ -225,7 +227,12 @@ async fn fetch(
             .jwks_keys_rejected
             .with_label_values(&[name, r.reason])
             .inc();
-        tracing::warn!(issuer = name, kid = r.kid.as_deref().unwrap_or("-"), reason = r.reason, "JWKS key skipped");
+        tracing::warn!(
+            issuer = name,
+            kid = r.kid.as_deref().unwrap_or("-"),
+            reason = r.reason,
+            "JWKS key skipped"
+        );
     }
     if parsed.keys.is_empty() {
         return Err(("invalid", "the JWKS holds no usable key".into()));
@@ -257,8 +264,16 @@ async fn get(
     if !resp.status().is_success() {
         return Err(("status", format!("{url}: HTTP {}", resp.status())));
     }
-    let too_large = || ("too_large", format!("{url}: larger than {MAX_JWKS_BYTES} bytes"));
-    if resp.content_length().is_some_and(|n| n > MAX_JWKS_BYTES as u64) {
+    let too_large = || {
+        (
+            "too_large",
+            format!("{url}: larger than {MAX_JWKS_BYTES} bytes"),
+        )
+    };
+    if resp
+        .content_length()
+        .is_some_and(|n| n > MAX_JWKS_BYTES as u64)
+    {
         return Err(too_large());
     }
     let cache_control = resp

@@ -112,9 +112,7 @@ pub enum MtlsTenantFrom {
 /// `http://` only when the host is loopback (`localhost`, `127.0.0.0/8`, `[::1]`), since keys
 /// fetched in clear text could be replaced by anyone on the path. Errors are a short reason.
 pub fn idp_url(url: &str) -> Result<http::Uri, String> {
-    let uri: http::Uri = url
-        .parse()
-        .map_err(|_| format!("\"{url}\" is not a URL"))?;
+    let uri: http::Uri = url.parse().map_err(|_| format!("\"{url}\" is not a URL"))?;
     let host = uri
         .host()
         .filter(|h| !h.is_empty())

@@ -8,8 +8,8 @@ use crate::config::model::{
     JwtSettings, KeySource,
 };
 use crate::config::raw::{RawIdentity, RawJwt, RawJwtIssuer};
-use std::time::Duration;
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 /// `identity:` → settings. `tier_ref` checks (and reports) each tier named at a path.
 pub(super) fn settings(
@@ -243,26 +243,35 @@ fn issuer_settings(
             return None;
         }
     };
-    let mut dur = |c: &mut Check, field: &str, text: Option<&String>, default: Duration| {
-        match text {
-            None => default,
-            Some(t) => match c.duration(&format!("{path}.{field}"), t) {
-                Some(d) if d.is_zero() => {
-                    c.err(format!("{path}.{field}"), "must be greater than zero");
-                    ok = false;
-                    default
-                }
-                Some(d) => d,
-                None => {
-                    ok = false;
-                    default
-                }
-            },
-        }
+    let mut dur = |c: &mut Check, field: &str, text: Option<&String>, default: Duration| match text
+    {
+        None => default,
+        Some(t) => match c.duration(&format!("{path}.{field}"), t) {
+            Some(d) if d.is_zero() => {
+                c.err(format!("{path}.{field}"), "must be greater than zero");
+                ok = false;
+                default
+            }
+            Some(d) => d,
+            None => {
+                ok = false;
+                default
+            }
+        },
     };
     let refresh = raw.refresh.as_ref();
-    let refresh_min = dur(c, "refresh.min", refresh.and_then(|r| r.min.as_ref()), REFRESH_MIN);
-    let refresh_max = dur(c, "refresh.max", refresh.and_then(|r| r.max.as_ref()), REFRESH_MAX);
+    let refresh_min = dur(
+        c,
+        "refresh.min",
+        refresh.and_then(|r| r.min.as_ref()),
+        REFRESH_MIN,
+    );
+    let refresh_max = dur(
+        c,
+        "refresh.max",
+        refresh.and_then(|r| r.max.as_ref()),
+        REFRESH_MAX,
+    );
     let unknown_kid_refetch = dur(
         c,
         "unknown_kid_refetch",
@@ -270,7 +279,12 @@ fn issuer_settings(
         UNKNOWN_KID_REFETCH,
     );
     let stale_for = dur(c, "stale_for", raw.stale_for.as_ref(), STALE_FOR);
-    let fetch_timeout = dur(c, "fetch_timeout", raw.fetch_timeout.as_ref(), FETCH_TIMEOUT);
+    let fetch_timeout = dur(
+        c,
+        "fetch_timeout",
+        raw.fetch_timeout.as_ref(),
+        FETCH_TIMEOUT,
+    );
     if refresh_min > refresh_max {
         c.err(
             format!("{path}.refresh"),
