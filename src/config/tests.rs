@@ -299,7 +299,71 @@ fn api_keys_are_validated_once_into_digests_and_header_names() {
 #[test]
 fn jwt_needs_at_least_one_key() {
     let yaml = format!("{BASE}identity:\n  jwt:\n    keys: []\n");
-    assert_eq!(errors(&yaml), ["identity.jwt.keys: needs at least one key"]);
+    assert_eq!(
+        errors(&yaml),
+        ["identity.jwt.keys: needs at least one key (or `issuers`)"]
+    );
+}
+
+#[test]
+fn jwks_issuers_get_defaults_and_inherit_the_claims() {
+    let yaml = format!(
+        "{BASE}identity:\n  jwt:\n    tenant_claim: org\n    issuers:\n      \
+         - {{ issuer: \"https://idp.example/\", discovery: true }}\n      \
+         - {{ issuer: \"http://127.0.0.1:8000\", jwks_url: \"http://localhost:8000/keys\", \
+         tenant_claim: team, refresh: {{ min: 1s, max: 2s }}, stale_for: 2s }}\n"
+    );
+    let c = parse(&yaml).unwrap();
+    let jwt = c.identity.jwt.unwrap();
+    assert!(jwt.keys.is_empty());
+    let (a, b) = (&jwt.issuers[0], &jwt.issuers[1]);
+    assert_eq!(a.source, JwksSource::Discovery);
+    assert_eq!(a.tenant_claim, "org");
+    assert_eq!(
+        (a.refresh_min, a.refresh_max, a.unknown_kid_refetch),
+        (
+            std::time::Duration::from_secs(300),
+            std::time::Duration::from_secs(3600),
+            std::time::Duration::from_secs(10)
+        )
+    );
+    assert_eq!(a.stale_for, std::time::Duration::from_secs(86400));
+    assert_eq!(
+        b.source,
+        JwksSource::Url("http://localhost:8000/keys".into())
+    );
+    assert_eq!(b.tenant_claim, "team");
+}
+
+#[test]
+fn jwks_issuer_mistakes_are_reported_by_path() {
+    let issuers = [
+        "{ issuer: \"http://idp.example\", discovery: true }",
+        "{ issuer: \"https://a.example\" }",
+        "{ issuer: \"https://b.example\", discovery: true, jwks_url: \"https://b.example/k\" }",
+        "{ issuer: \"https://c.example\", jwks_url: \"ftp://c.example/k\" }",
+        "{ issuer: \"https://d.example\", discovery: true, refresh: { min: 2h, max: 1h } }",
+        "{ issuer: \"https://e.example\", discovery: true, stale_for: 1m }",
+        "{ issuer: \"https://f.example\", discovery: true, unknown_kid_refetch: 0s, fetch_timeout: 1m }",
+        "{ issuer: \"https://f.example\", discovery: true }",
+    ];
+    let list: Vec<String> = issuers.iter().map(|i| format!("      - {i}\n")).collect();
+    let yaml = format!("{BASE}identity:\n  jwt:\n    issuers:\n{}", list.concat());
+    let got = errors(&yaml);
+    let expect = [
+        "identity.jwt.issuers[0].issuer: \"http://idp.example\": plain http is accepted only for loopback hosts; use https",
+        "identity.jwt.issuers[1]: needs `discovery: true` or a `jwks_url`",
+        "identity.jwt.issuers[2]: set either `discovery: true` or `jwks_url`, not both",
+        "identity.jwt.issuers[3].jwks_url: \"ftp://c.example/k\" must be an https URL",
+        "identity.jwt.issuers[4].refresh: min must not be greater than max",
+        "identity.jwt.issuers[5].stale_for: must be at least refresh.max (a key set must outlive one refresh)",
+        "identity.jwt.issuers[6].unknown_kid_refetch: \"0s\" must be greater than zero",
+        "identity.jwt.issuers[6].fetch_timeout: must be at most 30s",
+        "identity.jwt.issuers[7].issuer: duplicate issuer \"https://f.example\"",
+    ];
+    for e in expect {
+        assert!(got.iter().any(|g| g == e), "missing {e:?} in {got:#?}");
+    }
 }
 
 #[test]

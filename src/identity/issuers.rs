@@ -131,3 +131,6 @@ impl IssuerKeys {
         self.fetched.send_modify(|n| *n += 1);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -247,11 +247,6 @@ fn issuer_settings(
     {
         None => default,
         Some(t) => match c.duration(&format!("{path}.{field}"), t) {
-            Some(d) if d.is_zero() => {
-                c.err(format!("{path}.{field}"), "must be greater than zero");
-                ok = false;
-                default
-            }
             Some(d) => d,
             None => {
                 ok = false;
