@@ -4,6 +4,8 @@
 //! ready), a flood of random kids costing at most one fetch, and the RS/HS confusion refused.
 
 mod common;
+#[path = "common/tls.rs"]
+mod tls_common;
 
 use common::*;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
@@ -44,9 +46,15 @@ struct Provider {
 
 impl Provider {
     fn start() -> Provider {
+        Self::start_with_env(&[])
+    }
+
+    /// With `TLS_CERT` / `TLS_KEY` set it serves HTTPS as `https://localhost:<port>`.
+    fn start_with_env(env: &[(&str, &str)]) -> Provider {
         install_provider();
         let mut child = Command::new("node")
             .arg("provider.mjs")
+            .envs(env.iter().copied())
             .current_dir(oidc_dir())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -80,6 +88,10 @@ impl Provider {
 
     fn issuer(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn https_issuer(&self) -> String {
+        format!("https://localhost:{}", self.port)
     }
 
     fn gen(&mut self) -> String {
@@ -396,4 +408,86 @@ async fn hs256_signed_with_a_jwks_public_key_is_refused() {
         assert_eq!(r.status, 401, "{}", r.body);
     }
     assert_eq!(get(&http, &gw, &valid).await.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_with_a_ca_file_and_bad_answers_keep_the_last_good_set() {
+    let ca = tls_common::Ca::new("idp test CA");
+    let cert = ca.server("localhost", &["localhost"]);
+    let mut idp = Provider::start_with_env(&[
+        ("TLS_CERT", cert.cert_file.as_str()),
+        ("TLS_KEY", cert.key_file.as_str()),
+    ]);
+    let issuer = idp.https_issuer();
+    let k1 = idp.gen();
+    let backend = Backend::start("echo");
+    let gw = gateway(
+        &backend,
+        &issuer,
+        &format!("{FAST}, ca_file: \"{}\"", ca.cert_file),
+    );
+    wait_ready(&gw);
+    let http = client();
+    let t1 = idp.token(&k1, "alice");
+    assert_eq!(get(&http, &gw, &t1).await.status, 200);
+    let fetches = |gw: &Gateway, result: &str| {
+        gw.metric_or_zero(&format!(
+            "tollgate_jwks_fetches_total{{issuer=\"{issuer}\",result=\"{result}\"}}"
+        ))
+    };
+    // Not JSON, over 1 MiB, a redirect to another host: each a counted failure, the keys stay.
+    for (mode, result) in [
+        ("garbage", "not_json"),
+        ("big", "too_large"),
+        ("redirect", "redirect"),
+    ] {
+        idp.ask(&format!("serve {mode}"));
+        assert!(
+            wait_until(Duration::from_secs(10), || fetches(&gw, result) >= 1.0),
+            "{mode}: {}",
+            gw.metrics()
+        );
+        assert_eq!(get(&http, &gw, &t1).await.status, 200, "{mode}");
+    }
+    assert_eq!(
+        idp.ask("hits2"),
+        "0",
+        "the redirect to another host was followed"
+    );
+    // A redirect within the same host is followed.
+    idp.ask("serve redirect-same");
+    assert!(wait_until(Duration::from_secs(10), || idp.ask("hits2") != "0"));
+    assert_eq!(gw.admin_get("/readyz").status, 200);
+
+    // Without the CA file the system roots do not know the IdP: never ready, tokens 503.
+    let untrusting = gateway(&backend, &issuer, FAST);
+    assert!(wait_until(Duration::from_secs(10), || fetches(
+        &untrusting,
+        "connect"
+    ) >= 1.0));
+    assert_eq!(get(&http, &untrusting, &t1).await.status, 503);
+    assert_eq!(untrusting.admin_get("/readyz").status, 503);
+}
+
+#[test]
+fn check_validates_the_issuer_block() {
+    let yaml = GatewayConfig::echo("127.0.0.1:9", "required")
+        .jwt("{ issuers: [{ issuer: \"http://idp.example\", discovery: true }, { issuer: \"https://x.example\", jwks_url: \"https://x.example/k\", refresh: { min: 1h, max: 5m } }] }")
+        .yaml();
+    let out = check_config(&yaml);
+    assert_ne!(out.code(), Some(0), "{}", out.all());
+    assert!(
+        out.all().contains("identity.jwt.issuers[0].issuer")
+            && out
+                .all()
+                .contains("plain http is accepted only for loopback hosts"),
+        "{}",
+        out.all()
+    );
+    assert!(
+        out.all()
+            .contains("identity.jwt.issuers[1].refresh: min must not be greater than max"),
+        "{}",
+        out.all()
+    );
 }

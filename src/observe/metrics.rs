@@ -78,8 +78,9 @@ pub struct Metrics {
     /// `streamed` (too large, no declared length, or buffering off), `buffer_full` (streamed
     /// because `server.body_buffer_total_bytes` was reached).
     pub request_bodies: IntCounterVec,
-    /// JWKS fetches by issuer and result: `ok`, `timeout`, `connect`, `status`, `too_large`,
-    /// `invalid` (not a JWK Set, or no usable key), `discovery`, `tls`.
+    /// JWKS fetches by issuer and result: `ok`, `timeout`, `connect` (refused, TLS), `status` (not
+    /// 2xx), `redirect` (refused), `too_large`, `not_json`, `no_keys`, `invalid` (no usable key),
+    /// `discovery`, `tls` (no client).
     pub jwks_fetches: IntCounterVec,
     /// Usable keys of each issuer's last good JWKS.
     pub jwks_keys: IntGaugeVec,

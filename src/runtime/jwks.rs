@@ -27,6 +27,11 @@ const MAX_RETRY: Duration = Duration::from_secs(30);
 /// Redirects followed per fetch (same host only).
 const MAX_REDIRECTS: usize = 5;
 
+/// A redirect the fetch does not follow (another host, not https, too many).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct RedirectRefused(String);
+
 /// Background service: keeps one refresh task per issuer of the current snapshot.
 pub struct JwksRefresh {
     pub app: Arc<App>,
@@ -174,12 +179,14 @@ fn client(settings: &JwtIssuerSettings) -> Result<reqwest::Client, String> {
             .previous()
             .first()
             .and_then(|u| u.host_str().map(str::to_string));
+        let refuse = |why: String| RedirectRefused(why);
         if attempt.previous().len() > MAX_REDIRECTS {
-            attempt.error("too many redirects")
+            attempt.error(refuse("too many redirects".into()))
         } else if attempt.url().host_str().map(str::to_string) != first {
-            attempt.error("redirect to another host")
+            let to = attempt.url().host_str().unwrap_or("").to_string();
+            attempt.error(refuse(format!("redirect to another host ({to})")))
         } else if let Err(e) = idp_url(attempt.url().as_str()) {
-            attempt.error(e)
+            attempt.error(refuse(format!("redirect to {e}")))
         } else {
             attempt.follow()
         }
@@ -188,6 +195,8 @@ fn client(settings: &JwtIssuerSettings) -> Result<reqwest::Client, String> {
         .timeout(settings.fetch_timeout)
         .connect_timeout(settings.fetch_timeout)
         .redirect(policy)
+        // Fetches are minutes apart: a kept connection would mostly be one the IdP already closed.
+        .pool_max_idle_per_host(0)
         .user_agent(concat!("tollgate/", env!("CARGO_PKG_VERSION")));
     if let Some(file) = &settings.ca_file {
         let pem = std::fs::read(file).map_err(|e| format!("cannot read \"{file}\": {e}"))?;
@@ -246,14 +255,23 @@ async fn get(
     url: &str,
 ) -> Result<(Vec<u8>, Option<String>), (&'static str, String)> {
     let failed = |e: reqwest::Error| {
+        // The whole chain: reqwest's own text hides the cause (TLS, refused, redirect).
+        let mut why = format!("{url}: {e}");
+        let mut redirect = false;
+        let mut source = std::error::Error::source(&e);
+        while let Some(cause) = source {
+            redirect |= cause.is::<RedirectRefused>();
+            why += &format!(": {cause}");
+            source = cause.source();
+        }
         let label = if e.is_timeout() {
             "timeout"
-        } else if e.is_redirect() {
-            "status"
+        } else if redirect || e.is_redirect() {
+            "redirect"
         } else {
             "connect"
         };
-        (label, format!("{url}: {e}"))
+        (label, why)
     };
     let mut resp = client
         .get(url)
