@@ -11,7 +11,9 @@
 #   cargo test --all-targets --no-fail-fast (integration tests spawn real redis-server, backends, gateways;
 #     tests/grpc.rs the grpcio server and client of demo/grpc/ from .venv/, made by scripts/venv.sh
 #     on first use with demo/grpc/requirements.txt; tests/admin_openapi.rs schemathesis against a
-#     live admin listener, from the same venv with tests/openapi/requirements.txt)
+#     live admin listener, from the same venv with tests/openapi/requirements.txt; tests/jwks.rs
+#     a real OpenID provider, oauth2-mock-server from npm, installed by `npm ci` in tests/oidc/
+#     on first use)
 #   python3 scripts/check-compose.py (docker-compose.yml parses and names existing files)
 #   scripts/check-demo-config.sh (demo/gateway.demo.yaml.tmpl renders and passes `tollgate check`)
 #   scripts/check-kubernetes.sh (deploy/kubernetes: kubernetes-validate --strict against pinned
@@ -39,7 +41,7 @@ cd "$ROOT"
 # ---- prerequisites -------------------------------------------------------------------------------
 # openssl: TLS test certificates (tests/redis_config.rs); redis-cli: cluster tests;
 # prometheus + promtool: tests/observability.rs (dashboard queries, alert rules)
-./scripts/prereqs.sh --rust-components openssl redis-cli:redis-tools prometheus promtool:prometheus || exit 1
+./scripts/prereqs.sh --rust-components openssl redis-cli:redis-tools prometheus promtool:prometheus node:nodejs npm || exit 1
 
 # A full run from a clean tree gains nothing from incremental caches, which would double the
 # build's disk use; export CARGO_INCREMENTAL=1 to keep them.

@@ -121,15 +121,19 @@ impl Drop for Provider {
 /// A gateway whose only JWT keys come from `issuer` by discovery, with `timing` (flow-map
 /// members: refresh, unknown_kid_refetch, stale_for).
 fn gateway(backend: &Backend, issuer: &str, timing: &str) -> Gateway {
+    let yaml = gateway_yaml(backend, issuer, timing, "sub");
+    Gateway::start_with_env(&yaml, &[("TOLLGATE_TEST_ADMIN", "explain-token")])
+}
+
+fn gateway_yaml(backend: &Backend, issuer: &str, timing: &str, tenant_claim: &str) -> String {
     let jwt = format!(
         "{{ issuers: [{{ issuer: \"{issuer}\", discovery: true, audience: api, \
-         fetch_timeout: 2s, {timing} }}] }}"
+         fetch_timeout: 2s, tenant_claim: {tenant_claim}, {timing} }}] }}"
     );
-    let yaml = GatewayConfig::echo(&backend.addr(), "required")
+    GatewayConfig::echo(&backend.addr(), "required")
         .admin("{ listen: \"{admin}\", token_env: \"TOLLGATE_TEST_ADMIN\" }")
         .jwt(&jwt)
-        .yaml();
-    Gateway::start_with_env(&yaml, &[("TOLLGATE_TEST_ADMIN", "explain-token")])
+        .yaml()
 }
 
 const FAST: &str = "refresh: { min: 1s, max: 1s }, unknown_kid_refetch: 1s, stale_for: 1h";
@@ -490,4 +494,33 @@ fn check_validates_the_issuer_block() {
         "{}",
         out.all()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_keeps_the_key_set_of_an_unchanged_issuer() {
+    let mut idp = Provider::start();
+    let k1 = idp.gen();
+    let backend = Backend::start("echo");
+    const HOURLY: &str = "refresh: { min: 1h, max: 1h }, unknown_kid_refetch: 1h, stale_for: 2h";
+    let gw = gateway(&backend, &idp.issuer(), HOURLY);
+    wait_ready(&gw);
+    let http = client();
+    let t1 = idp.token(&k1, "alice");
+    assert_eq!(get(&http, &gw, &t1).await.status, 200);
+    let hits = idp.hits();
+    // Same issuer settings, another route: the fetched set is kept, nothing is refetched.
+    let same = gateway_yaml(&backend, &idp.issuer(), HOURLY, "sub").replace(
+        "routes:\n",
+        &format!("routes:\n  - {{ path_prefix: \"/other\", upstream: echo, auth: none }}\n"),
+    );
+    assert_ne!(same, gateway_yaml(&backend, &idp.issuer(), HOURLY, "sub"));
+    gw.reload_ok(&same).await;
+    assert_eq!(get(&http, &gw, &t1).await.status, 200);
+    assert_eq!(gw.admin_get("/readyz").status, 200);
+    assert_eq!(idp.hits(), hits, "a reload refetched an unchanged issuer");
+    // Changed issuer settings: a new set is fetched for them.
+    gw.reload_ok(&gateway_yaml(&backend, &idp.issuer(), HOURLY, "org"))
+        .await;
+    wait_ready(&gw);
+    assert!(idp.hits() > hits);
 }
