@@ -511,7 +511,7 @@ async fn a_reload_keeps_the_key_set_of_an_unchanged_issuer() {
     // Same issuer settings, another route: the fetched set is kept, nothing is refetched.
     let same = gateway_yaml(&backend, &idp.issuer(), HOURLY, "sub").replace(
         "routes:\n",
-        &format!("routes:\n  - {{ path_prefix: \"/other\", upstream: echo, auth: none }}\n"),
+        "routes:\n  - { path_prefix: \"/other\", upstream: echo, auth: none }\n",
     );
     assert_ne!(same, gateway_yaml(&backend, &idp.issuer(), HOURLY, "sub"));
     gw.reload_ok(&same).await;
