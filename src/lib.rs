@@ -18,6 +18,7 @@ pub mod hashing;
 pub mod http;
 pub mod identity;
 pub mod limit;
+pub mod pending;
 pub mod observe;
 pub mod pipeline;
 pub mod policy;

@@ -488,6 +488,30 @@ async fn sigterm_drains_in_flight_requests_and_readyz_turns_503() {
     assert!(status.success(), "{status:?}");
 }
 
+/// SIGTERM to a gateway with nothing in flight: it exits with status 0 long before its 60 s
+/// grace period ends; an idle keep-alive connection does not hold it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_gateway_exits_on_sigterm_before_its_grace_period() {
+    let a = Backend::start("a");
+    let yaml = single(&a.addr()).server("{ grace_period_s: 60 }").yaml();
+    let mut gw = Gateway::start(&yaml);
+    let http = client();
+    let r = http.get(gw.url("/warm")).send().await.expect("served");
+    assert_eq!(r.status(), 200);
+    r.bytes().await.expect("body");
+    gw.signal("TERM");
+    let status = gw
+        .wait_exit(Duration::from_secs(20))
+        .expect("an idle gateway exits without waiting for its grace period");
+    assert!(status.success(), "{status:?}");
+    assert!(
+        gw.log().contains("exiting before the grace period ends"),
+        "{}",
+        gw.log_tail(20)
+    );
+    drop(http);
+}
+
 /// A client's request id is kept only when it is one field of visible ASCII; a spaced, tabbed or
 /// duplicated id is replaced by a new UUID, the same in the response, at the backend and in the
 /// access log (so an id cannot add fields to a text log line).

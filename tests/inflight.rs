@@ -225,6 +225,50 @@ async fn client_abort_and_h2_reset_give_the_lease_back() {
     assert_eq!(h2_read(ok).await.0, 200);
 }
 
+/// SIGTERM with an HTTP/1.1 request and an h2 stream in flight (each holding a lease) and an idle
+/// h2 connection: both requests are answered, their leases leave Redis (`lease_ttl: 60s`, so not
+/// by expiry), and the gateway then exits with status 0 long before its 60 s grace period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_answers_requests_in_flight_returns_their_leases_and_exits_early() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let yaml = GatewayConfig::echo(&backend.addr(), "required")
+        .listen(&["{ addr: \"{listen}\", h2: true }"])
+        .server("{ grace_period_s: 60 }")
+        .redis(&redis.url(), &format!("{REDIS}, lease_ttl: 60s"))
+        .tier("T", "{ limit: 1, per: 1h, burst: 1000, max_in_flight: 5 }")
+        .api_keys_always()
+        .api_key(&api_key("k1"), "k1", "T")
+        .yaml();
+    let mut gw = Gateway::start(&yaml);
+    let key = api_key("k1");
+    let mut idle = h2c(gw.listen_addr()).await;
+    let warm = h2_get(&mut idle, "http", gw.listen_addr(), "/s", &[("x-api-key", &key)]);
+    assert_eq!(h2_read(warm).await.0, 200);
+    let slow_h1 = {
+        let (http, url) = (client(), gw.url("/s?delay_ms=2000"));
+        tokio::spawn(async move { get(&http, &url).await })
+    };
+    let mut h2 = h2c(gw.listen_addr()).await;
+    let slow_h2 = h2_get(
+        &mut h2,
+        "http",
+        gw.listen_addr(),
+        "/s?delay_ms=2000",
+        &[("x-api-key", &key)],
+    );
+    assert!(eventually(Duration::from_secs(5), || held(&redis) == 2).await);
+    gw.signal("TERM");
+    assert_eq!(slow_h1.await.expect("h1 task").status, 200);
+    assert_eq!(h2_read(slow_h2).await.0, 200);
+    let status = gw
+        .wait_exit(Duration::from_secs(20))
+        .expect("exits once nothing is in flight, before its grace period");
+    assert!(status.success(), "{status:?}");
+    assert_eq!(held(&redis), 0, "leases given back before the exit");
+    drop(idle);
+}
+
 /// Redis frozen: the tier's failure policy answers (`closed`: 503); Redis down with `local`:
 /// each instance allows `ceil(max / fleet_size)` at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

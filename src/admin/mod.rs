@@ -202,7 +202,10 @@ impl BackgroundService for AdminService {
                     tokio::spawn(async move {
                         let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                             let app = app.clone();
-                            async move { Ok::<_, std::convert::Infallible>(serve(&app, req).await) }
+                            async move {
+                                let _busy = crate::pending::busy(crate::pending::Work::Request);
+                                Ok::<_, std::convert::Infallible>(serve(&app, req).await)
+                            }
                         });
                         let _ = hyper::server::conn::http1::Builder::new()
                             .serve_connection(TokioIo::new(stream), service)

@@ -361,7 +361,7 @@ impl UsageMeter {
             return;
         };
         let (quota, key, rate) = (self.quota, self.key, self.budget.rate);
-        runtime.spawn(async move {
+        crate::pending::spawn(&runtime, async move {
             let label = match quota.settle_usage(key, &rate, delta).await {
                 Ok(s) => {
                     tracing::debug!(tier = %tier, delta, level = s.level, "usage settled");

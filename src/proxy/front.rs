@@ -14,6 +14,7 @@ use super::conn_limit::{ConnectionLimits, Refused};
 use super::fence::Fence;
 use super::head::{check_head, HeadRefusal, HeadVerdict};
 use crate::config::HttpLimits;
+use crate::pending::{self, Busy, Work};
 use crate::http::request_id;
 use crate::observe::metrics::{status_class, METRICS};
 use crate::pipeline::{Layer, Outcome};
@@ -113,7 +114,9 @@ pub async fn serve(
         };
         let reused = previous.is_some();
         let carried = std::mem::take(&mut pipelined);
-        let read = read_head(&mut stream, limits, first_wait, reused, &mut stop, carried);
+        // In flight (for the idle exit) from the head's first byte to the end of the request.
+        let mut busy = None;
+        let read = read_head(&mut stream, limits, first_wait, reused, &mut stop, carried, &mut busy);
         let (buf, fence) = match read.await {
             ReadHead::Head(mut buf, head_len) => {
                 // Pingora gets exactly this request; what follows it waits for the next turn
@@ -179,7 +182,11 @@ async fn read_head(
     reused: bool,
     stop: &mut watch::Receiver<bool>,
     carried: BytesMut,
+    busy: &mut Option<Busy>,
 ) -> ReadHead {
+    if !carried.is_empty() {
+        *busy = Some(pending::busy(Work::Request));
+    }
     // Pipelined bytes already received may hold the whole next head.
     if !carried.is_empty() {
         match check_head(&carried, limits) {
@@ -231,7 +238,9 @@ async fn read_head(
                 }
             }
             Ok(Err(_)) | Ok(Ok(0)) => return ReadHead::Gone,
-            Ok(Ok(_)) => {}
+            Ok(Ok(_)) => {
+                busy.get_or_insert_with(|| pending::busy(Work::Request));
+            }
         }
         match check_head(&buf, limits) {
             HeadVerdict::Partial => {

@@ -105,7 +105,7 @@ impl Drop for InflightLease {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        runtime.spawn(async move {
+        crate::pending::spawn(&runtime, async move {
             let keys = [key];
             if let Err(e) = service.redis.eval::<i64, _>(&RELEASE, &keys, &[id]).await {
                 tracing::warn!(

@@ -6,6 +6,7 @@ use super::ticker::run_every;
 use crate::config::RegionMode;
 use crate::quota::inflight::RENEW_TICK;
 use crate::quota::lease::SWEEP_EVERY;
+use crate::pending::Owed;
 use crate::quota::QuotaService;
 use crate::snapshot::App;
 use crate::store::redis::membership::HEARTBEAT_EVERY;
@@ -20,6 +21,8 @@ use std::time::{Duration, Instant};
 /// tenant stage, when its `redis.fleet_size` is `auto`.
 pub struct FleetHeartbeat {
     pub app: Arc<App>,
+    /// Its shutdown-time act, counted until done (see [`run_every`]).
+    pub owed: Owed,
 }
 
 #[async_trait]
@@ -30,7 +33,7 @@ impl BackgroundService for FleetHeartbeat {
                 q.heartbeat().await;
             }
         };
-        run_every(&self.app, HEARTBEAT_EVERY, shutdown, heartbeat).await;
+        run_every(&self.app, HEARTBEAT_EVERY, shutdown, &self.owed, heartbeat).await;
     }
 }
 
@@ -38,13 +41,15 @@ impl BackgroundService for FleetHeartbeat {
 /// tokens of expired leases; at shutdown, of every lease.
 pub struct LeaseReturn {
     pub app: Arc<App>,
+    /// Its shutdown-time act, counted until done (see [`run_every`]).
+    pub owed: Owed,
 }
 
 #[async_trait]
 impl BackgroundService for LeaseReturn {
     async fn start(&self, shutdown: ShutdownWatch) {
         let sweep = |q: Arc<QuotaService>, all: bool| async move { q.return_leases(all).await };
-        run_every(&self.app, SWEEP_EVERY, shutdown, sweep).await;
+        run_every(&self.app, SWEEP_EVERY, shutdown, &self.owed, sweep).await;
     }
 }
 
@@ -52,6 +57,8 @@ impl BackgroundService for LeaseReturn {
 /// snapshot's tenant stage renews the fleet-wide concurrency leases of this instance's requests.
 pub struct InflightRenew {
     pub app: Arc<App>,
+    /// Its shutdown-time act, counted until done (see [`run_every`]).
+    pub owed: Owed,
 }
 
 #[async_trait]
@@ -62,7 +69,7 @@ impl BackgroundService for InflightRenew {
                 q.renew_inflight_when_due().await;
             }
         };
-        run_every(&self.app, RENEW_TICK, shutdown, renew).await;
+        run_every(&self.app, RENEW_TICK, shutdown, &self.owed, renew).await;
     }
 }
 

@@ -1,7 +1,8 @@
 //! The process: server assembly ([`server`]), reload on SIGHUP ([`reload`]) and the background
 //! loops that act through the current snapshot ([`loops`], [`ticker`], the JWKS refresh in
-//! [`jwks`]).
+//! [`jwks`]), and the early end of an idle graceful shutdown ([`idle_exit`]).
 
+pub mod idle_exit;
 pub mod jwks;
 pub mod loops;
 pub mod reload;

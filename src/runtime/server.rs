@@ -2,10 +2,12 @@
 //! SIGHUP reload and the upstream health-check loop, with our own `server:` settings
 //! (threads, grace period) instead of Pingora's defaults.
 
+use super::idle_exit::IdleExit;
 use super::loops;
 use super::reload::{mark_loaded, ReloadService};
 use crate::admin::AdminService;
 use crate::config::{self, ConfigError};
+use crate::pending;
 use crate::proxy::conn_limit::ConnectionLimits;
 use crate::proxy::Proxy;
 use crate::snapshot::{App, Snapshot};
@@ -26,7 +28,8 @@ pub fn load_snapshot(path: &Path) -> Result<Snapshot, Vec<ConfigError>> {
     Snapshot::build(config, None)
 }
 
-/// Runs the gateway until shutdown. `upgrade` takes the listening sockets over from a running
+/// Runs the gateway until shutdown: the end of Pingora's run, or earlier, once a graceful
+/// shutdown has nothing left to wait for ([`IdleExit`]). `upgrade` takes the listening sockets over from a running
 /// instance (Pingora's zero-downtime upgrade, with SIGQUIT sent to the old process).
 pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
     let snapshot = load_snapshot(path)?;
@@ -108,15 +111,24 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
     ));
     server.add_service(background_service(
         "fleet heartbeat",
-        loops::FleetHeartbeat { app: app.clone() },
+        loops::FleetHeartbeat {
+            app: app.clone(),
+            owed: pending::owed(),
+        },
     ));
     server.add_service(background_service(
         "lease return",
-        loops::LeaseReturn { app: app.clone() },
+        loops::LeaseReturn {
+            app: app.clone(),
+            owed: pending::owed(),
+        },
     ));
     server.add_service(background_service(
         "concurrency lease renewal",
-        loops::InflightRenew { app: app.clone() },
+        loops::InflightRenew {
+            app: app.clone(),
+            owed: pending::owed(),
+        },
     ));
     server.add_service(background_service(
         "region sync",
@@ -129,6 +141,14 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
     server.add_service(background_service(
         "health checks",
         loops::HealthChecks { app },
+    ));
+    let (done, ended) = std::sync::mpsc::channel();
+    server.add_service(background_service(
+        "idle exit",
+        IdleExit {
+            drain,
+            done: std::sync::Mutex::new(done.clone()),
+        },
     ));
     let listen: Vec<String> = cfg
         .listen
@@ -144,7 +164,20 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
         })
         .collect();
     tracing::info!(listen = ?listen, admin = ?cfg.admin_listen, threads = cfg.server.threads, "tollgate starting");
-    server.run(RunArgs::default());
+    // Pingora's run sleeps the whole grace period on its thread; returning here first ends the
+    // process (the caller flushes the logs on return). No pid file to remove: Pingora writes
+    // `server.pid_file` only when it daemonizes, which tollgate never asks for.
+    let pingora = std::thread::Builder::new()
+        .name("pingora-server".into())
+        .spawn(move || {
+            server.run(RunArgs::default());
+            let _ = done.send(());
+        })
+        .map_err(|e| vec![ConfigError::new("server", format!("cannot start the server thread: {e}"))])?;
+    let _ = ended.recv();
+    if pingora.is_finished() {
+        let _ = pingora.join();
+    }
     Ok(())
 }
 

@@ -2,6 +2,7 @@
 //! tick, act through the *current* snapshot's quota service (a reload may have replaced it), and
 //! once more when graceful shutdown starts.
 
+use crate::pending::Owed;
 use crate::quota::QuotaService;
 use crate::snapshot::App;
 use pingora::server::ShutdownWatch;
@@ -11,12 +12,19 @@ use std::time::Duration;
 
 /// Runs `act(quota, false)` every `every` (missed ticks are delayed, not bunched) until
 /// shutdown starts, then `act(quota, true)` once and returns. Ticks without a quota service (no
-/// tiers configured) do nothing.
-pub async fn run_every<F, Fut>(app: &App, every: Duration, mut shutdown: ShutdownWatch, act: F)
-where
+/// tiers configured) do nothing. `owed` stays counted until that final act is done, so the idle
+/// exit (`runtime::idle_exit`) never cuts it short.
+pub async fn run_every<F, Fut>(
+    app: &App,
+    every: Duration,
+    mut shutdown: ShutdownWatch,
+    owed: &Owed,
+    act: F,
+) where
     F: Fn(Arc<QuotaService>, bool) -> Fut,
     Fut: Future<Output = ()>,
 {
+    let _owed = owed.take();
     let current = || app.snapshot.load().quota.clone();
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
