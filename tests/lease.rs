@@ -20,6 +20,10 @@ fn yaml(redis: &RedisServer, backend: &Backend) -> String {
 }
 
 fn yaml_holding(redis: &RedisServer, backend: &Backend, max_hold: &str) -> String {
+    config_holding(redis, backend, max_hold).yaml()
+}
+
+fn config_holding(redis: &RedisServer, backend: &Backend, max_hold: &str) -> GatewayConfig {
     GatewayConfig::echo(&backend.addr(), "required")
         .redis(&redis.url(), STRICT_REDIS)
         .tier(
@@ -30,7 +34,6 @@ fn yaml_holding(redis: &RedisServer, backend: &Backend, max_hold: &str) -> Strin
         )
         .api_key(KEY, "acme", "t")
         .api_key(WARM_KEY, "warm", "t")
-        .yaml()
 }
 
 /// Whole tokens in the tenant's Redis bucket (a missing key is a full bucket).
@@ -175,6 +178,30 @@ async fn an_unused_lease_goes_back_after_max_hold() {
     // 10 more taken (49 left), or already given back after this lease's max_hold (58).
     let now = bucket_tokens(&redis);
     assert!(now == BURST - 1 - TOKENS || now == BURST - 2, "{now}");
+}
+
+/// SIGTERM to an idle gateway holding a lease (nothing expires for a minute): the unused
+/// tokens go back to the bucket before the process exits, and it exits with status 0 long
+/// before its 60 s grace period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_gives_the_unused_lease_back_then_exits_early() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let yaml = config_holding(&redis, &backend, "1m")
+        .server("{ grace_period_s: 60 }")
+        .yaml();
+    let mut gw = Gateway::start(&yaml);
+    let r = try_get_with_key(&http(), &gw.url("/x"), Some(KEY))
+        .await
+        .expect("request");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(bucket_tokens(&redis), BURST - TOKENS, "a lease of {TOKENS} taken");
+    gw.signal("TERM");
+    let status = gw
+        .wait_exit(std::time::Duration::from_secs(20))
+        .expect("exits once the lease is back, before its grace period");
+    assert!(status.success(), "{status:?}");
+    assert_eq!(bucket_tokens(&redis), BURST - 1, "the 9 unused tokens are back");
 }
 
 /// Redis frozen (SIGSTOP) under concurrent requests of one leased tenant: every request gets

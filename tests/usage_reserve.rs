@@ -283,3 +283,52 @@ async fn a_buffered_body_that_stops_spends_nothing() {
         "no token spent, nothing reserved: {keys:?}"
     );
 }
+
+/// A settlement still talking to Redis when SIGTERM comes (Redis frozen as the response ends)
+/// holds the exit: once Redis answers again the reserve is settled to the stated usage, then the
+/// gateway exits with status 0 long before its 60 s grace period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_waits_for_a_settlement_in_flight_then_exits_early() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let yaml = GatewayConfig::echo(&backend.addr(), "required")
+        .server("{ grace_period_s: 60 }")
+        .redis(&redis.url(), "timeout_ms: 10000, on_failure: closed")
+        .tier(
+            "T",
+            "{ limit: 1, per: 1h, burst: 1000, usage: { limit: 1, per: 1d, burst: 1000, \
+             max: 500, from: { openai: true }, \
+             reserve: { from_json: max_tokens, default: 100 } } }",
+        )
+        .api_keys_always()
+        .api_key(KEY, "k1", "T")
+        .yaml();
+    let mut gw = Gateway::start(&yaml);
+    let body = r#"{"max_tokens": 100, "usage": {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30}}"#;
+    let slow = {
+        let url = gw.url("/echo?echo=1&delay_ms=1500");
+        tokio::spawn(async move {
+            client()
+                .post(url)
+                .header("x-api-key", KEY)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+        })
+    };
+    assert!(eventually(Duration::from_secs(5), || backend.stats().in_flight == 1).await);
+    assert_eq!(level(&redis), Some(900), "the reserve of 100 taken");
+    redis.pause();
+    assert_eq!(slow.await.expect("task").expect("answered"), 200);
+    gw.signal("TERM");
+    // Long enough for an exit that ignored the settlement to have happened.
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    redis.resume();
+    let status = gw
+        .wait_exit(Duration::from_secs(20))
+        .expect("exits once the settlement ended, before its grace period");
+    assert!(status.success(), "{status:?}");
+    assert_eq!(level(&redis), Some(970), "settled to the 30 units used");
+}
