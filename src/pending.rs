@@ -17,7 +17,11 @@ pub enum Work {
     Task = 2,
 }
 
-static COUNTS: [AtomicUsize; 3] = [AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0)];
+static COUNTS: [AtomicUsize; 3] = [
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+];
 
 /// One unit of pending work, counted from [`busy`] until dropped.
 #[derive(Debug)]

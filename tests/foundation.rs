@@ -493,7 +493,7 @@ async fn sigterm_drains_in_flight_requests_and_readyz_turns_503() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_gateway_exits_on_sigterm_before_its_grace_period() {
     let a = Backend::start("a");
-    let yaml = single(&a.addr()).server("{ grace_period_s: 60 }").yaml();
+    let yaml = single(&a.addr()).server("{ grace_period: 60s }").yaml();
     let mut gw = Gateway::start(&yaml);
     let http = client();
     let r = http.get(gw.url("/warm")).send().await.expect("served");

@@ -234,7 +234,7 @@ async fn sigterm_answers_requests_in_flight_returns_their_leases_and_exits_early
     let backend = Backend::start("echo");
     let yaml = GatewayConfig::echo(&backend.addr(), "required")
         .listen(&["{ addr: \"{listen}\", h2: true }"])
-        .server("{ grace_period_s: 60 }")
+        .server("{ grace_period: 60s }")
         .redis(&redis.url(), &format!("{REDIS}, lease_ttl: 60s"))
         .tier("T", "{ limit: 1, per: 1h, burst: 1000, max_in_flight: 5 }")
         .api_keys_always()
@@ -243,7 +243,13 @@ async fn sigterm_answers_requests_in_flight_returns_their_leases_and_exits_early
     let mut gw = Gateway::start(&yaml);
     let key = api_key("k1");
     let mut idle = h2c(gw.listen_addr()).await;
-    let warm = h2_get(&mut idle, "http", gw.listen_addr(), "/s", &[("x-api-key", &key)]);
+    let warm = h2_get(
+        &mut idle,
+        "http",
+        gw.listen_addr(),
+        "/s",
+        &[("x-api-key", &key)],
+    );
     assert_eq!(h2_read(warm).await.0, 200);
     let slow_h1 = {
         let (http, url) = (client(), gw.url("/s?delay_ms=2000"));

@@ -188,20 +188,28 @@ async fn sigterm_gives_the_unused_lease_back_then_exits_early() {
     let redis = RedisServer::start();
     let backend = Backend::start("echo");
     let yaml = config_holding(&redis, &backend, "1m")
-        .server("{ grace_period_s: 60 }")
+        .server("{ grace_period: 60s }")
         .yaml();
     let mut gw = Gateway::start(&yaml);
     let r = try_get_with_key(&http(), &gw.url("/x"), Some(KEY))
         .await
         .expect("request");
     assert_eq!(r.status, 200, "{r:?}");
-    assert_eq!(bucket_tokens(&redis), BURST - TOKENS, "a lease of {TOKENS} taken");
+    assert_eq!(
+        bucket_tokens(&redis),
+        BURST - TOKENS,
+        "a lease of {TOKENS} taken"
+    );
     gw.signal("TERM");
     let status = gw
         .wait_exit(std::time::Duration::from_secs(20))
         .expect("exits once the lease is back, before its grace period");
     assert!(status.success(), "{status:?}");
-    assert_eq!(bucket_tokens(&redis), BURST - 1, "the 9 unused tokens are back");
+    assert_eq!(
+        bucket_tokens(&redis),
+        BURST - 1,
+        "the 9 unused tokens are back"
+    );
 }
 
 /// Redis frozen (SIGSTOP) under concurrent requests of one leased tenant: every request gets

@@ -292,7 +292,7 @@ async fn sigterm_waits_for_a_settlement_in_flight_then_exits_early() {
     let redis = RedisServer::start();
     let backend = Backend::start("echo");
     let yaml = GatewayConfig::echo(&backend.addr(), "required")
-        .server("{ grace_period_s: 60 }")
+        .server("{ grace_period: 60s }")
         .redis(&redis.url(), "timeout_ms: 10000, on_failure: closed")
         .tier(
             "T",

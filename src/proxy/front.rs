@@ -14,9 +14,9 @@ use super::conn_limit::{ConnectionLimits, Refused};
 use super::fence::Fence;
 use super::head::{check_head, HeadRefusal, HeadVerdict};
 use crate::config::HttpLimits;
-use crate::pending::{self, Busy, Work};
 use crate::http::request_id;
 use crate::observe::metrics::{status_class, METRICS};
+use crate::pending::{self, Busy, Work};
 use crate::pipeline::{Layer, Outcome};
 use crate::proxy::Proxy;
 use crate::response::{problem_response_bytes, Problem};
@@ -116,7 +116,15 @@ pub async fn serve(
         let carried = std::mem::take(&mut pipelined);
         // In flight (for the idle exit) from the head's first byte to the end of the request.
         let mut busy = None;
-        let read = read_head(&mut stream, limits, first_wait, reused, &mut stop, carried, &mut busy);
+        let read = read_head(
+            &mut stream,
+            limits,
+            first_wait,
+            reused,
+            &mut stop,
+            carried,
+            &mut busy,
+        );
         let (buf, fence) = match read.await {
             ReadHead::Head(mut buf, head_len) => {
                 // Pingora gets exactly this request; what follows it waits for the next turn

@@ -4,9 +4,9 @@
 
 use super::ticker::run_every;
 use crate::config::RegionMode;
+use crate::pending::Owed;
 use crate::quota::inflight::RENEW_TICK;
 use crate::quota::lease::SWEEP_EVERY;
-use crate::pending::Owed;
 use crate::quota::QuotaService;
 use crate::snapshot::App;
 use crate::store::redis::membership::HEARTBEAT_EVERY;

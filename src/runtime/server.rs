@@ -173,7 +173,12 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
             server.run(RunArgs::default());
             let _ = done.send(());
         })
-        .map_err(|e| vec![ConfigError::new("server", format!("cannot start the server thread: {e}"))])?;
+        .map_err(|e| {
+            vec![ConfigError::new(
+                "server",
+                format!("cannot start the server thread: {e}"),
+            )]
+        })?;
     let _ = ended.recv();
     if pingora.is_finished() {
         let _ = pingora.join();
