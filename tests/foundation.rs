@@ -489,14 +489,18 @@ async fn sigterm_drains_in_flight_requests_and_readyz_turns_503() {
 }
 
 /// SIGTERM to a gateway with nothing in flight: it exits with status 0 long before its 60 s
-/// grace period ends; an idle keep-alive connection does not hold it.
+/// grace period ends (an idle keep-alive connection does not hold it), its access log flushed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_gateway_exits_on_sigterm_before_its_grace_period() {
     let a = Backend::start("a");
     let yaml = single(&a.addr()).server("{ grace_period: 60s }").yaml();
     let mut gw = Gateway::start(&yaml);
     let http = client();
-    let r = http.get(gw.url("/warm")).send().await.expect("served");
+    let r = http
+        .get(gw.url("/warm-before-sigterm"))
+        .send()
+        .await
+        .expect("served");
     assert_eq!(r.status(), 200);
     r.bytes().await.expect("body");
     gw.signal("TERM");
@@ -504,9 +508,15 @@ async fn an_idle_gateway_exits_on_sigterm_before_its_grace_period() {
         .wait_exit(Duration::from_secs(20))
         .expect("an idle gateway exits without waiting for its grace period");
     assert!(status.success(), "{status:?}");
+    let log = gw.log();
     assert!(
-        gw.log().contains("exiting before the grace period ends"),
+        log.contains("exiting before the grace period ends"),
         "{}",
+        gw.log_tail(20)
+    );
+    assert!(
+        log.contains("/warm-before-sigterm"),
+        "the access log is flushed before the exit: {}",
         gw.log_tail(20)
     );
     drop(http);
