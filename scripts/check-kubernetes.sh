@@ -15,8 +15,8 @@
 #    mounts ConfigMap `tollgate-config` as a folder (no subPath) where its `-c` path points; every
 #    `*_env` the config names is set in the container, from a Secret key that exists; the probes
 #    hit /readyz and /healthz on the admin port and the proxy port is a container port;
-#    terminationGracePeriodSeconds exceeds preStop sleep + server.grace_period_s +
-#    server.graceful_shutdown_timeout_s; every Service selects pods that have its target ports;
+#    terminationGracePeriodSeconds exceeds preStop sleep + server.grace_period +
+#    server.graceful_shutdown_timeout (either spelling); every Service selects pods that have its target ports;
 #    in overlays/try, Redis and the backends are Services of the overlay.
 # 4. The ConfigMap's gateway.yaml passes `TOLLGATE_BIN check`, with dummy values for the secret
 #    environment variables and backend Service names mapped to 127.0.0.1 (backends are resolved
@@ -197,6 +197,20 @@ def env_names(node):
             yield from env_names(item)
 
 
+DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def drain_seconds(server, name, default):
+    """`server.<name>` ("10s", "1m") or its old spelling `<name>_s` (whole seconds), in seconds."""
+    if name + "_s" in server:
+        return int(server[name + "_s"])
+    text = str(server.get(name, f"{default}s")).strip()
+    m = re.fullmatch(r"(\d+)(ms|s|m|h|d)", text)
+    if not m:
+        raise SystemExit(f"server.{name}: cannot read duration {text!r}")
+    return int(m.group(1)) * DURATION_UNITS[m.group(2)]
+
+
 def port_of(addr):
     return int(str(addr).rsplit(":", 1)[1])
 
@@ -314,11 +328,12 @@ for kdir, objs in sorted(rendered.items()):
             sleep = int(cmd[1])
     if sleep == 0:
         problem(d, "no preStop sleep: the pod may stop accepting before it leaves the endpoints")
-    need = sleep + int(server.get("grace_period_s", 10)) + int(server.get("graceful_shutdown_timeout_s", 5))
+    need = (sleep + drain_seconds(server, "grace_period", 10)
+            + drain_seconds(server, "graceful_shutdown_timeout", 5))
     grace = int(pod.get("terminationGracePeriodSeconds", 30))
     if grace <= need:
         problem(d, f"terminationGracePeriodSeconds {grace} must exceed preStop {sleep} + "
-                f"grace_period_s + graceful_shutdown_timeout_s = {need}")
+                f"server.grace_period + server.graceful_shutdown_timeout = {need}")
     deployments = [dd for _, dd in objs if dd.get("kind") in ("Deployment", "StatefulSet")]
     services = {}
     for spath, svc in objs:

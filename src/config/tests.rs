@@ -559,3 +559,23 @@ fn every_duration_takes_the_unit_form_and_the_old_names_stay_aliases() {
         ]
     );
 }
+
+#[test]
+fn server_threads_and_drain_times_are_bounded() {
+    let yaml = |fields: &str| format!("{BASE}server: {{ {fields} }}\n");
+    assert_eq!(
+        errors(&yaml("threads: 99999999999")),
+        ["server.threads: must be at most 1024 (got 99999999999)"]
+    );
+    assert_eq!(
+        errors(&yaml("grace_period: 2d")),
+        ["server.grace_period: must be at most 86400 (got 172800)"]
+    );
+    assert_eq!(
+        errors(&yaml("graceful_shutdown_timeout_s: 86401")),
+        ["server.graceful_shutdown_timeout_s: must be at most 86400 (got 86401)"]
+    );
+    let c =
+        parse(&yaml("threads: 1024, grace_period: 1d")).expect("the bounds themselves are valid");
+    assert_eq!((c.server.threads, c.server.grace_period_s), (1024, 86_400));
+}

@@ -5,6 +5,13 @@ use crate::config::model::{HttpLimits, ServerSettings, DEFAULT_WORK_STEALING};
 use crate::config::raw::RawServer;
 use std::time::Duration;
 
+/// Most worker threads per service: far above any core count, low enough that a typo (an extra
+/// digit) is an error rather than an attempt to start billions of threads.
+const MAX_THREADS: u64 = 1024;
+
+/// Longest `server.grace_period` and `server.graceful_shutdown_timeout`, in seconds (one day).
+const MAX_DRAIN_S: u64 = 86_400;
+
 /// `server:`, with its defaults when the section is absent.
 pub(super) fn settings(c: &mut Check, raw: Option<&RawServer>) -> ServerSettings {
     let threads = raw.and_then(|s| s.threads);
@@ -27,12 +34,17 @@ pub(super) fn settings(c: &mut Check, raw: Option<&RawServer>) -> ServerSettings
         1000,
     );
     ServerSettings {
-        threads: c.opt_positive("server.threads", threads, 2) as usize,
+        threads: c.opt_positive_at_most("server.threads", threads, 2, MAX_THREADS) as usize,
         work_stealing: raw
             .and_then(|s| s.work_stealing)
             .unwrap_or(DEFAULT_WORK_STEALING),
-        grace_period_s: c.opt_positive(&grace_path, grace, 10),
-        graceful_shutdown_timeout_s: c.opt_positive(&shutdown_path, shutdown, 5),
+        grace_period_s: c.opt_positive_at_most(&grace_path, grace, 10, MAX_DRAIN_S),
+        graceful_shutdown_timeout_s: c.opt_positive_at_most(
+            &shutdown_path,
+            shutdown,
+            5,
+            MAX_DRAIN_S,
+        ),
         upgrade_sock: raw
             .and_then(|s| s.upgrade_sock.clone())
             .unwrap_or_else(|| "/tmp/tollgate_upgrade.sock".into()),
