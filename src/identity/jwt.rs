@@ -391,41 +391,35 @@ fn numeric_date(v: &Value) -> Option<f64> {
     v.as_f64().filter(|x| x.is_finite())
 }
 
+/// The validation of a token of the static keys: `alg` only, `iss` and `aud` when configured.
 fn validation_for(alg: Algorithm, settings: &JwtSettings) -> Validation {
+    validation(
+        alg,
+        settings.issuer.as_deref(),
+        settings.audience.as_deref(),
+    )
+}
+
+/// The validation of a token of a JWKS issuer: `alg` only, `iss` exactly the issuer, `aud`
+/// when the issuer has an audience.
+fn issuer_validation(alg: Algorithm, settings: &JwtIssuerSettings) -> Validation {
+    validation(alg, Some(&settings.issuer), settings.audience.as_deref())
+}
+
+/// Accepts `alg` only and requires `exp`, plus `iss`/`aud` equal to the given values when set.
+/// Times are not checked here but by `check_times`, against the injected clock.
+fn validation(alg: Algorithm, issuer: Option<&str>, audience: Option<&str>) -> Validation {
     let mut v = Validation::new(alg);
     v.algorithms = vec![alg];
-    // Time claims are checked by `check_times` against the injected clock.
     v.validate_exp = false;
     v.validate_nbf = false;
     v.leeway = 0;
     let mut required = vec!["exp"];
-    if let Some(iss) = &settings.issuer {
+    if let Some(iss) = issuer {
         v.set_issuer(&[iss]);
         required.push("iss");
     }
-    match &settings.audience {
-        Some(aud) => {
-            v.set_audience(&[aud]);
-            v.validate_aud = true;
-            required.push("aud");
-        }
-        None => v.validate_aud = false,
-    }
-    v.set_required_spec_claims(&required);
-    v
-}
-
-/// The validation of a token of a JWKS issuer: `alg` only, `iss` exactly the issuer, `aud`
-/// when the issuer has an audience; times are checked by `check_times`.
-fn issuer_validation(alg: Algorithm, settings: &JwtIssuerSettings) -> Validation {
-    let mut v = Validation::new(alg);
-    v.algorithms = vec![alg];
-    v.validate_exp = false;
-    v.validate_nbf = false;
-    v.leeway = 0;
-    v.set_issuer(&[&settings.issuer]);
-    let mut required = vec!["exp", "iss"];
-    match &settings.audience {
+    match audience {
         Some(aud) => {
             v.set_audience(&[aud]);
             v.validate_aud = true;
