@@ -523,4 +523,19 @@ async fn a_reload_keeps_the_key_set_of_an_unchanged_issuer() {
         .await;
     wait_ready(&gw);
     assert!(idp.hits() > hits);
+    // The issuer removed (another one configured): its gauges leave /metrics.
+    let gauge = format!("tollgate_jwks_keys{{issuer=\"{}\"}}", idp.issuer());
+    assert!(gw.metrics().contains(&gauge), "{}", gw.metrics());
+    let other = format!("{}other/", idp.issuer());
+    gw.reload_ok(&gateway_yaml(&backend, &other, HOURLY, "org"))
+        .await;
+    assert!(
+        wait_until(Duration::from_secs(10), || !gw.metrics().contains(&gauge)),
+        "a removed issuer's gauge stayed: {}",
+        gw.metrics()
+    );
+    assert!(!gw.metrics().contains(&format!(
+        "tollgate_jwks_age_seconds{{issuer=\"{}\"}}",
+        idp.issuer()
+    )));
 }

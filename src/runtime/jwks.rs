@@ -57,6 +57,10 @@ impl BackgroundService for JwksRefresh {
                 let keep = live.contains(id);
                 if !keep {
                     r.task.abort();
+                    let name = r.issuer.settings.issuer.as_str();
+                    if !issuers.iter().any(|i| i.settings.issuer == name) {
+                        forget(name);
+                    }
                 }
                 keep
             });
@@ -82,6 +86,14 @@ impl BackgroundService for JwksRefresh {
             }
         }
     }
+}
+
+/// Removes the gauges of an issuer no longer configured, so that `/metrics` does not go on
+/// showing its last key count and a frozen age. Its counters stay (they only ever grow, and a
+/// scrape that saw them must not see them go back).
+fn forget(issuer: &str) {
+    let _ = METRICS.jwks_keys.remove_label_values(&[issuer]);
+    let _ = METRICS.jwks_age.remove_label_values(&[issuer]);
 }
 
 /// Updates the gauges of one issuer and adds its new refetch counts.
