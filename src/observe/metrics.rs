@@ -61,6 +61,8 @@ pub struct Metrics {
     pub inflight_leases: IntGauge,
     /// Fleet-wide concurrency lease events: `acquired`, `refused`, `renewed`, `expired`.
     pub inflight_events: IntCounterVec,
+    /// `tollgate_redis_late_replies_total{outcome}`: script calls handed off after their timeout.
+    pub redis_late_replies: IntCounterVec,
     /// Usage settlements (docs/usage-cost.md) by tier and outcome: `settled`, `clamped`,
     /// `missing`, `invalid`, `refunded`, `client_gone`, `store_failed`.
     pub usage_settlements: IntCounterVec,
@@ -247,6 +249,12 @@ pub static METRICS: Lazy<Metrics> = Lazy::new(|| {
             "tollgate_inflight_lease_events_total",
             "Fleet-wide concurrency lease events (acquired, refused, renewed, expired, orphan_released)",
             &["event"]
+        )
+        .unwrap(),
+        redis_late_replies: register_int_counter_vec!(
+            "tollgate_redis_late_replies_total",
+            "Debiting script calls that got no reply within timeout_ms, waited for in the background, by how they ended (compensated, nothing_debited, undo_failed, lost, dropped)",
+            &["outcome"]
         )
         .unwrap(),
         log_dropped: log_dropped.clone(),

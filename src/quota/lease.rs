@@ -18,7 +18,7 @@ use super::{PolicyExtras, QuotaOutcome, QuotaService, TenantQuota};
 use crate::config::LeaseSettings;
 use crate::hashing::HashMap;
 use crate::limit::{Decision, Rate};
-use crate::store::redis::client::{wait_ms, LuaScript, RedisFault};
+use crate::store::redis::client::{bucket_late, wait_ms, LuaScript, RedisFault};
 use crate::store::redis::guarded::{Answered, Attempt, Budget, RetryOn, FAILED_CALL_RETRY_MS};
 use crate::store::redis::keys::bucket_key;
 use crate::store::redis::scripts::LEASE_LUA;
@@ -379,7 +379,12 @@ impl QuotaService {
         .map(|v| v.to_string());
         let holder = std::slice::from_ref(&*super::inflight::INSTANCE);
         let args = [&args[..6], holder, &args[6..]].concat();
-        let reply: Vec<i64> = self.redis.eval(lease_script(), &keys, &args).await?;
+        // A grant Redis made after this call was given up is given back (cost 1 a token).
+        let late = || bucket_late(&[(&keys[0], *rate)], 1, |r| r.first().copied());
+        let reply: Vec<i64> = self
+            .redis
+            .eval_undoable(lease_script(), &keys, &args, Some(late))
+            .await?;
         let [granted, remaining, retry_ms, full_ms] = reply[..] else {
             return Err(RedisFault::Other);
         };

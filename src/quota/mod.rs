@@ -26,6 +26,7 @@ use crate::store::memory::bucket_store::BucketStore;
 use crate::store::redis::breaker::{Breaker, BreakerState};
 use crate::store::redis::client::{RedisFault, RedisStore};
 use crate::store::redis::guarded::{Answered, Attempt, Budget, Guarded, Refused, Retry, RetryOn};
+use crate::store::redis::late::{self, LateOutcome};
 use crate::store::redis::membership::Fleet;
 use deny_cache::DenyCache;
 pub use policies::{PolicyExtras, Reservation};
@@ -117,6 +118,14 @@ fn count_fault(fault: RedisFault) {
         .inc();
 }
 
+/// Counts one handed-off call in `tollgate_redis_late_replies_total{outcome}`.
+fn count_late(outcome: LateOutcome) {
+    METRICS
+        .redis_late_replies
+        .with_label_values(&[outcome.as_str()])
+        .inc();
+}
+
 /// The failure policy's wait for a guarded call without an answer; a failed call (not a breaker
 /// refusal) is counted by [`count_fault`].
 fn refused_wait(refused: Refused) -> u64 {
@@ -135,6 +144,7 @@ impl QuotaService {
     /// Prepares the service (no connection is made until the first decision).
     /// Errors: (field path, reason), e.g. an unset `redis.password_env` variable.
     pub fn new(settings: &RedisSettings) -> Result<Self, (String, String)> {
+        late::set_report(count_late);
         Ok(QuotaService {
             settings: settings.clone(),
             redis: RedisStore::new(settings)?,

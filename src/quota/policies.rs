@@ -81,9 +81,10 @@ impl QuotaService {
             let script = policy::policy_script();
             let mut count = itoa::Buffer::new();
             let args = key.args_with(&mut count, n);
+            let late = || policy::late_refund(key.clone(), n);
             let reply = self
                 .redis
-                .eval::<Vec<i64>, _>(script, &key.keys, &args)
+                .eval_undoable::<Vec<i64>, _, _>(script, &key.keys, &args, Some(late))
                 .await?;
             let spec = key.spec().ok_or(RedisFault::Other)?;
             policy::decode_reply_of(&reply, spec, n).ok_or(RedisFault::Other)

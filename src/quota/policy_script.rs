@@ -15,11 +15,13 @@ use crate::limit::gcra::TatState;
 use crate::limit::{Decision, Rate};
 use crate::store::redis::client::LuaScript;
 use crate::store::redis::keys::{main_key, quota_base_key, quota_key};
+use crate::store::redis::late::{Late, Undo};
 use crate::store::redis::scripts::{
     FIXED_WINDOW_LUA, GCRA_LUA, LEAKY_BUCKET_LUA, LEAKY_REFUND_LUA, OWED_LUA, POLICY_LUA,
     PRELUDE_LUA, REFUND_LUA, SLIDING_WINDOW_COUNTER_LUA, SLIDING_WINDOW_LOG_LUA, TAT_LUA,
     TOKEN_BUCKET_LUA,
 };
+use redis::FromRedisValue;
 use std::sync::{Arc, OnceLock};
 
 /// The template `lua/<alg>.lua` as written.
@@ -349,6 +351,44 @@ pub fn refund_keys_and_args(
     let mut args = vec![values.len().to_string()];
     args.extend(values.iter().flatten().map(u64::to_string));
     (keys, args)
+}
+
+/// What undoes a policy call with identity `key` deciding `requests` requests, should its reply
+/// come after the request stopped waiting ([`late`](crate::store::redis::late)): every admitted
+/// request's debits given back by `lua/refund.lua` (as [`refund_keys_and_args`] does for a
+/// refused request's), in one call.
+pub fn late_refund(key: Arc<CallKey>, requests: usize) -> Late {
+    Box::new(move |reply| {
+        let reply = Vec::<i64>::from_redis_value(reply).ok()?;
+        let spec = key.spec()?;
+        let decided = decode_reply_of(&reply, spec, requests)?;
+        let (bases, ne) = (&key.keys[spec.entries.len()..], spec.entries.len());
+        let mut keys = Vec::new();
+        let mut values: Vec<[u64; 6]> = Vec::new();
+        for d in decided.iter().filter(|d| d.admitted) {
+            for (k, e) in key.keys[..ne].iter().zip(&spec.entries) {
+                let r = &e.rate;
+                keys.push(k.clone());
+                let code = e.algorithm as u64 + 1;
+                values.push([code, d.now_ms, r.limit, r.per_ms, r.burst, e.cost]);
+            }
+            for (base, quota) in bases.iter().zip(&spec.quotas) {
+                let (start, _) = quota.period.window(d.now_ms);
+                keys.push(format!("{base}:{start}"));
+                values.push([0, d.now_ms, 0, 0, 0, spec.quota_cost]);
+            }
+        }
+        if values.is_empty() {
+            return None;
+        }
+        let mut args = vec![values.len().to_string()];
+        args.extend(values.iter().flatten().map(u64::to_string));
+        Some(Undo {
+            script: REFUND_LUA,
+            keys,
+            args,
+        })
+    })
 }
 
 fn decision(v: &[i64]) -> Decision {

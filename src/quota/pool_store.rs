@@ -3,7 +3,7 @@
 use crate::config::PoolSettings;
 use crate::limit::pool::share_rate;
 use crate::limit::Decision;
-use crate::store::redis::client::{decision_of, LuaScript, RedisFault};
+use crate::store::redis::client::{bucket_late, decision_of, LuaScript, RedisFault};
 use crate::store::redis::keys::{pool_key, share_key};
 use crate::store::redis::scripts::POOL_BUCKET_LUA;
 use std::sync::OnceLock;
@@ -38,7 +38,13 @@ impl super::QuotaService {
             share.burst,
             cost,
         ];
-        let reply: Vec<i64> = store.eval(script, &keys, &args).await?;
+        let late = || {
+            let buckets = [(keys[0].as_str(), pool.rate), (keys[1].as_str(), share)];
+            bucket_late(&buckets, cost, |r| r.first().copied())
+        };
+        let reply: Vec<i64> = store
+            .eval_undoable(script, &keys, &args, Some(late))
+            .await?;
         decision_of(&reply)
     }
 }

@@ -136,3 +136,40 @@ fn batch_and_refund_layout() {
     assert_eq!(k, ["tg:{acme}:q:hour:3600000"]);
     assert_eq!(args, ["1", "0", "3600001", "0", "0", "0", "3"]);
 }
+
+/// A late reply deciding two requests, the first admitted: its undo gives back exactly what a
+/// refused request's refund would (its entry and its quota window, at the call's clock); a
+/// reply where nothing was admitted, or of another shape, undoes nothing.
+#[test]
+fn a_late_reply_is_undone_like_a_refused_request() {
+    let entry = LimitEntry {
+        key: "tg:{acme}:gcra".into(),
+        algorithm: Algorithm::Gcra,
+        rate: Rate::new(10, 1_000, 20),
+        cost: 2,
+        max_delay_ms: 0,
+        shadow: false,
+    };
+    let quotas = [CalendarQuota {
+        limit: 100,
+        period: Period::Hour,
+    }];
+    let part = QuotaPart {
+        tenant: "acme",
+        quotas: &quotas,
+        cost: 2,
+    };
+    let key = Arc::new(call_key("tg", &[&entry], Some(part)));
+    let value = |v: &[i64]| redis::Value::Array(v.iter().map(|&i| redis::Value::Int(i)).collect());
+    let one = [1, 9, 1, 4, 1, 1, 0, 900, 1, 1, 0, 0, 5000];
+    let two = [0, 9, 1, 4, 0, 0, 300, 900, 1, 0, 0, 5000, 5000];
+    let reply: Vec<i64> = one.iter().chain(&two).copied().collect();
+    let undo = late_refund(key.clone(), 2)(value(&reply)).expect("one admitted");
+    let (keys, args) = refund_keys_and_args("tg", &[&entry], Some(part), 9);
+    assert_eq!((undo.keys, undo.args), (keys, args));
+    assert!(late_refund(key.clone(), 1)(value(&two)).is_none());
+    assert!(
+        late_refund(key, 2)(value(&one)).is_none(),
+        "a reply of one request"
+    );
+}

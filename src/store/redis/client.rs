@@ -11,14 +11,16 @@
 
 use super::conn::{key_slot, RedisConn};
 use super::keys::bucket_key;
+use super::late::{self, Late, Pending, Undo};
 use super::node::{is_wrong_role, Credentials};
-use super::scripts::TOKEN_BUCKET_LUA;
+use super::scripts::{REFUND_LUA, TOKEN_BUCKET_LUA};
 use super::sentinel::is_failover_hold;
 use crate::config::RedisSettings;
 use crate::limit::token_bucket::decide_batch;
 use crate::limit::{Decision, Rate};
 use redis::{FromRedisValue, ToRedisArgs};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Why a Redis call failed; the label of `tollgate_redis_errors_total`.
@@ -109,9 +111,24 @@ impl LuaScript {
     }
 }
 
+/// A call in flight: when dropped before its reply (cut by a bound), handed off with `late`.
+struct Sent<'a, M: FnOnce() -> Late> {
+    call: Option<Pending>,
+    conn: &'a Arc<RedisConn>,
+    late: Option<M>,
+}
+
+impl<M: FnOnce() -> Late> Drop for Sent<'_, M> {
+    fn drop(&mut self) {
+        if let (Some(call), Some(late)) = (self.call.take(), self.late.take()) {
+            late::hand_off(self.conn.clone(), call, late());
+        }
+    }
+}
+
 /// The store of tenant buckets: one Redis deployment (standalone, cluster or sentinel).
 pub struct RedisStore {
-    conn: RedisConn,
+    conn: Arc<RedisConn>,
     timeout: Duration,
     key_prefix: String,
     token_bucket: LuaScript,
@@ -130,7 +147,7 @@ impl RedisStore {
             "redis",
         )?;
         Ok(RedisStore {
-            conn: RedisConn::new(settings, creds)?,
+            conn: Arc::new(RedisConn::new(settings, creds)?),
             timeout: settings.timeout,
             key_prefix: settings.key_prefix.clone(),
             token_bucket: LuaScript::new(TOKEN_BUCKET_LUA),
@@ -168,6 +185,21 @@ impl RedisStore {
         keys: &[String],
         args: &[A],
     ) -> Result<T, RedisFault> {
+        self.eval_undoable(script, keys, args, None::<fn() -> Late>)
+            .await
+    }
+
+    /// [`eval`](Self::eval) of a script that debits: should the call go unanswered within its
+    /// bound (`redis.timeout_ms`, or a shorter one of the caller's that drops this future),
+    /// `late` is asked what to do with its reply and the call is handed off to wait for it
+    /// ([`late`](super::late)). `late` is called only then, never for a call answered in time.
+    pub async fn eval_undoable<T: FromRedisValue, A: ToRedisArgs, M: FnOnce() -> Late>(
+        &self,
+        script: &LuaScript,
+        keys: &[String],
+        args: &[A],
+        late: Option<M>,
+    ) -> Result<T, RedisFault> {
         let Some(first) = keys.first() else {
             return Err(RedisFault::CrossSlot);
         };
@@ -178,29 +210,22 @@ impl RedisStore {
         }
         let mut call = redis::cmd("EVALSHA");
         call.arg(script.sha1()).arg(keys.len()).arg(keys).arg(args);
-        let no_script = |r: &Result<redis::Value, redis::RedisError>| matches!(r, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript));
-        let attempt = async {
-            let first_try = self.conn.query(&call).await;
-            if !no_script(&first_try) {
-                return first_try;
-            }
-            let mut load = redis::cmd("SCRIPT");
-            load.arg("LOAD").arg(script.source);
-            self.conn.query_at(&load, first).await?;
-            let second_try = self.conn.query(&call).await;
-            if !no_script(&second_try) {
-                return second_try;
-            }
-            // Still unknown where the call landed: during a slot migration an ASK redirect
-            // reaches a node the load (routed by the slot map) did not. EVAL carries the source.
-            let mut eval = redis::cmd("EVAL");
-            eval.arg(script.source).arg(keys.len()).arg(keys).arg(args);
-            self.conn.query(&eval).await
+        // Owned, so that a call this bound cuts can be handed off with its reply to come.
+        let mut sent = Sent {
+            call: Some(late::run(self.conn.clone(), call, script.source)),
+            conn: &self.conn,
+            late,
         };
+        let attempt = sent.call.as_mut().expect("set above");
         let value = match tokio::time::timeout(self.timeout, attempt).await {
             Err(_) => return Err(self.failed(RedisFault::Timeout, &"no reply within timeout_ms")),
-            Ok(Err(e)) => return Err(self.failed(RedisFault::classify(&e), &e)),
-            Ok(Ok(v)) => v,
+            Ok(answered) => {
+                sent.call = None;
+                match answered {
+                    Err(e) => return Err(self.failed(RedisFault::classify(&e), &e)),
+                    Ok(v) => v,
+                }
+            }
         };
         if self.failing.swap(false, Ordering::Relaxed) {
             tracing::info!("redis calls succeed again");
@@ -234,7 +259,10 @@ impl RedisStore {
         }
         let keys = [bucket_key(&self.key_prefix, tenant)];
         let args = [rate.limit, rate.per_ms, rate.burst, cost, n as u64];
-        let reply: Vec<i64> = self.eval(&self.token_bucket, &keys, &args).await?;
+        let late = || bucket_late(&[(&keys[0], *rate)], cost, |r| r.first().copied());
+        let reply: Vec<i64> = self
+            .eval_undoable(&self.token_bucket, &keys, &args, Some(late))
+            .await?;
         let [admitted, level] = reply[..] else {
             return Err(RedisFault::Other);
         };
@@ -256,9 +284,43 @@ impl RedisStore {
     ) -> Result<Decision, RedisFault> {
         let keys = [bucket_key(&self.key_prefix, tenant)];
         let args = [rate.limit, rate.per_ms, rate.burst, cost];
-        let reply: Vec<i64> = self.eval(&self.token_bucket, &keys, &args).await?;
+        // A single decision's reply starts with 1 when it debited `cost`.
+        let late = || bucket_late(&[(&keys[0], *rate)], cost, |r| r.first().copied());
+        let reply: Vec<i64> = self
+            .eval_undoable(&self.token_bucket, &keys, &args, Some(late))
+            .await?;
         decision_of(&reply)
     }
+}
+
+/// What undoes a late call debiting token buckets (`buckets`: each key with its size), each by
+/// `cost` tokens a request: the `admitted(reply)` requests' tokens go back to every bucket
+/// (`lua/refund.lua`, at most up to the burst). A token bucket decision (`buckets`: the
+/// tenant's), a burst pool's (the pool and the tenant's share), a lease grant (`admitted`: the
+/// tokens granted, `cost` 1).
+pub fn bucket_late(
+    buckets: &[(&str, Rate)],
+    cost: u64,
+    admitted: fn(&[i64]) -> Option<i64>,
+) -> Late {
+    let buckets: Vec<(String, Rate)> = buckets.iter().map(|(k, r)| (k.to_string(), *r)).collect();
+    Box::new(move |reply| {
+        let reply = Vec::<i64>::from_redis_value(reply).ok()?;
+        let n = u64::try_from(admitted(&reply)?).ok().filter(|n| *n > 0)?;
+        let mut args = vec![buckets.len().to_string()];
+        let mut keys = Vec::with_capacity(buckets.len());
+        for (key, rate) in buckets {
+            // The token bucket's entry (algorithm 1); its clock is not read.
+            let entry = [1, 0, rate.limit, rate.per_ms, rate.burst, n * cost];
+            args.extend(entry.iter().map(u64::to_string));
+            keys.push(key);
+        }
+        Some(Undo {
+            script: REFUND_LUA,
+            keys,
+            args,
+        })
+    })
 }
 
 /// The decision a token bucket script answered: `[admitted (0|1), tokens left, ms until a retry

@@ -12,7 +12,8 @@
 //!   re-asked on any doubt; no call goes to a master they are failing over (see
 //!   [`sentinel`](super::sentinel)).
 //!
-//! Every attempt is bounded by the caller (`redis.timeout_ms`); nothing here waits longer.
+//! Every attempt is bounded by the caller (`redis.timeout_ms`). A standalone or sentinel-mode
+//! connection keeps a reply the caller stopped waiting for, for [`late`](super::late) to read.
 
 pub use super::node::{is_wrong_role, Credentials};
 use super::sentinel::Sentinel;
@@ -25,6 +26,10 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr
 use redis::{Cmd, IntoConnectionInfo, RedisError, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// How long a reply the caller stopped waiting for is still waited for
+/// ([`late`](super::late)).
+pub const LATE_WAIT: Duration = Duration::from_secs(30);
 
 /// Number of Redis Cluster hash slots.
 const CLUSTER_SLOTS: u16 = 16384;
@@ -64,7 +69,9 @@ impl RedisConn {
         };
         let manager_config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(settings.timeout))
-            .set_response_timeout(Some(settings.timeout))
+            // The caller bounds each call (`redis.timeout_ms`); the connection keeps a reply
+            // it stopped waiting for as long as a late reply is waited for (super::late).
+            .set_response_timeout(Some(settings.timeout + LATE_WAIT))
             .set_number_of_retries(1)
             .set_min_delay(Duration::from_millis(10))
             .set_max_delay(Duration::from_millis(100));
