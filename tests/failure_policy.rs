@@ -206,6 +206,22 @@ async fn settled_evalsha(redis: &RedisServer) -> u64 {
     .await
 }
 
+/// `failed_calls=` of EVALSHA in `INFO commandstats` (a NOSCRIPT answer is one).
+fn evalsha_failed(redis: &RedisServer) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut redis.conn())
+        .expect("INFO commandstats");
+    info.lines()
+        .find_map(|l| l.trim().strip_prefix("cmdstat_evalsha:"))
+        .and_then(|rest| {
+            rest.split(',')
+                .find_map(|kv| kv.strip_prefix("failed_calls="))
+        })
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Sends requests as `tenant` until Redis decides `want` of them (a call slower than a tight
 /// `timeout_ms` on a busy machine falls back instead; that must not fail a warm-up).
 async fn warm_up(
@@ -405,6 +421,7 @@ async fn frozen_redis_opens_the_breaker_and_is_not_called_while_open() {
     warm_up(&http, &url, "warm", "open_t", 1000, 2).await;
     assert_eq!(healthz(&gw)["limiter"], "ok");
     let calls_before = redis.command_calls("evalsha");
+    let failed_before = evalsha_failed(&redis);
     let errors_before = redis_errors(&gw, "timeout") as u64;
 
     redis.pause();
@@ -480,14 +497,44 @@ async fn frozen_redis_opens_the_breaker_and_is_not_called_while_open() {
         "no Redis call while open: {m}"
     );
 
-    // Unfreeze: the calls queued on the frozen connection run now; nothing sent while the
-    // breaker was open may show up (break_s is 30: still open).
+    // Unfreeze: the calls queued on the frozen connection run now, and the tokens of those
+    // that debited are given back (one give-back each, docs/redis.md#calls-that-time-out);
+    // nothing sent while the breaker was open may show up (break_s is 30: still open).
     redis.resume();
-    let calls_after = settled_evalsha(&redis).await;
+    let late = |outcome: &str| {
+        gw.metric_or_zero(&format!(
+            "tollgate_redis_late_replies_total{{outcome=\"{outcome}\"}}"
+        )) as u64
+    };
+    let ended = || {
+        [
+            "compensated",
+            "nothing_debited",
+            "undo_failed",
+            "lost",
+            "dropped",
+        ]
+        .iter()
+        .map(|o| late(o))
+        .sum::<u64>()
+    };
     assert!(
-        calls_after - calls_before <= sent_while_closed,
-        "Redis ran {} EVALSHA after the freeze, only {sent_while_closed} were sent before the \
-         breaker opened",
+        eventually(Duration::from_secs(10), || ended() == sent_while_closed).await,
+        "every timed-out call waited for: {}",
+        gw.metrics()
+    );
+    let calls_after = settled_evalsha(&redis).await;
+    // A give-back's first EVALSHA may meet NOSCRIPT (then SCRIPT LOAD and EVALSHA again).
+    let noscript = evalsha_failed(&redis) - failed_before;
+    assert_eq!(
+        late("compensated"),
+        sent_while_closed,
+        "each frozen call debited"
+    );
+    assert!(
+        calls_after - calls_before - noscript <= 2 * sent_while_closed,
+        "Redis ran {} EVALSHA after the freeze ({noscript} NOSCRIPT), only {sent_while_closed} \
+         were sent before the breaker opened, plus one give-back each",
         calls_after - calls_before
     );
     for _ in 0..10 {
