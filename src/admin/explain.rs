@@ -428,7 +428,7 @@ async fn tenant_layer(
                 "tenant": tenant,
                 "tier": t.name,
                 "cost": cost,
-                "policies": tenants::policies_json(&t.name, &rate, policy, &p, true),
+                "policies": tenants::policies_json(&t.name, &rate, policy, &p),
                 "fit": app.tier_fit.report(tenant, raw.now_ms),
             })
         }

@@ -1,6 +1,7 @@
 //! Admin listener: `/metrics` (Prometheus text), `/healthz` (liveness + limiter health detail),
 //! `/readyz` (503 once graceful shutdown starts), and the admin API under `/v1` ([`v1`]: tenant
-//! state and reset, explain, config, its OpenAPI document; Bearer `admin.token_env`).
+//! state and reset, explain, config, status, its OpenAPI document; Bearer `admin.token_env`),
+//! with the operator console over it at `/ui` ([`console`]).
 //!
 //! Served by hyper on its own background service rather than a Pingora listening service,
 //! because Pingora stops accepting on its listeners when shutdown starts, and `/readyz` must
@@ -9,7 +10,9 @@
 pub mod config_view;
 pub mod explain;
 pub mod reply;
+pub mod console;
 pub mod rules_view;
+pub mod status;
 pub mod tenants;
 pub mod v1;
 
@@ -97,11 +100,16 @@ pub fn handle(app: &App, path: &str) -> Response<Full<Bytes>> {
     }
 }
 
-/// Answers one admin request: `/v1/*` through [`v1::admit`] (token) and [`v1::handle`] (its
-/// body read up to [`v1::MAX_BODY_BYTES`]), everything else through [`handle`].
+/// Answers one admin request: `/ui` through [`console::answer`], `/v1/*` through
+/// [`v1::admit`] (token) and [`v1::handle`] (its body read up to [`v1::MAX_BODY_BYTES`]),
+/// everything else through [`handle`].
 pub async fn serve(app: &App, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let path = req.uri().path().to_string();
     let query = req.uri().query().map(str::to_string);
+    if console::is_console(&path) {
+        let api_on = app.snapshot.load().admin_token.is_some();
+        return console::answer(api_on, req.method(), &path);
+    }
     if path != "/v1" && !path.starts_with("/v1/") {
         return handle(app, &path);
     }

@@ -204,14 +204,13 @@ fn no_store() -> Problem {
 }
 
 /// The per-policy JSON of `peeked`: the main limit first (named after the tier), then each
-/// calendar quota (`<tier>.<period>`). With `decision`, each also carries what a request of
-/// that cost would get.
+/// calendar quota (`<tier>.<period>`), each with what a request of the peeked cost would get
+/// (`would_admit`, `remaining_after`, `retry_after_s`: the Retry-After of its refusal).
 pub fn policies_json(
     tier: &str,
     rate: &Rate,
     policy: &TierPolicy,
     peeked: &Peeked,
-    decision: bool,
 ) -> Vec<Value> {
     let secs = |ms: u64| ms.div_ceil(1000);
     let retry = |ms: u64| {
@@ -233,16 +232,14 @@ pub fn policies_json(
     if policy.algorithm == crate::limit::algorithm::Algorithm::LeakyBucket {
         main["max_delay_ms"] = json!(policy.max_delay_ms);
     }
-    if decision {
-        let d = &peeked.main_decision;
-        main["would_admit"] = json!(d.admitted);
-        main["remaining_after"] = json!(d.remaining);
-        main["retry_after_s"] = if d.admitted {
-            json!(0)
-        } else {
-            retry(d.retry_after_ms)
-        };
-    }
+    let d = &peeked.main_decision;
+    main["would_admit"] = json!(d.admitted);
+    main["remaining_after"] = json!(d.remaining);
+    main["retry_after_s"] = if d.admitted {
+        json!(0)
+    } else {
+        retry(d.retry_after_ms)
+    };
     let mut out = vec![main];
     for (q, (view, d)) in policy.quotas.iter().zip(&peeked.quotas) {
         let (_, end) = q.period.window(peeked.state.now_ms);
@@ -257,15 +254,13 @@ pub fn policies_json(
             "seconds_until_full": secs(view.full_ms),
             "window_ends_in_s": secs(end - peeked.state.now_ms),
         });
-        if decision {
-            v["would_admit"] = json!(d.admitted);
-            v["remaining_after"] = json!(d.remaining);
-            v["retry_after_s"] = if d.admitted {
-                json!(0)
-            } else {
-                retry(d.retry_after_ms)
-            };
-        }
+        v["would_admit"] = json!(d.admitted);
+        v["remaining_after"] = json!(d.remaining);
+        v["retry_after_s"] = if d.admitted {
+            json!(0)
+        } else {
+            retry(d.retry_after_ms)
+        };
         out.push(v);
     }
     out
@@ -324,7 +319,8 @@ pub async fn get(
         "tenant": tenant,
         "tier": tier,
         "tier_source": source.as_str(),
-        "policies": policies_json(&tier, &rate, &policy, &peeked, false),
+        // With what the next request (cost 1) would get: its Retry-After when refused.
+        "policies": policies_json(&tier, &rate, &policy, &peeked),
         "rules": rules,
         "in_flight": in_flight,
         "fit": fit,

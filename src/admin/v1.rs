@@ -14,10 +14,12 @@
 //! | POST   | `/v1/tenants/{id}/reset`  | [`super::tenants::reset`]     |
 //! | POST   | `/v1/explain`             | [`super::explain::explain`]   |
 //! | GET    | `/v1/config`              | [`super::config_view::view`]  |
+//! | GET    | `/v1/status`              | [`super::status::status`]     |
+//! | GET    | `/v1/whoami`              | [`super::status::whoami`]     |
 //! | GET    | `/v1/openapi.json`        | [`OPENAPI_JSON`], verbatim    |
 
 use super::reply::{json_reply, problem_reply, raw_json_reply};
-use super::{config_view, explain, tenants};
+use super::{config_view, explain, status, tenants};
 use crate::response::Problem;
 use crate::snapshot::{App, Snapshot};
 use crate::tenant_id;
@@ -40,8 +42,10 @@ pub enum Endpoint {
     Config,
     Explain,
     OpenApi,
+    Status,
     Tenant,
     TenantReset,
+    WhoAmI,
 }
 
 /// Every route of the API: method, path template (`{id}` stands for one path segment, the
@@ -50,8 +54,10 @@ pub const ROUTES: &[(&str, &str, Endpoint)] = &[
     ("GET", "/v1/config", Endpoint::Config),
     ("POST", "/v1/explain", Endpoint::Explain),
     ("GET", "/v1/openapi.json", Endpoint::OpenApi),
+    ("GET", "/v1/status", Endpoint::Status),
     ("GET", "/v1/tenants/{id}", Endpoint::Tenant),
     ("POST", "/v1/tenants/{id}/reset", Endpoint::TenantReset),
+    ("GET", "/v1/whoami", Endpoint::WhoAmI),
 ];
 
 /// Where [`route`] sends a request.
@@ -177,6 +183,8 @@ pub async fn handle(
     let result = match route(method, path) {
         Routed::Found(Endpoint::Config, _) => Ok(config_view::view(&snap.config)),
         Routed::Found(Endpoint::OpenApi, _) => return raw_json_reply(OPENAPI_JSON),
+        Routed::Found(Endpoint::Status, _) => Ok(status::status(app, snap)),
+        Routed::Found(Endpoint::WhoAmI, _) => Ok(status::whoami()),
         Routed::Found(Endpoint::Explain, _) => explain::explain(app, snap, &body).await,
         Routed::Found(Endpoint::Tenant, id) => match tenant_from_segment(id.unwrap_or_default()) {
             Ok(t) => match tier_param(query) {

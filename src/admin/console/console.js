@@ -1,0 +1,421 @@
+// tollgate operator console (docs/admin-api.md#console). Plain JavaScript, no framework, no
+// build step. Every number comes from the /v1 JSON API, called with the admin token in an
+// Authorization header; every value from the API or the address bar is inserted as text
+// (textContent, text nodes, attribute values), never parsed as markup.
+'use strict';
+
+(function () {
+  const TOKEN_KEY = 'tollgate-admin-token';
+  const main = document.getElementById('main');
+  const state = { token: sessionStorage.getItem(TOKEN_KEY), scope: null };
+
+  // ---- DOM helpers: the only way this script makes elements ------------------------------
+  // el('td', {class: 'num'}, 'text', childNode, ...): strings and numbers become text nodes.
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (name === 'onclick' || name === 'onsubmit') node.addEventListener(name.slice(2), value);
+      else node.setAttribute(name, value === true ? '' : String(value));
+    }
+    for (const child of children.flat()) {
+      if (child === null || child === undefined || child === false) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  // A value as display text: null as an em dash, objects as compact JSON (still text).
+  function text(v) {
+    if (v === null || v === undefined) return '—';
+    if (typeof v === 'object') return JSON.stringify(v);
+    return String(v);
+  }
+
+  // "1h", "30s", "250ms", "1d" for a span in ms (for per_ms and the like).
+  function span(ms) {
+    if (typeof ms !== 'number') return text(ms);
+    const units = [['d', 86400000], ['h', 3600000], ['m', 60000], ['s', 1000]];
+    for (const [u, n] of units) if (ms >= n && ms % n === 0) return ms / n + u;
+    return ms + 'ms';
+  }
+
+  function seconds(s) {
+    if (typeof s !== 'number') return text(s);
+    if (s < 120) return s + ' s';
+    if (s < 7200) return Math.round(s / 60) + ' min';
+    return (s / 3600).toFixed(1) + ' h';
+  }
+
+  // A table of rows (objects) with columns [[heading, row => cell value or Node, class]].
+  function table(columns, rows, attrs) {
+    const head = el('tr', {}, columns.map(([h]) => el('th', {}, h)));
+    const body = rows.map((row) =>
+      el('tr', {}, columns.map(([, cell, cls]) => {
+        const v = cell(row);
+        return el('td', { class: cls }, v instanceof Node ? v : text(v));
+      })));
+    return el('table', attrs || {}, el('thead', {}, head), el('tbody', {}, body));
+  }
+
+  // A definition list of [term, value or Node] pairs.
+  function pairs(list) {
+    return el('dl', {}, list.map(([k, v]) => [el('dt', {}, k), el('dd', {}, v instanceof Node ? v : text(v))]));
+  }
+
+  function card(title, ...content) {
+    return el('div', { class: 'card' }, el('h2', {}, title), content);
+  }
+
+  function show(...nodes) {
+    main.replaceChildren(...nodes.flat().filter(Boolean));
+  }
+
+  function problem(r) {
+    const p = r.json || {};
+    const detail = p.detail || p.title || ('HTTP ' + r.status);
+    return el('div', { class: 'error', role: 'alert', 'data-status': r.status }, 'HTTP ' + r.status + ': ' + detail);
+  }
+
+  // ---- API -----------------------------------------------------------------------------
+  // Calls the /v1 API with the token; answers {status, json}. A 401 forgets the token and
+  // shows the login form; a 403 on a write means a read token: the write controls go away.
+  async function api(method, path, body) {
+    const headers = { Authorization: 'Bearer ' + state.token, Accept: 'application/json' };
+    const init = { method, headers, cache: 'no-store', credentials: 'omit', redirect: 'error' };
+    if (body !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    let res;
+    try {
+      res = await fetch(path, init);
+    } catch (e) {
+      return { status: 0, json: { detail: 'the admin listener did not answer (' + e.message + ')' } };
+    }
+    let json = null;
+    try { json = await res.json(); } catch (e) { json = null; }
+    if (res.status === 401) {
+      logout('The token was refused; enter it again.');
+    } else if (res.status === 403 && method !== 'GET') {
+      state.scope = 'read';
+      renderWho();
+    }
+    return { status: res.status, json };
+  }
+
+  const canWrite = () => state.scope === 'write';
+
+  // ---- Pages ---------------------------------------------------------------------------
+  // Each page: an id (the hash #/<id>), a title in the navigation, and render(arg) where arg
+  // is the rest of the hash, percent-decoded. Adding a page is adding an entry here.
+  const PAGES = [
+    { id: 'overview', title: 'Overview', render: renderOverview },
+    { id: 'tenant', title: 'Tenant', render: renderTenant },
+    { id: 'explain', title: 'Explain', render: renderExplain },
+  ];
+
+  function link(page, arg, label) {
+    const href = '#/' + page + (arg !== undefined ? '/' + encodeURIComponent(arg) : '');
+    return el('a', { href }, label);
+  }
+
+  // The tier-layer outcomes the overview shows, in order (tollgate_decisions_total).
+  const TENANT_OUTCOMES = ['admitted', 'limited', 'shadow_limited', 'pool_admitted', 'fallback', 'failed_open', 'failed_closed'];
+
+  async function renderOverview() {
+    const r = await api('GET', '/v1/status');
+    if (r.status !== 200) return show(el('h1', {}, 'Overview'), problem(r));
+    const s = r.json;
+    const reload = s.config.last_reload;
+    const redis = s.redis;
+    const breakerClass = redis && redis.breaker === 'closed' ? 'ok' : 'bad';
+    show(
+      el('h1', {}, 'Overview'),
+      el('section', { class: 'cards' },
+        card('Config', pairs([
+          ['version (SHA-256)', el('span', { class: 'mono', title: s.config.sha256 }, s.config.sha256.slice(0, 12))],
+          ['loaded at', s.config.loaded_at],
+          ['last (re)load', el('span', { class: reload.ok ? 'ok' : 'bad', id: 'reload-result' }, reload.ok ? 'succeeded' : 'rejected (running config kept)')],
+          ['last success', reload.succeeded_at],
+          ['loads ok / rejected', reload.loads_ok + ' / ' + reload.loads_failed],
+        ])),
+        card('Redis', redis ? pairs([
+          ['mode', redis.mode],
+          ['breaker', el('span', { class: breakerClass, id: 'breaker' }, redis.breaker)],
+          ['decisions', redis.degraded ? el('span', { class: 'bad' }, 'degraded (failure policy)') : el('span', { class: 'ok' }, 'from Redis')],
+          ['on failure', redis.on_failure],
+        ]) : el('p', { class: 'muted' }, 'No redis: section; no tenant limits.')),
+        s.shutting_down ? card('Shutdown', el('p', { class: 'bad' }, 'Graceful shutdown in progress.')) : null,
+      ),
+      el('h2', {}, 'Tiers'),
+      el('p', { class: 'muted' }, 'Last hour: this instance\'s tenant decisions (tier fit). Decisions since start: tollgate_decisions_total{layer="tenant"}.'),
+      table([
+        ['tier', (t) => t.name],
+        ['mode', (t) => t.mode],
+        ['on failure', (t) => t.on_failure],
+        ['requests (1 h)', (t) => t.last_hour.requests, 'num'],
+        ['refused (1 h)', (t) => t.last_hour.refused, 'num'],
+        ['tenants (1 h)', (t) => t.last_hour.tenants, 'num'],
+        ...TENANT_OUTCOMES.map((o) => [o.replace('_', ' '), (t) => ((t.decisions.tenant || {})[o] || 0), 'num']),
+      ], s.tiers, { id: 'tiers' }),
+      el('h2', {}, 'Tenants refused in the last hour'),
+      s.refused_tenants.length
+        ? table([
+          ['tenant', (t) => link('tenant', t.tenant, t.tenant)],
+          ['tier', (t) => t.tier],
+          ['requests', (t) => t.requests, 'num'],
+          ['refused', (t) => t.refused, 'num'],
+        ], s.refused_tenants, { id: 'refused-tenants' })
+        : el('p', { class: 'muted', id: 'refused-tenants' }, 'None.'),
+      el('h2', {}, 'Upstreams'),
+      table([
+        ['upstream', (u) => u.name],
+        ['backends', (u) => u.backends, 'num'],
+        ['in flight / max', (u) => (u.max_concurrency === null ? 'no limit' : u.in_flight + ' / ' + u.max_concurrency), 'num'],
+        ['per tenant', (u) => u.max_concurrency_per_tenant],
+        ['waiting / queue', (u) => (u.queue_max === null ? 'no queue' : u.waiting + ' / ' + u.queue_max), 'num'],
+        ['rejections', (u) => (Object.keys(u.rejections).length ? Object.entries(u.rejections).map(([k, n]) => k + ' ' + n).join(', ') : 0)],
+      ], s.upstreams, { id: 'upstreams' }),
+      el('p', {}, el('button', { type: 'button', class: 'secondary', onclick: () => renderOverview() }, 'Refresh')),
+    );
+  }
+
+  function tenantSearch(id, tier) {
+    return el('form', {
+      class: 'row', id: 'tenant-search',
+      onsubmit: (e) => {
+        e.preventDefault();
+        const f = e.target;
+        const wanted = f.elements.id.value.trim();
+        const t = f.elements.tier.value.trim();
+        location.hash = '#/tenant/' + encodeURIComponent(wanted) + (t ? '?tier=' + encodeURIComponent(t) : '');
+      },
+    },
+    el('label', {}, 'Tenant id', el('input', { name: 'id', required: true, size: 34, value: id || '', autocomplete: 'off' })),
+    el('label', {}, 'Tier (optional)', el('input', { name: 'tier', size: 12, value: tier || '', autocomplete: 'off' })),
+    el('button', { type: 'submit' }, 'Show'));
+  }
+
+  function policyState(p) {
+    if (p.would_admit) return el('span', { class: 'ok' }, 'admits');
+    return el('span', { class: 'bad' }, 'refusing');
+  }
+
+  // arg: "<id>" or "<id>?tier=<tier>" (percent-encoded parts).
+  async function renderTenant(arg) {
+    const [rawId, query] = (arg || '').split('?');
+    const id = rawId ? decodeURIComponent(rawId) : '';
+    const tier = query && query.startsWith('tier=') ? decodeURIComponent(query.slice(5)) : '';
+    if (!id) return show(el('h1', {}, 'Tenant'), tenantSearch('', ''));
+    const path = '/v1/tenants/' + encodeURIComponent(id) + (tier ? '?tier=' + encodeURIComponent(tier) : '');
+    const r = await api('GET', path);
+    const heading = el('h1', { id: 'tenant-heading' }, 'Tenant ', el('code', { id: 'tenant-id' }, id));
+    if (r.status !== 200) return show(heading, tenantSearch(id, tier), problem(r));
+    const t = r.json;
+    const out = [heading, tenantSearch(id, tier)];
+    out.push(pairs([
+      ['tier', t.tier],
+      ['tier from', t.tier_source],
+      ['region', t.region],
+      ['in flight', t.in_flight ? (t.in_flight.held === null ? '? / ' : t.in_flight.held + ' / ') + t.in_flight.max : null],
+    ]));
+    if (t.why) out.push(el('p', { class: 'muted' }, t.why));
+    if (t.policies.length) {
+      out.push(el('h2', {}, 'Policies'),
+        el('p', { class: 'muted' }, 'Read without debiting. State and Retry-After: what the next request (cost 1) would get.'),
+        table([
+          ['policy', (p) => p.name],
+          ['algorithm', (p) => p.algorithm],
+          ['limit', (p) => p.limit + ' / ' + span(p.per_ms)],
+          ['burst', (p) => p.burst, 'num'],
+          ['remaining', (p) => p.remaining, 'num'],
+          ['full in', (p) => seconds(p.seconds_until_full), 'num'],
+          ['window ends in', (p) => (p.window_ends_in_s === undefined ? '' : seconds(p.window_ends_in_s)), 'num'],
+          ['state', policyState],
+          ['Retry-After', (p) => (p.would_admit ? '' : (p.retry_after_s === null ? 'never (cost > burst)' : p.retry_after_s + ' s')), 'num'],
+        ], t.policies, { id: 'policies' }));
+    }
+    if (t.rules.length) {
+      out.push(el('h2', {}, 'Limit rules that apply'), table([
+        ['rule', (x) => x.name],
+        ['mode', (x) => x.mode],
+        ['key', (x) => (x.key_parts || []).join(' + ')],
+        ['limit', (x) => (x.limit === undefined || x.limit === null ? (x.max_in_flight !== undefined ? 'in flight ' + x.max_in_flight : '—') : x.limit + ' / ' + span(x.per_ms))],
+        ['burst', (x) => x.burst, 'num'],
+        ['remaining', (x) => x.remaining, 'num'],
+        ['full in', (x) => (x.seconds_until_full === undefined ? '' : seconds(x.seconds_until_full)), 'num'],
+        ['on failure', (x) => x.on_failure],
+      ], t.rules, { id: 'rules' }));
+    }
+    if (t.fit) {
+      out.push(el('h2', {}, 'Tier fit (this instance)'), table([
+        ['window', (w) => w[0]],
+        ['requests', (w) => w[1].requests, 'num'],
+        ['refused', (w) => w[1].refused, 'num'],
+        ['refused share', (w) => (w[1].refused_share * 100).toFixed(1) + ' %', 'num'],
+        ['minutes at limit', (w) => w[1].minutes_at_limit, 'num'],
+      ], [['hour', t.fit.hour], ['day', t.fit.day]], { id: 'fit' }));
+    }
+    if (canWrite()) out.push(resetControl(id));
+    show(out);
+  }
+
+  // The reset button: a second click confirms (no browser dialog).
+  function resetControl(id) {
+    const box = el('div', { id: 'reset' });
+    const confirmStep = () => box.replaceChildren(
+      el('span', {}, 'Delete every limit state of this tenant? '),
+      el('button', { type: 'button', class: 'danger', id: 'reset-confirm', onclick: doReset }, 'Reset now'),
+      ' ',
+      el('button', { type: 'button', class: 'secondary', onclick: first }, 'Cancel'));
+    async function doReset() {
+      const r = await api('POST', '/v1/tenants/' + encodeURIComponent(id) + '/reset');
+      if (r.status !== 200) return box.replaceChildren(problem(r));
+      await renderTenant(location.hash.replace(/^#\/tenant\//, ''));
+      const done = el('div', { class: 'notice', id: 'reset-done' }, 'Reset: ' + r.json.deleted_keys + ' key(s) deleted.');
+      main.insertBefore(done, main.children[1] || null);
+    }
+    function first() {
+      box.replaceChildren(el('button', { type: 'button', class: 'danger', id: 'reset-button', onclick: confirmStep }, 'Reset limits…'));
+    }
+    first();
+    return el('div', {}, el('h2', {}, 'Reset'), box);
+  }
+
+  // "Name: value" lines → {name: value or [values]}.
+  function parseHeaders(textValue) {
+    const headers = {};
+    for (const line of textValue.split('\n')) {
+      const at = line.indexOf(':');
+      if (at <= 0) continue;
+      const name = line.slice(0, at).trim().toLowerCase();
+      const value = line.slice(at + 1).trim();
+      if (!(name in headers)) headers[name] = value;
+      else headers[name] = [].concat(headers[name], value);
+    }
+    return headers;
+  }
+
+  let lastExplain = { method: 'GET', host: '', path: '/', headers: '', client_ip: '' };
+
+  function renderExplain() {
+    const f = lastExplain;
+    const result = el('div', { id: 'explain-result' });
+    const methods = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+    const form = el('form', {
+      class: 'row', id: 'explain-form',
+      onsubmit: async (e) => {
+        e.preventDefault();
+        const x = e.target.elements;
+        lastExplain = { method: x.method.value, host: x.host.value.trim(), path: x.path.value, headers: x.headers.value, client_ip: x.client_ip.value.trim() };
+        const body = { method: lastExplain.method, path: lastExplain.path, headers: parseHeaders(lastExplain.headers) };
+        if (lastExplain.host) body.host = lastExplain.host;
+        if (lastExplain.client_ip) body.client_ip = lastExplain.client_ip;
+        const r = await api('POST', '/v1/explain', body);
+        result.replaceChildren(r.status === 200 ? explanation(r.json) : problem(r));
+      },
+    },
+    el('label', {}, 'Method', el('select', { name: 'method' }, methods.map((m) => el('option', { value: m, selected: m === f.method }, m)))),
+    el('label', {}, 'Host', el('input', { name: 'host', size: 20, value: f.host, placeholder: 'api.example.com' })),
+    el('label', {}, 'Path', el('input', { name: 'path', size: 28, value: f.path, required: true })),
+    el('label', {}, 'Client IP', el('input', { name: 'client_ip', size: 15, value: f.client_ip, placeholder: '203.0.113.7' })),
+    el('label', {}, 'Headers (Name: value, one a line)', el('textarea', { name: 'headers', placeholder: 'x-api-key: ...' }, f.headers)),
+    el('button', { type: 'submit' }, 'Explain'));
+    show(el('h1', {}, 'Explain a request'),
+      el('p', { class: 'muted' }, 'What the gateway would do with this request now, layer by layer. Nothing is debited.'),
+      form, result);
+  }
+
+  // One layer's fields other than its name and decision; arrays of objects as tables.
+  function layerDetail(layer) {
+    const rest = Object.entries(layer).filter(([k]) => k !== 'layer' && k !== 'decision');
+    const simple = rest.filter(([, v]) => !(Array.isArray(v) && v.length && typeof v[0] === 'object'));
+    const tables = rest.filter(([, v]) => Array.isArray(v) && v.length && typeof v[0] === 'object');
+    return [
+      pairs(simple),
+      tables.map(([k, rows]) => {
+        const keys = [...new Set(rows.flatMap((row) => Object.keys(row)))];
+        return [el('h3', {}, k), table(keys.map((key) => [key, (row) => row[key]]), rows)];
+      }),
+    ];
+  }
+
+  function explanation(x) {
+    const o = x.outcome || {};
+    return el('div', {},
+      el('p', { id: 'explain-outcome', class: o.status >= 400 ? 'bad' : 'ok' },
+        'Outcome: ' + text(o.layer) + ' ' + text(o.decision) + ' → ' + text(o.status)),
+      (x.layers || []).map((l) => el('div', { class: 'layer ' + String(l.decision).replace(/[^a-z_]/g, ''), 'data-layer': l.layer },
+        el('h3', {}, text(l.layer) + ': ' + text(l.decision)), layerDetail(l))));
+  }
+
+  // ---- Login, navigation, routing ------------------------------------------------------
+  function renderWho() {
+    const who = document.getElementById('who');
+    who.textContent = state.token ? 'token scope: ' + (state.scope || '?') : '';
+    document.getElementById('logout').hidden = !state.token;
+  }
+
+  function logout(message) {
+    state.token = null;
+    state.scope = null;
+    sessionStorage.removeItem(TOKEN_KEY);
+    renderWho();
+    renderLogin(message);
+  }
+
+  function renderLogin(message) {
+    document.getElementById('nav').replaceChildren();
+    show(el('h1', {}, 'Sign in'),
+      el('p', { class: 'muted' }, 'The admin token (admin.token_env). It is kept in this tab only (sessionStorage) and sent as a Bearer header.'),
+      message ? el('div', { class: 'error' }, message) : null,
+      el('form', {
+        class: 'row', id: 'login',
+        onsubmit: async (e) => {
+          e.preventDefault();
+          state.token = e.target.elements.token.value.trim();
+          const r = await api('GET', '/v1/whoami');
+          if (r.status !== 200) return;
+          sessionStorage.setItem(TOKEN_KEY, state.token);
+          state.scope = r.json.scope;
+          start();
+        },
+      },
+      el('label', {}, 'Admin token', el('input', { type: 'password', name: 'token', required: true, autocomplete: 'off', size: 40 })),
+      el('button', { type: 'submit' }, 'Sign in')));
+  }
+
+  function renderNav(current) {
+    document.getElementById('nav').replaceChildren(...PAGES.map((p) => {
+      const a = link(p.id, undefined, p.title);
+      if (p.id === current) a.setAttribute('class', 'current');
+      return a;
+    }));
+  }
+
+  async function route() {
+    if (!state.token) return renderLogin();
+    const hash = location.hash.replace(/^#\/?/, '');
+    const slash = hash.indexOf('/');
+    const id = slash < 0 ? hash : hash.slice(0, slash);
+    const arg = slash < 0 ? undefined : hash.slice(slash + 1);
+    const page = PAGES.find((p) => p.id === id) || PAGES[0];
+    renderNav(page.id);
+    await page.render(arg);
+  }
+
+  async function start() {
+    if (state.token && !state.scope) {
+      const r = await api('GET', '/v1/whoami');
+      if (r.status !== 200) return;
+      state.scope = r.json.scope;
+    }
+    renderWho();
+    await route();
+  }
+
+  document.getElementById('logout').addEventListener('click', () => logout());
+  window.addEventListener('hashchange', route);
+  start();
+})();
