@@ -13,7 +13,8 @@
 #     on first use with demo/grpc/requirements.txt; tests/admin_openapi.rs schemathesis against a
 #     live admin listener, from the same venv with tests/openapi/requirements.txt; tests/jwks.rs
 #     a real OpenID provider, oauth2-mock-server from npm, installed by `npm ci` in tests/oidc/
-#     on first use)
+#     on first use; tests/console.rs the operator console in headless Chromium (Debian's chromium
+#     and chromium-driver) driven by Selenium from the same venv with tests/console/requirements.txt)
 #   python3 scripts/check-compose.py (docker-compose.yml parses and names existing files)
 #   scripts/check-demo-config.sh (demo/gateway.demo.yaml.tmpl renders and passes `tollgate check`)
 #   scripts/check-kubernetes.sh (deploy/kubernetes: kubernetes-validate --strict against pinned
@@ -40,8 +41,10 @@ cd "$ROOT"
 
 # ---- prerequisites -------------------------------------------------------------------------------
 # openssl: TLS test certificates (tests/redis_config.rs); redis-cli: cluster tests;
-# prometheus + promtool: tests/observability.rs (dashboard queries, alert rules)
-./scripts/prereqs.sh --rust-components openssl redis-cli:redis-tools prometheus promtool:prometheus node:nodejs npm || exit 1
+# prometheus + promtool: tests/observability.rs (dashboard queries, alert rules); chromium +
+# chromedriver: tests/console.rs (the operator console in a headless browser)
+./scripts/prereqs.sh --rust-components openssl redis-cli:redis-tools prometheus promtool:prometheus node:nodejs npm \
+  chromium chromedriver:chromium-driver || exit 1
 
 # A full run from a clean tree gains nothing from incremental caches, which would double the
 # build's disk use; export CARGO_INCREMENTAL=1 to keep them.

@@ -77,8 +77,10 @@ pub fn answer(api_on: bool, method: &Method, path: &str) -> Response<Full<Bytes>
     };
     if method != Method::GET && method != Method::HEAD {
         let mut r = reply(405, "text/plain", "the console accepts GET and HEAD only\n");
-        r.headers_mut()
-            .insert(http::header::ALLOW, http::HeaderValue::from_static("GET, HEAD"));
+        r.headers_mut().insert(
+            http::header::ALLOW,
+            http::HeaderValue::from_static("GET, HEAD"),
+        );
         return r;
     }
     reply(200, content_type, body)
@@ -126,7 +128,10 @@ mod tests {
     fn only_the_console_paths_are_the_console() {
         assert!(is_console("/ui") && is_console("/ui/") && is_console("/ui/console.js"));
         assert!(!is_console("/uix") && !is_console("/v1/ui") && !is_console("/"));
-        assert_eq!(asset("/ui/console.js").map(|a| a.0), Some("text/javascript; charset=utf-8"));
+        assert_eq!(
+            asset("/ui/console.js").map(|a| a.0),
+            Some("text/javascript; charset=utf-8")
+        );
         assert_eq!(asset("/ui/../v1/config"), None);
     }
 
@@ -136,15 +141,27 @@ mod tests {
     #[test]
     fn the_assets_have_no_inline_code_and_the_script_writes_no_markup() {
         let html = INDEX_HTML.to_ascii_lowercase();
-        assert!(!html.contains("<script>") && !html.contains("<style"), "inline code");
+        assert!(
+            !html.contains("<script>") && !html.contains("<style"),
+            "inline code"
+        );
         assert!(!html.contains(" style="), "inline style");
         let handler = html.split(" on").skip(1).any(|rest| {
             let name: String = rest.chars().take_while(char::is_ascii_alphabetic).collect();
             !name.is_empty() && rest[name.len()..].trim_start().starts_with('=')
         });
         assert!(!handler, "inline event handler");
-        assert!(!html.contains("http://") && !html.contains("https://"), "no remote asset");
-        for sink in ["innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("] {
+        assert!(
+            !html.contains("http://") && !html.contains("https://"),
+            "no remote asset"
+        );
+        for sink in [
+            "innerHTML",
+            "outerHTML",
+            "insertAdjacentHTML",
+            "document.write",
+            "eval(",
+        ] {
             assert!(!CONSOLE_JS.contains(sink), "console.js uses {sink}");
         }
         assert!(!CONSOLE_JS.contains("http://") && !CONSOLE_JS.contains("https://"));

@@ -8,9 +8,9 @@
 //! keep answering 503 through the grace period.
 
 pub mod config_view;
+pub mod console;
 pub mod explain;
 pub mod reply;
-pub mod console;
 pub mod rules_view;
 pub mod status;
 pub mod tenants;

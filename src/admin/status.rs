@@ -216,7 +216,10 @@ mod tests {
             tiers["free"],
             json!({"requests": 14, "refused": 5, "tenants": 2})
         );
-        assert_eq!(tiers["pro"], json!({"requests": 5, "refused": 1, "tenants": 2}));
+        assert_eq!(
+            tiers["pro"],
+            json!({"requests": 5, "refused": 1, "tenants": 2})
+        );
         let order: Vec<&str> = tenants
             .iter()
             .map(|t| t["tenant"].as_str().unwrap())

@@ -206,12 +206,7 @@ fn no_store() -> Problem {
 /// The per-policy JSON of `peeked`: the main limit first (named after the tier), then each
 /// calendar quota (`<tier>.<period>`), each with what a request of the peeked cost would get
 /// (`would_admit`, `remaining_after`, `retry_after_s`: the Retry-After of its refusal).
-pub fn policies_json(
-    tier: &str,
-    rate: &Rate,
-    policy: &TierPolicy,
-    peeked: &Peeked,
-) -> Vec<Value> {
+pub fn policies_json(tier: &str, rate: &Rate, policy: &TierPolicy, peeked: &Peeked) -> Vec<Value> {
     let secs = |ms: u64| ms.div_ceil(1000);
     let retry = |ms: u64| {
         if ms == u64::MAX {

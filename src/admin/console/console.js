@@ -18,7 +18,7 @@
       if (name === 'onclick' || name === 'onsubmit') node.addEventListener(name.slice(2), value);
       else node.setAttribute(name, value === true ? '' : String(value));
     }
-    for (const child of children.flat()) {
+    for (const child of children.flat(Infinity)) {
       if (child === null || child === undefined || child === false) continue;
       node.append(child instanceof Node ? child : document.createTextNode(String(child)));
     }
@@ -68,7 +68,7 @@
   }
 
   function show(...nodes) {
-    main.replaceChildren(...nodes.flat().filter(Boolean));
+    main.replaceChildren(...nodes.flat(Infinity).filter(Boolean));
   }
 
   function problem(r) {
