@@ -219,6 +219,7 @@ async fn the_console_in_a_browser_finds_a_refused_tenant_resets_it_and_escapes_i
     assert_eq!(proxy(&gw, "bob").await.status, 200);
 
     let shots = root().join("target/console-screenshots");
+    let _ = std::fs::remove_dir_all(&shots); // this run's pictures only
     let out = Command::new(venv.join("bin/python"))
         .arg(root().join("tests/console/console_test.py"))
         .env("CONSOLE_ADMIN", format!("http://{}", gw.admin_addr()))
