@@ -133,7 +133,8 @@ def main(c):
     states = c.cells("#policies", "state")
     assert states[0] == "refusing", states
     shown = int(c.cells("#policies", "Retry-After")[0].split()[0])
-    assert abs(shown - retry_after) <= 5, (shown, retry_after)
+    # The same wait, less the seconds since the refusal (wide margin: a loaded machine).
+    assert retry_after - 600 < shown <= retry_after + 1, (shown, retry_after)
     assert c.cells("#policies", "remaining")[0] == "0"
     # A page view debits nothing: two more views, the same remaining.
     d.refresh()
