@@ -122,6 +122,10 @@ def main(c):
             (By.XPATH, f"//*[@id='refused-tenants']//a[normalize-space()='{refused}']")
         )
     )
+    # The markup tenant is listed too, as text (its link text is the id, character for character).
+    listed = [a.text for a in d.find_elements(By.CSS_SELECTOR, "#refused-tenants a")]
+    assert ENV["CONSOLE_XSS_ID"] in listed and refused in listed, listed
+    c.no_alert()
     assert c.find("#breaker").text == "closed"
     assert c.find("#reload-result").text == "succeeded"
     c.shot("overview")
@@ -180,6 +184,7 @@ def main(c):
     c.find("#policies")
     c.no_alert()
     assert c.find("#tenant-id").text == xss
+    assert c.cells("#policies", "state")[0] == "refusing"
     assert xss in d.find_element(By.TAG_NAME, "body").text
     scripts = d.find_elements(By.TAG_NAME, "script")
     assert len(scripts) == 1, f"{len(scripts)} script elements"
