@@ -11,6 +11,7 @@ on failure the message and a screenshot of the page at the time (failure.png).
 """
 
 import os
+import shutil
 import sys
 import tempfile
 import urllib.request
@@ -25,6 +26,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 ENV = os.environ
 ADMIN = ENV["CONSOLE_ADMIN"]
 SHOTS = ENV["CONSOLE_SHOTS"]
+PROFILE = tempfile.mkdtemp(prefix="console-chromium-")  # removed on exit
 WAIT_S = 30  # generous: the machine may be loaded; the checks are on content, not timing
 
 
@@ -44,7 +46,7 @@ def browser():
         "--no-first-run",
         "--disable-extensions",
         "--disable-background-networking",
-        f"--user-data-dir={tempfile.mkdtemp(prefix='console-chromium-')}",
+        f"--user-data-dir={PROFILE}",
     ):
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
@@ -213,3 +215,4 @@ if __name__ == "__main__":
         sys.exit(1)
     finally:
         driver.quit()
+        shutil.rmtree(PROFILE, ignore_errors=True)
