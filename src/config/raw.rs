@@ -719,6 +719,34 @@ pub struct RawObservability {
     pub tenant_metrics: Option<i64>,
     #[schemars(range(min = 4096))]
     pub log_buffer_bytes: Option<i64>,
+    pub tracing: Option<RawTracing>,
+}
+
+/// `observability.tracing`: OpenTelemetry traces over OTLP.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawTracing {
+    pub otlp: RawOtlp,
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub sampling: Option<f64>,
+    pub propagate: Option<bool>,
+    pub stages: Option<bool>,
+    pub tenant: Option<bool>,
+    #[schemars(range(min = 1))]
+    pub queue_size: Option<i64>,
+    /// Resource attributes, e.g. `service.name`, `service.instance.id`, `deployment.environment`.
+    pub resource: Option<BTreeMap<String, String>>,
+}
+
+/// `observability.tracing.otlp`: the collector.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawOtlp {
+    pub endpoint: String,
+    #[schemars(extend("enum" = ["grpc", "http/protobuf"]))]
+    pub protocol: Option<String>,
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub timeout: Option<String>,
 }
 
 /// `multi_region`: this region's share of every limit (static) or a demand-driven split (sync).

@@ -53,6 +53,8 @@ pub struct Ctx {
     /// what the refusal is whatever the wire says (a gRPC call's refusal is HTTP 200 on the wire,
     /// docs/grpc.md#what-a-refused-call-carries).
     pub(super) refused_with: Option<u16>,
+    /// The request's server span, only when `observability.tracing` is on.
+    pub(super) trace: Option<Box<super::trace::RequestTrace>>,
     /// Counts the request as in flight for the idle exit. Last field: dropped after the leases
     /// and meters above have spawned their store calls (counted themselves), so the count
     /// never shows a gap.
@@ -82,6 +84,7 @@ impl Ctx {
             body_bytes: 0,
             body_rewrite: None,
             refused_with: None,
+            trace: None,
             _busy: crate::pending::busy(crate::pending::Work::Request),
         }
     }

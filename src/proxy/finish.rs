@@ -8,7 +8,8 @@ use pingora::{Error, ErrorSource};
 
 /// Closes the request: releases its upstream slot, settles its usage reserve (off the response
 /// path: the settlement call is spawned), observes the route's series (status and
-/// duration) and writes the access log line when `observability.access_log` is on.
+/// duration), ends the request's trace span (when tracing is on) and writes the access log line
+/// when `observability.access_log` is on.
 pub(super) fn finish(session: &Session, e: Option<&Error>, ctx: &mut Ctx) {
     let written = session.response_written().map(|r| r.status.as_u16());
     let status = ctx.refused_with.or(written).unwrap_or(0);
@@ -18,6 +19,7 @@ pub(super) fn finish(session: &Session, e: Option<&Error>, ctx: &mut Ctx) {
         let ending = meter.ending(e.is_some(), client_gone);
         meter.settle(ending);
     }
+    super::trace::finish(ctx, session.req_header(), status);
     let snap = &ctx.snapshot;
     let route = ctx.route(snap).map(|r| r.id.as_str()).unwrap_or("none");
     let elapsed = ctx.started.elapsed();

@@ -8,7 +8,9 @@ use super::head::check_h2;
 use super::refuse::{answer_now, count, refuse_head};
 use super::stages::{self, backend_peer, body_stage};
 use crate::pipeline::{Layer, Outcome};
-use crate::snapshot::App;
+use super::trace;
+use crate::observe::tracing::counted;
+use crate::snapshot::{App, Snapshot};
 use async_trait::async_trait;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
@@ -18,6 +20,35 @@ use std::sync::Arc;
 /// The proxy service.
 pub struct Proxy {
     pub app: Arc<App>,
+}
+
+impl Proxy {
+    /// The stages in order, each after its start is marked for the span; `Ok(true)` when one
+    /// answered the request.
+    async fn stages(&self, session: &mut Session, ctx: &mut Ctx, snap: &Snapshot) -> Result<bool> {
+        trace::stage(ctx, "edge");
+        if stages::edge_stage(&self.app, session, ctx, snap).await? {
+            return Ok(true);
+        }
+        trace::stage(ctx, "route");
+        if stages::route_stage(session, ctx, snap).await? {
+            return Ok(true);
+        }
+        trace::stage(ctx, "identity");
+        if stages::identity_stage(session, ctx, snap).await? {
+            return Ok(true);
+        }
+        trace::stage(ctx, "buffer");
+        if stages::buffer_stage(session, ctx, snap).await? {
+            return Ok(true);
+        }
+        trace::stage(ctx, "tenant");
+        if stages::tenant_stage(&self.app, session, ctx, snap).await? {
+            return Ok(true);
+        }
+        trace::stage(ctx, "slot");
+        stages::slot_stage(session, ctx, snap).await
+    }
 }
 
 #[async_trait]
@@ -34,6 +65,7 @@ impl ProxyHttp for Proxy {
         let snap = ctx.snapshot.clone();
         (ctx.request_id, ctx.request_id_sent) = request_id(session.req_header());
         ctx.client = stages::client_of(session, &snap);
+        trace::start(ctx, session.req_header());
         // HTTP/1 heads were judged by the front end before Pingora parsed them; HTTP/2 heads
         // by the same rules here, before any stage spends a token on them.
         if session.is_http2() {
@@ -41,13 +73,17 @@ impl ProxyHttp for Proxy {
                 return refuse_head(session, ctx, r).await;
             }
         }
-        let answered = stages::edge_stage(&self.app, session, ctx, &snap).await?
-            || stages::route_stage(session, ctx, &snap).await?
-            || stages::identity_stage(session, ctx, &snap).await?
-            || stages::buffer_stage(session, ctx, &snap).await?
-            || stages::tenant_stage(&self.app, session, ctx, &snap).await?
-            || stages::slot_stage(session, ctx, &snap).await?;
+        let answered = match trace::traced(ctx) {
+            false => self.stages(session, ctx, &snap).await?,
+            true => {
+                let counted = counted(self.stages(session, ctx, &snap));
+                let (answered, redis) = Box::pin(counted).await;
+                trace::redis_used(ctx, redis);
+                answered?
+            }
+        };
         if !answered {
+            trace::stage(ctx, "upstream");
             forward_headers(session, ctx)?;
             // A body still to stream: each read waits at most `server.body_idle_timeout`.
             let downstream = session.as_downstream_mut();
@@ -56,6 +92,19 @@ impl ProxyHttp for Proxy {
             }
         }
         Ok(answered)
+    }
+
+    /// Pingora's hook for the backend request: the span's context goes with it.
+    async fn upstream_request_filter(
+        &self,
+        _session: &mut Session,
+        upstream_request: &mut RequestHeader,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        if let Some(body) = &ctx.body_rewrite {
+            upstream_request.insert_header(http::header::CONTENT_LENGTH, body.len())?;
+        }
+        trace::propagate(ctx, upstream_request)
     }
 
     async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
@@ -80,19 +129,6 @@ impl ProxyHttp for Proxy {
             e.set_retry(true);
         }
         e
-    }
-
-    /// The backend request's `Content-Length` follows a rewritten body ([`Ctx::body_rewrite`]).
-    async fn upstream_request_filter(
-        &self,
-        _session: &mut Session,
-        upstream_request: &mut RequestHeader,
-        ctx: &mut Ctx,
-    ) -> Result<()> {
-        if let Some(body) = &ctx.body_rewrite {
-            upstream_request.insert_header(http::header::CONTENT_LENGTH, body.len())?;
-        }
-        Ok(())
     }
 
     async fn request_body_filter(

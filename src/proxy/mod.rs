@@ -28,6 +28,7 @@ mod hooks;
 mod refuse;
 mod reserve_body;
 mod stages;
+mod trace;
 
 pub use ctx::Ctx;
 pub use hooks::Proxy;

@@ -336,6 +336,7 @@ pub(super) async fn tenant_stage(
     match verdict.decision {
         Decision::Admit | Decision::Delay(_) => {
             count(ctx, Layer::Tenant, verdict.outcome);
+            super::trace::admitted_as(ctx, verdict.outcome);
             if let (true, Some(p)) = (verdict.near_limit, &plan) {
                 let tier = p.limits.tier.name.as_str();
                 METRICS.near_limit.with_label_values(&[tier]).inc();
@@ -443,8 +444,10 @@ pub(super) async fn slot_stage(
         per_tenant: settings.max_concurrency_per_tenant,
     };
     let claimant = Claimant { tenant, weight };
+    let waiting = super::trace::wait_started(ctx);
     match pipeline::slot::acquire(session, slots, claimant, limits).await? {
         Ok(guard) => {
+            super::trace::wait_ended(ctx, waiting);
             ctx.slot = Some(guard);
             settle(session, ctx, Layer::Upstream, Decision::Admit).await
         }
@@ -456,6 +459,7 @@ pub(super) async fn slot_stage(
             }
             let spent = ctx.quota_headers.is_some();
             let r = pipeline::slot::rejection(why, settings, tenant, spent);
+            super::trace::wait_ended(ctx, waiting);
             // Shadow: the request goes on without a slot.
             let d = Decision::refuse(r, shadow);
             settle(session, ctx, Layer::Upstream, d).await

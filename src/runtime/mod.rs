@@ -8,3 +8,4 @@ pub mod loops;
 pub mod reload;
 pub mod server;
 pub mod ticker;
+pub mod trace_export;

@@ -139,6 +139,7 @@ pub async fn reload(app: &Arc<App>) -> Result<(), Vec<ConfigError>> {
         app.edge_buckets.resize(edge.max_clients);
     }
     app.listener_certs.replace(&built.listener_tls);
+    super::trace_export::apply(built.config.observability.tracing.as_ref());
     app.snapshot.store(Arc::new(built));
     Ok(())
 }

@@ -53,6 +53,7 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
     let mut server = Server::new_with_opt_and_conf(opt, conf);
     server.bootstrap();
 
+    super::trace_export::apply(snapshot.config.observability.tracing.as_ref());
     let app = Arc::new(App::new(snapshot, path.to_path_buf()));
     let drain = Duration::from_millis(500).min(Duration::from_secs(cfg.server.grace_period_s) / 2);
     let addrs: Vec<_> = cfg.listen.iter().map(|l| l.addr).collect();
@@ -183,6 +184,7 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
     if pingora.is_finished() {
         let _ = pingora.join();
     }
+    super::trace_export::stop();
     Ok(())
 }
 

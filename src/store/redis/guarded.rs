@@ -202,6 +202,9 @@ where
         // A call held back during a sentinel failover reached no Redis: like a breaker
         // refusal, it says nothing about Redis's health.
         let sent = !matches!(reply, Err(RedisFault::Failover));
+        if sent {
+            crate::observe::tracing::note_redis_call(own_call);
+        }
         if (own_call && sent) || probe {
             let t = self.breaker.record(done_ms, reply.is_ok(), probe);
             (self.transition)(t);
