@@ -79,17 +79,10 @@ fn pipeline(s: &TracingSettings) -> Tracing {
     if let Err(e) = spawned {
         tracing::warn!(error = %e, "trace export thread not started: spans will be dropped");
     }
-    let resource = Resource::builder_empty()
-        .with_attributes(
-            s.resource
-                .iter()
-                .map(|(k, v)| KeyValue::new(k.clone(), v.clone())),
-        )
-        .build();
     let ratio = Sampler::TraceIdRatioBased(s.sampling);
     let provider = SdkTracerProvider::builder()
         .with_sampler(Sampler::ParentBased(Box::new(ratio)))
-        .with_resource(resource)
+        .with_resource(resource(s))
         .with_span_processor(QueueProcessor {
             tx,
             wait: s.export_timeout,
@@ -103,6 +96,14 @@ fn pipeline(s: &TracingSettings) -> Tracing {
         stages: s.stages,
         tenant: s.tenant,
     }
+}
+
+/// The resource attributes of `s` (`service.name`, `service.instance.id`, ...).
+fn resource(s: &TracingSettings) -> Resource {
+    let attributes = s.resource.iter();
+    Resource::builder_empty()
+        .with_attributes(attributes.map(|(k, v)| KeyValue::new(k.clone(), v.clone())))
+        .build()
 }
 
 /// What the export thread receives.
@@ -177,13 +178,14 @@ fn export_loop(s: &TracingSettings, rx: Receiver<Msg>, batch: usize) {
             return;
         }
     };
-    let exporter = match rt.block_on(async { exporter(s) }) {
+    let mut exporter = match rt.block_on(async { exporter(s) }) {
         Ok(e) => e,
         Err(e) => {
             tracing::warn!(error = %e, "OTLP exporter not built: spans will be dropped");
             return;
         }
     };
+    exporter.set_resource(&resource(s));
     let mut spans: Vec<SpanData> = Vec::with_capacity(batch);
     loop {
         let mut flush = None;
@@ -232,7 +234,7 @@ fn send(
         return;
     }
     let n = spans.len() as u64;
-    let result = rt.block_on(tokio::time::timeout(timeout, exporter.export(spans)));
+    let result = rt.block_on(async { tokio::time::timeout(timeout, exporter.export(spans)).await });
     match result {
         Ok(Ok(())) => TRACE_METRICS.exported.inc_by(n),
         outcome => {
