@@ -170,7 +170,13 @@ async fn spans_carry_the_decision_and_the_backend_joins_the_trace() {
     let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
     let parent = "00f067aa0ba902b7";
     let incoming = format!("00-{trace_id}-{parent}-01");
-    let ok = get(&gw, "rid-admitted", Some("key-a"), &[("traceparent", &incoming)]).await;
+    let ok = get(
+        &gw,
+        "rid-admitted",
+        Some("key-a"),
+        &[("traceparent", &incoming)],
+    )
+    .await;
     assert_eq!(ok.status, 200, "{ok:?}");
     let limited = get(&gw, "rid-limited", Some("key-a"), &[]).await;
     assert_eq!(limited.status, 429, "{limited:?}");
@@ -284,7 +290,10 @@ async fn sampling_zero_sends_nothing_and_reload_changes_endpoint_and_sampling() 
         }),
         "{spans:#?}"
     );
-    assert_eq!(gw.metric_or_zero("tollgate_trace_spans_exported_total"), 1.0);
+    assert_eq!(
+        gw.metric_or_zero("tollgate_trace_spans_exported_total"),
+        1.0
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -303,7 +312,8 @@ async fn a_collector_gone_or_stuck_drops_spans_and_never_the_requests() {
     }
     let series = "tollgate_trace_spans_dropped_total{reason=\"export_failed\"}";
     assert!(
-        wait_until(Duration::from_secs(30), || gw.metric_or_zero(series) >= 30.0),
+        wait_until(Duration::from_secs(30), || gw.metric_or_zero(series)
+            >= 30.0),
         "dropped: {}",
         gw.metrics()
     );
@@ -363,7 +373,10 @@ fn check_names_each_bad_tracing_field() {
         let out = check_config(&yaml);
         let all = format!("{}{}", out.stdout, out.stderr);
         assert!(!out.status.success(), "{tracing}: {all}");
-        assert!(all.contains(field) && all.contains(says), "{tracing}: {all}");
+        assert!(
+            all.contains(field) && all.contains(says),
+            "{tracing}: {all}"
+        );
     }
     let good = base
         .section(

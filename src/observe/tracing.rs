@@ -1,18 +1,17 @@
 //! OpenTelemetry traces: the tracer in use ([`active`], installed by the runtime's exporter,
-//! `crate::runtime::trace_export`), the per-request Redis call count ([`counted`]) and the
+//! `crate::runtime::trace_export`), the traced request's state ([`RequestTrace`]) and the
 //! attributes of a request's server span, made from what the request decided ([`attributes`],
 //! pure). Attribute names follow the OpenTelemetry HTTP semantic conventions (v1.26+:
 //! `http.request.method`, `http.route`, `http.response.status_code`, `client.address`) and
 //! tollgate's own (`tollgate.*`, docs/observability.md#traces).
 
 use crate::observe::labels::{Layer, Outcome};
+pub use crate::store::redis::call_count::{counted, note_redis_call, RedisUse};
 use arc_swap::ArcSwapOption;
 use once_cell::sync::Lazy;
 use opentelemetry::propagation::{Extractor, Injector};
 use opentelemetry::KeyValue;
 use prometheus::{register_int_counter, register_int_counter_vec, IntCounter, IntCounterVec};
-use std::cell::Cell;
-use std::future::Future;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,40 +67,16 @@ pub static TRACE_METRICS: Lazy<TraceMetrics> = Lazy::new(|| TraceMetrics {
     .unwrap(),
 });
 
-/// What one request's stages did with Redis, counted while [`counted`] runs them.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct RedisUse {
-    /// Redis calls this request made itself (a retry included).
-    pub calls: u32,
-    /// The request's answer came from a call another request made (request coalescing).
-    pub coalesced: bool,
-}
-
-tokio::task_local! {
-    static REDIS_USE: Cell<RedisUse>;
-}
-
-/// Runs `work`, counting the Redis calls made in it ([`note_redis_call`]).
-pub async fn counted<F: Future>(work: F) -> (F::Output, RedisUse) {
-    REDIS_USE
-        .scope(Cell::new(RedisUse::default()), async move {
-            let out = work.await;
-            (out, REDIS_USE.with(Cell::get))
-        })
-        .await
-}
-
-/// A guarded Redis call ended: `own` when this request made it, else it shared another
-/// request's call. Does nothing outside [`counted`] (tracing off).
-pub fn note_redis_call(own: bool) {
-    let _ = REDIS_USE.try_with(|u| {
-        let mut v = u.get();
-        match own {
-            true => v.calls += 1,
-            false => v.coalesced = true,
-        }
-        u.set(v);
-    });
+/// A traced request's span and what only its span needs (`crate::proxy` fills it in).
+pub struct RequestTrace {
+    pub tracing: Arc<Tracing>,
+    pub span: opentelemetry_sdk::trace::Span,
+    /// Stage starts (name, time), with `tracing.stages`; each ends where the next starts.
+    pub stages: Vec<(&'static str, std::time::SystemTime)>,
+    pub redis: RedisUse,
+    /// The tenant stage's admission (`admitted`, `fallback`, `pool_admitted`, `failed_open`).
+    pub admitted_as: Option<Outcome>,
+    pub queue_wait: Option<Duration>,
 }
 
 /// What a request decided and how it ended: everything its server span carries.
@@ -161,7 +136,10 @@ pub fn attributes(f: &SpanFacts<'_>, with_tenant: bool) -> Vec<KeyValue> {
         kv.push(KeyValue::new("tollgate.route", name.to_string()));
     }
     if f.status > 0 {
-        kv.push(KeyValue::new("http.response.status_code", i64::from(f.status)));
+        kv.push(KeyValue::new(
+            "http.response.status_code",
+            i64::from(f.status),
+        ));
     }
     if let Some(ip) = f.client {
         kv.push(KeyValue::new("client.address", ip.to_string()));
@@ -184,7 +162,10 @@ pub fn attributes(f: &SpanFacts<'_>, with_tenant: bool) -> Vec<KeyValue> {
     if let Some(t) = f.tier {
         kv.push(KeyValue::new("tollgate.tier", t.to_string()));
     }
-    kv.push(KeyValue::new("tollgate.redis_calls", i64::from(f.redis.calls)));
+    kv.push(KeyValue::new(
+        "tollgate.redis_calls",
+        i64::from(f.redis.calls),
+    ));
     if f.redis.coalesced {
         kv.push(KeyValue::new("tollgate.coalesced", true));
     }
@@ -196,7 +177,10 @@ pub fn attributes(f: &SpanFacts<'_>, with_tenant: bool) -> Vec<KeyValue> {
         kv.push(KeyValue::new("tollgate.upstream.queue_wait_ms", ms));
     }
     if !f.request_id.is_empty() {
-        kv.push(KeyValue::new("tollgate.request_id", f.request_id.to_string()));
+        kv.push(KeyValue::new(
+            "tollgate.request_id",
+            f.request_id.to_string(),
+        ));
     }
     kv
 }

@@ -54,7 +54,7 @@ pub struct Ctx {
     /// docs/grpc.md#what-a-refused-call-carries).
     pub(super) refused_with: Option<u16>,
     /// The request's server span, only when `observability.tracing` is on.
-    pub(super) trace: Option<Box<super::trace::RequestTrace>>,
+    pub(super) trace: Option<Box<crate::observe::tracing::RequestTrace>>,
     /// Counts the request as in flight for the idle exit. Last field: dropped after the leases
     /// and meters above have spawned their store calls (counted themselves), so the count
     /// never shows a gap.

@@ -5,26 +5,15 @@
 
 use super::ctx::Ctx;
 use crate::observe::labels::Outcome;
-use crate::observe::tracing::{self as otel, HeaderExtractor, HeaderPairs, RedisUse, SpanFacts};
+use crate::observe::tracing::{
+    self as otel, HeaderExtractor, HeaderPairs, RedisUse, RequestTrace, SpanFacts,
+};
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt, Tracer as _};
 use opentelemetry::Context;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use pingora::http::RequestHeader;
-use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
-
-/// A traced request's span and what only its span needs.
-pub(super) struct RequestTrace {
-    tracing: Arc<otel::Tracing>,
-    span: opentelemetry_sdk::trace::Span,
-    /// Stage starts (name, time), with `tracing.stages`; each ends where the next starts.
-    stages: Vec<(&'static str, SystemTime)>,
-    redis: RedisUse,
-    /// The tenant stage's admission (`admitted`, `fallback`, `pool_admitted`, `failed_open`).
-    admitted_as: Option<Outcome>,
-    queue_wait: Option<Duration>,
-}
+use std::time::{Instant, SystemTime};
 
 /// Starts the request's span when tracing is on.
 pub(super) fn start(ctx: &mut Ctx, req: &RequestHeader) {
@@ -145,7 +134,8 @@ pub(super) fn finish(ctx: &mut Ctx, req: &RequestHeader, status: u16) {
     };
     let end = SystemTime::now();
     t.span.update_name(otel::span_name(&facts));
-    t.span.set_attributes(otel::attributes(&facts, t.tracing.tenant));
+    t.span
+        .set_attributes(otel::attributes(&facts, t.tracing.tenant));
     if status >= 500 {
         t.span.set_status(Status::error(""));
     }

@@ -13,6 +13,7 @@
 
 use crate::config::model::{OtlpProtocol, TracingSettings};
 use crate::observe::tracing::{install, Tracing, TRACE_METRICS};
+use once_cell::sync::Lazy;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::KeyValue;
 use opentelemetry_otlp::WithExportConfig;
@@ -21,7 +22,6 @@ use opentelemetry_sdk::trace::{
     Sampler, SdkTracerProvider, Span, SpanData, SpanExporter, SpanProcessor,
 };
 use opentelemetry_sdk::Resource;
-use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;

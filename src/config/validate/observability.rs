@@ -50,7 +50,9 @@ pub(super) fn settings(c: &mut Check, raw: Option<&RawObservability>) -> Observa
         access_log: raw.and_then(|r| r.access_log).unwrap_or(true),
         json_logs,
         tenant_metrics,
-        tracing: raw.and_then(|r| r.tracing.as_ref()).and_then(|t| tracing(c, t)),
+        tracing: raw
+            .and_then(|r| r.tracing.as_ref())
+            .and_then(|t| tracing(c, t)),
     }
 }
 
@@ -136,7 +138,10 @@ fn otlp_endpoint(c: &mut Check, text: &str, protocol: OtlpProtocol) -> Option<St
     let uri = match text.parse::<http::Uri>() {
         Ok(u) if u.host().is_some_and(|h| !h.is_empty()) => u,
         _ => {
-            c.err(path, format!("\"{text}\" is not a URL like http://127.0.0.1:4317"));
+            c.err(
+                path,
+                format!("\"{text}\" is not a URL like http://127.0.0.1:4317"),
+            );
             return None;
         }
     };
@@ -151,7 +156,10 @@ fn otlp_endpoint(c: &mut Check, text: &str, protocol: OtlpProtocol) -> Option<St
             return None;
         }
         _ => {
-            c.err(path, format!("\"{text}\": the scheme must be http or https"));
+            c.err(
+                path,
+                format!("\"{text}\": the scheme must be http or https"),
+            );
             return None;
         }
     }

@@ -61,7 +61,10 @@ fn a_failure_policy_decision_names_the_policy() {
         ..SpanFacts::default()
     };
     let kv = attributes(&f, true);
-    assert_eq!(find(&kv, "tollgate.failure_policy").unwrap().as_str(), "open");
+    assert_eq!(
+        find(&kv, "tollgate.failure_policy").unwrap().as_str(),
+        "open"
+    );
     assert!(find(&kv, "tollgate.refused_by").is_none());
     assert_eq!(failure_policy(Outcome::Fallback), Some("local"));
     assert_eq!(failure_policy(Outcome::FailedClosed), Some("closed"));

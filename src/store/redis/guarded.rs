@@ -203,7 +203,7 @@ where
         // refusal, it says nothing about Redis's health.
         let sent = !matches!(reply, Err(RedisFault::Failover));
         if sent {
-            crate::observe::tracing::note_redis_call(own_call);
+            super::call_count::note_redis_call(own_call);
         }
         if (own_call && sent) || probe {
             let t = self.breaker.record(done_ms, reply.is_ok(), probe);

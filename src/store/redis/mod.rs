@@ -5,6 +5,7 @@
 //! membership ([`membership`]).
 
 pub mod breaker;
+pub mod call_count;
 pub mod client;
 pub mod conn;
 pub mod guarded;
