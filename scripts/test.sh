@@ -11,7 +11,8 @@
 #   cargo test --all-targets --no-fail-fast (integration tests spawn real redis-server, backends, gateways;
 #     tests/grpc.rs the grpcio server and client of demo/grpc/ from .venv/, made by scripts/venv.sh
 #     on first use with demo/grpc/requirements.txt; tests/admin_openapi.rs schemathesis against a
-#     live admin listener, from the same venv with tests/openapi/requirements.txt; tests/jwks.rs
+#     live admin listener, from the same venv with tests/openapi/requirements.txt; tests/tracing.rs
+#     an OTLP receiver from the same venv with tests/otlp/requirements.txt; tests/jwks.rs
 #     a real OpenID provider, oauth2-mock-server from npm, installed by `npm ci` in tests/oidc/
 #     on first use; tests/console.rs the operator console in headless Chromium (Debian's chromium
 #     and chromium-driver) driven by Selenium from the same venv with tests/console/requirements.txt)
