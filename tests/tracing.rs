@@ -390,3 +390,43 @@ fn check_names_each_bad_tracing_field() {
     let out = check_config(&good);
     assert!(out.status.success(), "{}{}", out.stdout, out.stderr);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leased_admission_makes_no_redis_call_and_the_slot_wait_is_on_the_span() {
+    let collector = Receiver_::start(false);
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let tracing = format!(
+        "{{ otlp: {{ endpoint: \"http://127.0.0.1:{}\" }}, sampling: 1 }}",
+        collector.grpc
+    );
+    let yaml = GatewayConfig::new()
+        .upstream_with(
+            "echo",
+            &backend.addr(),
+            "max_concurrency: 1, queue: { max: 10, timeout_ms: 5000 }",
+        )
+        .route("{ path_prefix: \"/\", upstream: echo, auth: required }")
+        .redis(&redis.url(), "")
+        .api_keys_always()
+        .tier_lines(
+            "  leased: { limit: 1, per: 1h, burst: 100, lease: { tokens: 10, max_hold: 1m } }\n",
+        )
+        .api_key("key-l", "l", "leased")
+        .section("observability", &observability(&tracing))
+        .yaml();
+    let gw = Gateway::start(&yaml);
+    for rid in ["rid-lease-1", "rid-lease-2"] {
+        let r = get(&gw, rid, Some("key-l"), &[]).await;
+        assert_eq!(r.status, 200, "{r:?}");
+    }
+    let first = collector.server_span("rid-lease-1");
+    assert_eq!(attr(&first, "tollgate.redis_calls"), 1, "{first}");
+    let second = collector.server_span("rid-lease-2");
+    assert_eq!(attr(&second, "tollgate.redis_calls"), 0, "{second}");
+    assert_eq!(attr(&second, "tollgate.leased"), true, "{second}");
+    assert!(
+        attr(&second, "tollgate.upstream.queue_wait_ms").is_f64(),
+        "{second}"
+    );
+}
