@@ -13,6 +13,7 @@
 pub mod admin;
 pub mod concurrency;
 pub mod config;
+pub mod decision;
 pub mod edge;
 pub mod hashing;
 pub mod http;

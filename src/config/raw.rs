@@ -28,6 +28,29 @@ pub struct RawConfig {
     pub observability: Option<RawObservability>,
     pub multi_region: Option<RawMultiRegion>,
     pub reload: Option<RawReload>,
+    pub decision: Option<RawDecision>,
+}
+
+/// `decision:`: the limiter as a service for other proxies (docs/decision-service.md).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawDecision {
+    /// Envoy's rate limit service (`envoy.service.ratelimit.v3.RateLimitService`) over gRPC.
+    pub grpc: Option<RawDecisionGrpc>,
+}
+
+/// `decision.grpc`: where the rate limit service listens (plaintext h2) and what it answers when
+/// Redis cannot decide.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawDecisionGrpc {
+    /// `"ip:port"` (restart to change).
+    pub listen: String,
+    /// `rules` (default): each rule's `on_failure` decides; `unavailable`: the call is answered
+    /// gRPC UNAVAILABLE, so that the caller's own failure mode (Envoy's `failure_mode_deny`)
+    /// decides.
+    #[schemars(extend("enum" = ["rules", "unavailable"]))]
+    pub on_failure: Option<String>,
 }
 
 /// One `listen` entry: a plain `"ip:port"` string, or `{ addr, tls, h2 }` (docs/DESIGN.md 4b).
@@ -464,7 +487,9 @@ pub struct RawLimitRule {
     /// The parts whose values make the bucket key.
     #[schemars(
         length(min = 1),
-        inner(regex(pattern = r"^(tenant|client_ip|route|method|host|(header|claim|query):.+)$"))
+        inner(regex(
+            pattern = r"^(tenant|client_ip|route|method|host|(header|claim|query|descriptor):.+)$"
+        ))
     )]
     pub key: Vec<String>,
     /// Requests admitted per `per` (refill rate); required unless `max_in_flight` is given.
@@ -511,6 +536,20 @@ pub struct RawRuleMatch {
     pub hosts: Option<Vec<String>>,
     /// Header name (any case) → the exact value it must have.
     pub headers: Option<BTreeMap<String, String>>,
+    /// A decision-service rule: the `domain` of a rate limit service call
+    /// (docs/decision-service.md); such a rule applies to no proxied request.
+    pub domain: Option<String>,
+    /// With `domain`: the descriptor's entry keys, in order; an entry is a key (any value) or a
+    /// one-entry map `{ key: value }` (that value only).
+    pub descriptors: Option<Vec<RawDescriptorEntry>>,
+}
+
+/// `limits[].match.descriptors[]`: an entry key, or `{ key: value }`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RawDescriptorEntry {
+    Key(String),
+    KeyValue(BTreeMap<String, String>),
 }
 
 /// `limits[].by_tier.<tier>`: the rule's bucket for requests of that tier.

@@ -5,6 +5,7 @@
 //! 4c) with its `tenants:` override merged field by field, and under `multi_region:` to this
 //! region's share of both (docs/DESIGN.md 4c, multi-region).
 
+pub mod descriptor;
 pub mod rules;
 
 use crate::config::{Config, Tier, TierPolicy};

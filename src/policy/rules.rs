@@ -187,8 +187,12 @@ pub fn fingerprint(rules: &[LimitRule], req: &RequestView<'_>, out: &mut Vec<u8>
     true
 }
 
-/// True when every condition `m` gives holds for `req`.
+/// True when every condition `m` gives holds for `req`. A decision-service rule (`domain`)
+/// never matches a proxied request.
 pub fn matches(m: &RuleMatch, req: &RequestView<'_>) -> bool {
+    if m.domain.is_some() {
+        return false;
+    }
     let path = without_parameters(req.path);
     let method = method::as_limited(req.method);
     (m.routes.is_empty() || m.routes.iter().any(|p| prefix_matches(p, &path)))
@@ -223,6 +227,8 @@ fn value_of<'r>(part: &KeyPart, req: &RequestView<'r>) -> PartValue<'r> {
             Some(q) => return query_value(q, name).map(|v| v.map(Cow::Owned)),
             None => None,
         },
+        // Only decision-service rules have these, and they never match a proxied request.
+        KeyPart::Descriptor(_) => None,
     })
 }
 

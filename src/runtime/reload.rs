@@ -76,6 +76,16 @@ const RESTART_ONLY: &[RestartOnly] = &[
         keep: |new, running| new.admin_listen = running.admin_listen,
     },
     RestartOnly {
+        name: "decision.grpc.listen",
+        differs: |a, b| {
+            a.decision.grpc.as_ref().map(|g| g.listen) != b.decision.grpc.as_ref().map(|g| g.listen)
+        },
+        keep: |new, running| match (&mut new.decision.grpc, &running.decision.grpc) {
+            (Some(n), Some(r)) => n.listen = r.listen,
+            (n, r) => *n = r.clone(),
+        },
+    },
+    RestartOnly {
         name: "server",
         differs: |a, b| a.server != b.server,
         keep: |new, running| new.server = running.server.clone(),

@@ -106,6 +106,15 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
             },
         ));
     }
+    if let Some(grpc) = &cfg.decision.grpc {
+        server.add_service(background_service(
+            "decision grpc",
+            crate::decision::grpc::GrpcService {
+                app: app.clone(),
+                listen: grpc.listen,
+            },
+        ));
+    }
     server.add_service(background_service(
         "reload",
         ReloadService { app: app.clone() },

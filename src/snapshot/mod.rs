@@ -70,7 +70,9 @@ impl Snapshot {
                 None
             }
         };
-        let quota = match (&config.redis, config.tiers.is_empty()) {
+        // Tiers or limit rules (proxied or decision-service ones) need the quota store.
+        let unlimited = config.tiers.is_empty() && config.limits.is_empty();
+        let quota = match (&config.redis, unlimited) {
             (Some(redis), false) => {
                 let built = match previous.and_then(|p| p.quota.as_ref()) {
                     Some(q) if q.settings == *redis => Ok(q.clone()),

@@ -64,6 +64,12 @@ pub struct RuleMatch {
     pub hosts: Vec<HostMatch>,
     /// Header name (lower case) and the exact value it must have.
     pub headers: Vec<(String, String)>,
+    /// A decision-service rule's domain (`None`: a rule of proxied requests). Such a rule
+    /// applies to rate limit service calls of this domain only, and to no proxied request.
+    pub domain: Option<String>,
+    /// With `domain`: the descriptor entries the rule matches, in order: the key, and the value
+    /// when pinned (`None`: any value). A descriptor matches when its keys are exactly these.
+    pub descriptors: Vec<(String, Option<String>)>,
 }
 
 /// One part of a rule's key (`limits[].key`).
@@ -85,6 +91,9 @@ pub enum KeyPart {
     Claim(String),
     /// `query:<name>`: the first value of the query parameter, percent-decoded.
     Query(String),
+    /// `descriptor:<key>`: the value of a rate limit service descriptor's entry (decision-service
+    /// rules only).
+    Descriptor(String),
 }
 
 impl KeyPart {
@@ -106,6 +115,7 @@ impl KeyPart {
             KeyPart::Header(n) => ("header:", n),
             KeyPart::Claim(n) => ("claim:", n),
             KeyPart::Query(n) => ("query:", n),
+            KeyPart::Descriptor(n) => ("descriptor:", n),
         }
     }
 

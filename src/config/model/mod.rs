@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 mod common;
+mod decision;
 mod edge;
 mod identity;
 mod limits;
@@ -24,6 +25,7 @@ mod tiers;
 mod upstreams;
 
 pub use common::*;
+pub use decision::*;
 pub use edge::*;
 pub use identity::*;
 pub use limits::*;
@@ -75,6 +77,8 @@ pub struct Config {
     pub multi_region: Option<MultiRegionSettings>,
     /// `reload:` (file watch; SIGHUP always reloads).
     pub reload: ReloadSettings,
+    /// `decision:`: the rate limit service for other proxies (none: off).
+    pub decision: DecisionSettings,
 }
 
 impl Config {

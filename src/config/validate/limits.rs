@@ -6,7 +6,7 @@
 use super::common::{key_path, Check};
 use super::{host, policy, routes};
 use crate::config::model::{FailurePolicy, KeyPart, LimitRule, Missing, RuleMatch};
-use crate::config::raw::{RawLimitRule, RawRuleMatch};
+use crate::config::raw::{RawDescriptorEntry, RawLimitRule, RawRuleMatch};
 use crate::limit::algorithm::Algorithm;
 use crate::limit::Rate;
 use std::collections::{BTreeMap, BTreeSet};
@@ -133,6 +133,14 @@ fn rule(
         r.on_failure.as_deref(),
         default_policy,
     );
+    if matcher.domain.is_some() {
+        decision_rule(c, path, r, &matcher, &key);
+    } else if let Some(j) = key.iter().position(|k| matches!(k, KeyPart::Descriptor(_))) {
+        c.err(
+            format!("{path}.key[{j}]"),
+            "a descriptor: part needs match.domain (a decision-service rule)",
+        );
+    }
     let usage = match (&r.usage, r.max_in_flight) {
         (Some(_), Some(_)) => {
             c.err(
@@ -157,6 +165,59 @@ fn rule(
         max_in_flight,
         usage,
     })
+}
+
+/// A decision-service rule (`match.domain`) at `path`: matched by descriptors only, keyed by
+/// their entries only, with no parts that need a proxied request (tiers, concurrency leases,
+/// usage settled after a response).
+fn decision_rule(c: &mut Check, path: &str, r: &RawLimitRule, m: &RuleMatch, key: &[KeyPart]) {
+    let mpath = format!("{path}.match");
+    if m.descriptors.is_empty() {
+        c.err(
+            format!("{mpath}.descriptors"),
+            "is required with domain: the descriptor entry keys the rule matches",
+        );
+    }
+    let proxied = [
+        ("routes", !m.routes.is_empty()),
+        ("methods", !m.methods.is_empty()),
+        ("hosts", !m.hosts.is_empty()),
+        ("headers", !m.headers.is_empty()),
+    ];
+    for (field, _) in proxied.iter().filter(|(_, set)| *set) {
+        c.err(
+            format!("{mpath}.{field}"),
+            "does not apply to a decision-service rule (match.domain): it sees descriptors, not requests",
+        );
+    }
+    for (j, part) in key.iter().enumerate() {
+        match part {
+            KeyPart::Descriptor(k) if m.descriptors.iter().any(|(d, _)| d == k) => {}
+            KeyPart::Descriptor(k) => c.err(
+                format!("{path}.key[{j}]"),
+                format!("\"descriptor:{k}\" is not among match.descriptors"),
+            ),
+            other => c.err(
+                format!("{path}.key[{j}]"),
+                format!(
+                    "\"{}\" does not apply to a decision-service rule: key it by descriptor:<key>",
+                    other.spec()
+                ),
+            ),
+        }
+    }
+    let unfit = [
+        ("max_in_flight", r.max_in_flight.is_some()),
+        ("by_tier", r.by_tier.is_some()),
+        ("usage", r.usage.is_some()),
+        ("missing", r.missing.is_some()),
+    ];
+    for (field, _) in unfit.iter().filter(|(_, set)| *set) {
+        c.err(
+            format!("{path}.{field}"),
+            "does not apply to a decision-service rule (match.domain)",
+        );
+    }
 }
 
 /// A concurrency rule (`max_in_flight`) at `path` has no bucket: `burst`, `algorithm` and
@@ -233,7 +294,7 @@ fn key_part(c: &mut Check, path: &str, spec: &str) -> Option<KeyPart> {
         );
         return None;
     };
-    if name.is_empty() && matches!(kind, "header" | "claim" | "query") {
+    if name.is_empty() && matches!(kind, "header" | "claim" | "query" | "descriptor") {
         c.err(path, format!("\"{spec}\" needs a name after \"{kind}:\""));
         return None;
     }
@@ -243,10 +304,13 @@ fn key_part(c: &mut Check, path: &str, spec: &str) -> Option<KeyPart> {
             .map(|h| KeyPart::Header(h.as_str().to_string())),
         "claim" => Some(KeyPart::Claim(name.to_string())),
         "query" => Some(KeyPart::Query(name.to_string())),
+        "descriptor" => Some(KeyPart::Descriptor(name.to_string())),
         _ => {
             c.err(
                 path,
-                format!("\"{kind}:\" is not a key part kind (header:, claim:, query:)"),
+                format!(
+                    "\"{kind}:\" is not a key part kind (header:, claim:, query:, descriptor:)"
+                ),
             );
             None
         }
@@ -296,6 +360,35 @@ fn rule_match(c: &mut Check, path: &str, m: &RawRuleMatch) -> RuleMatch {
             );
         } else {
             out.headers.push((h.as_str().to_string(), value.clone()));
+        }
+    }
+    if let Some(domain) = &m.domain {
+        if domain.is_empty() {
+            c.err(format!("{path}.domain"), "must not be empty");
+        }
+        out.domain = Some(domain.clone());
+    } else if m.descriptors.is_some() {
+        c.err(
+            format!("{path}.descriptors"),
+            "needs domain (descriptors are matched within a rate limit service domain)",
+        );
+    }
+    for (j, d) in m.descriptors.iter().flatten().enumerate() {
+        let dpath = format!("{path}.descriptors[{j}]");
+        let entry = match d {
+            RawDescriptorEntry::Key(k) => Some((k.clone(), None)),
+            RawDescriptorEntry::KeyValue(kv) if kv.len() == 1 => {
+                kv.iter().next().map(|(k, v)| (k.clone(), Some(v.clone())))
+            }
+            RawDescriptorEntry::KeyValue(_) => {
+                c.err(&dpath, "a pinned entry is one { key: value } pair");
+                None
+            }
+        };
+        match entry {
+            Some((k, _)) if k.is_empty() => c.err(&dpath, "an entry key must not be empty"),
+            Some(e) => out.descriptors.push(e),
+            None => {}
         }
     }
     out

@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 
 mod admin;
 mod common;
+mod decision;
 mod edge;
 mod host;
 mod identity;
@@ -76,6 +77,10 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
     let observability = observability::settings(&mut c, raw.observability.as_ref());
     let multi_region = multi_region::settings(&mut c, raw.multi_region.as_ref(), &tiers, &routes);
     let reload = reload::settings(&mut c, raw.reload.as_ref());
+    let decision = decision::settings(&mut c, raw.decision.as_ref());
+    if decision.grpc.is_some() && raw.redis.is_none() {
+        c.err("decision", "redis is required for the decision service");
+    }
 
     if c.errors.is_empty() {
         Ok(Config {
@@ -97,6 +102,7 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
             observability,
             multi_region,
             reload,
+            decision,
         })
     } else {
         Err(c.errors)

@@ -48,6 +48,7 @@ fn every_condition_must_hold() {
                 .iter()
                 .map(|(a, b)| (a.to_string(), b.to_string()))
                 .collect(),
+            ..Default::default()
         };
         matches(&m, &req)
     };

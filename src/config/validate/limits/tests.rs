@@ -223,3 +223,89 @@ fn concurrency_rules_take_max_in_flight_and_no_bucket() {
         assert!(paths.contains(&p), "{p} not in {paths:?}");
     }
 }
+
+#[test]
+fn decision_service_rules_parse_and_are_checked() {
+    let c = parse(&format!(
+        "{BASE}limits:\n  - {{ name: rls, match: {{ domain: edge, descriptors: [remote_address, {{ plan: gold }}] }}, key: [\"descriptor:remote_address\"], limit: 100, per: 1s }}\n"
+    ))
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let r = &c.limits[0];
+    assert_eq!(r.matcher.domain.as_deref(), Some("edge"));
+    assert_eq!(
+        r.matcher.descriptors,
+        [
+            ("remote_address".to_string(), None),
+            ("plan".to_string(), Some("gold".to_string()))
+        ]
+    );
+    assert_eq!(r.key, [KeyPart::Descriptor("remote_address".into())]);
+    let rule = |m: &str, key: &str, more: &str| {
+        format!("  - {{ name: r, match: {m}, key: [{key}], limit: 1, per: 1s{more} }}\n")
+    };
+    let e = errors(&rule("{ domain: edge }", "\"descriptor:a\"", ""));
+    assert!(
+        e[0].starts_with("limits[0].match.descriptors: is required with domain"),
+        "{e:?}"
+    );
+    fails_with(
+        &rule("{ domain: edge, descriptors: [a] }", "\"descriptor:b\"", ""),
+        "limits[0].key[0]: \"descriptor:b\" is not among",
+    );
+    fails_with(
+        &rule("{ domain: edge, descriptors: [a] }", "tenant", ""),
+        "limits[0].key[0]: \"tenant\" does not apply to a decision-service rule",
+    );
+    fails_with(
+        &rule(
+            "{ domain: edge, descriptors: [a], routes: [\"/x\"] }",
+            "\"descriptor:a\"",
+            "",
+        ),
+        "limits[0].match.routes: does not apply",
+    );
+    fails_with(
+        &rule(
+            "{ domain: edge, descriptors: [a] }",
+            "\"descriptor:a\"",
+            ", by_tier: { free: { limit: 1, per: 1s } }",
+        ),
+        "limits[0].by_tier: does not apply to a decision-service rule",
+    );
+    fails_with(
+        &rule("{ routes: [\"/x\"] }", "\"descriptor:a\"", ""),
+        "limits[0].key[0]: a descriptor: part needs match.domain",
+    );
+    fails_with(
+        &rule("{ descriptors: [a] }", "tenant", ""),
+        "limits[0].match.descriptors: needs domain",
+    );
+    fails_with(
+        &rule("{ domain: \"\", descriptors: [a] }", "\"descriptor:a\"", ""),
+        "limits[0].match.domain: must not be empty",
+    );
+}
+
+#[test]
+fn the_decision_listener_is_checked() {
+    let yaml = |d: &str| format!("{BASE}decision: {d}\n");
+    let c = parse(&yaml(
+        "{ grpc: { listen: \"127.0.0.1:8081\", on_failure: unavailable } }",
+    ))
+    .unwrap_or_else(|e| panic!("{e:?}"));
+    let g = c.decision.grpc.expect("grpc");
+    assert_eq!(g.listen.port(), 8081);
+    assert_eq!(g.on_failure, crate::config::DecisionFailure::Unavailable);
+    let e = parse_errors(&yaml(
+        "{ grpc: { listen: \"nowhere\", on_failure: maybe } }",
+    ));
+    assert_eq!(e.len(), 2, "{e:?}");
+    assert!(
+        e.iter().any(|m| m.starts_with("decision.grpc.listen")),
+        "{e:?}"
+    );
+    assert!(
+        e.iter().any(|m| m.starts_with("decision.grpc.on_failure")),
+        "{e:?}"
+    );
+}

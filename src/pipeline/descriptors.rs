@@ -1,0 +1,116 @@
+//! A decision-service call's descriptors decided as the proxy decides a request's rules
+//! (docs/decision-service.md): [`plan`] (pure) finds each descriptor's rules
+//! ([`policy::descriptor`](crate::policy::descriptor)) and their quota calls, [`decide`] asks
+//! the quota store once for all of them, all or nothing, and [`rules::judge`](super::rules::judge)
+//! counts each rule's decision and writes the headers, exactly as for a proxied request.
+
+use super::rules::judge;
+use super::tenant::Verdict;
+use crate::policy::descriptor::{self, Entry};
+use crate::policy::rules::AppliedRule;
+use crate::quota::policy_script::LimitEntry;
+use crate::quota::rules::{Combined, RuleCall};
+use crate::snapshot::Snapshot;
+use crate::store::redis::keys::rule_key;
+
+/// One descriptor as asked: its entries and its hits (≥ 1).
+#[derive(Debug, Clone)]
+pub struct Asked {
+    pub entries: Vec<Entry>,
+    pub hits: u64,
+}
+
+/// The quota calls of one decision-service call.
+#[derive(Debug, Default)]
+pub struct Planned<'a> {
+    /// Each distinct bucket (rule and key) once, its cost the sum of the hits of the
+    /// descriptors that reach it, in the order first reached.
+    pub rules: Vec<(AppliedRule<'a>, RuleCall)>,
+    /// Per descriptor (in the call's order), the indices into `rules` of its buckets; empty for a
+    /// descriptor no rule matches.
+    pub by_descriptor: Vec<Vec<usize>>,
+}
+
+/// The buckets `asked` (the descriptors of one call in `domain`) reach. A bucket two
+/// descriptors reach is asked once for both hits, so a call can never count a bucket twice
+/// against one look at it. Without a quota store (no `redis:`) nothing is limited.
+pub fn plan<'a>(snap: &'a Snapshot, domain: &str, asked: &[Asked]) -> Planned<'a> {
+    let mut out = Planned::default();
+    let Some(quota) = &snap.quota else {
+        out.by_descriptor = vec![Vec::new(); asked.len()];
+        return out;
+    };
+    let prefix = &quota.settings.key_prefix;
+    let share = snap.region.as_ref().map(|r| r.static_share());
+    for d in asked {
+        let mut mine = Vec::new();
+        for found in descriptor::applicable(&snap.config.limits, domain, &d.entries) {
+            let same = out
+                .rules
+                .iter()
+                .position(|(a, _)| a.index == found.index && *a.key == *found.key);
+            if let Some(i) = same {
+                let cost = &mut out.rules[i].1.entry.cost;
+                *cost = cost.saturating_add(d.hits);
+                if !mine.contains(&i) {
+                    mine.push(i);
+                }
+                continue;
+            }
+            let r = &snap.config.limits[found.index];
+            let rate = share.map_or(r.rate, |s| s.apply(r.rate));
+            let call = RuleCall {
+                name: r.name.as_str().into(),
+                entry: LimitEntry {
+                    key: rule_key(prefix, &r.name, r.algorithm, None, &found.key).into(),
+                    algorithm: r.algorithm,
+                    rate,
+                    cost: d.hits,
+                    max_delay_ms: 0,
+                    shadow: r.mode.is_shadow(),
+                },
+                on_failure: r.on_failure,
+            };
+            let applied = AppliedRule {
+                rule: r,
+                index: found.index,
+                key: found.key.into(),
+                rate,
+                max_in_flight: None,
+            };
+            mine.push(out.rules.len());
+            out.rules.push((applied, call));
+        }
+        out.by_descriptor.push(mine);
+    }
+    out
+}
+
+/// Decides every bucket of `planned` in the quota store, all or nothing (one script call per
+/// hash tag, earlier debits refunded when a later call refuses), and judges it as the proxy
+/// judges a request's rules (`status`: the refusal status the headers are written for). The
+/// combined outcome comes back with the verdict: each bucket's decision, in `planned.rules`'
+/// order.
+pub async fn decide(snap: &Snapshot, planned: &Planned<'_>, status: u16) -> (Combined, Verdict) {
+    let combined = match &snap.quota {
+        Some(quota) if !planned.rules.is_empty() => {
+            let calls: Vec<&RuleCall> = planned.rules.iter().map(|(_, c)| c).collect();
+            Box::pin(quota.decide_with_rules(None, &calls, None)).await
+        }
+        _ => Combined {
+            tier: None,
+            rules: Vec::new(),
+            admitted: true,
+        },
+    };
+    let verdict = judge(
+        &snap.rule_series,
+        None,
+        &planned.rules,
+        &[],
+        combined.clone(),
+        status,
+        false,
+    );
+    (combined, verdict)
+}
