@@ -35,6 +35,7 @@ const EXAMPLES: &str = "Examples:
   tollgate check -c gateway.yaml      validate a config like `nginx -t`, exit 1 on any problem
   tollgate schema > gateway.schema.json   JSON Schema of gateway.yaml for editors
   echo -n 's3cret' | tollgate hash-key   print the SHA-256 digest to store in identity.api_keys
+  tollgate import envoy-ratelimit config/*.yaml   envoyproxy/ratelimit configs as limits: rules
   tollgate run -c gateway.yaml --upgrade & kill -QUIT <old pid>    zero-downtime binary upgrade
   kill -HUP <pid>                     reload gateway.yaml without dropping requests";
 
@@ -66,6 +67,48 @@ enum Command {
     HashKey,
     /// Print the JSON Schema of the config file (the shipped `gateway.schema.json`).
     Schema,
+    /// Convert another tool's rate-limit config into `limits:` YAML, printed on stdout.
+    Import {
+        #[command(subcommand)]
+        from: ImportFrom,
+    },
+}
+
+#[derive(Subcommand)]
+enum ImportFrom {
+    /// envoyproxy/ratelimit config files → decision-service rules (docs/decision-service.md);
+    /// what cannot be carried over is listed on stderr and as comments. Exit 1 on a bad file.
+    EnvoyRatelimit {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+}
+
+/// `tollgate import envoy-ratelimit FILE...`.
+fn import_envoy_ratelimit(files: &[PathBuf]) -> ExitCode {
+    let mut texts = Vec::with_capacity(files.len());
+    for f in files {
+        match std::fs::read_to_string(f) {
+            Ok(t) => texts.push((f.display().to_string(), t)),
+            Err(e) => {
+                eprintln!("{}: {e}", f.display());
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    match tollgate::config::import::envoy_ratelimit::import(&texts) {
+        Ok(imported) => {
+            for l in &imported.lost {
+                eprintln!("not carried over: {l}");
+            }
+            print!("{}", imported.yaml());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Logs go to stderr and never make a request wait for it: general lines through a background
@@ -126,6 +169,9 @@ fn main() -> ExitCode {
     allocator_settings();
     let cli = Cli::parse();
     match cli.command.unwrap_or(Command::Run { upgrade: false }) {
+        Command::Import {
+            from: ImportFrom::EnvoyRatelimit { files },
+        } => import_envoy_ratelimit(&files),
         Command::Schema => {
             print!("{}", tollgate::config::schema::gateway_schema_text());
             ExitCode::SUCCESS

@@ -4,6 +4,7 @@
 //! (`routes[1].upstream`) and the reason; YAML syntax errors carry line and column.
 
 pub mod duration;
+pub mod import;
 pub mod model;
 pub mod raw;
 pub mod schema;
