@@ -351,3 +351,19 @@ fn bad_input_gets_a_clear_status() {
     assert_eq!(overall(&after), "OK");
     assert_eq!(remaining(&after, 0), 9);
 }
+
+/// Limit rules without any tier are decided too, on the proxy path as through the service: the
+/// quota store exists whenever rules do (it used to need a tier, and such rules never refused).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_without_tiers_are_decided_on_the_proxy_path() {
+    let redis = RedisServer::start();
+    let rules = "  - { name: per-ip, key: [client_ip], limit: 1, per: 1h, burst: 2 }\n  - { name: rls, match: { domain: d, descriptors: [k] }, key: [\"descriptor:k\"], limit: 1, per: 1h }\n";
+    let rig = Rig::start(&strict(&redis), "", rules);
+    let http = client();
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        let r = http.get(rig.gw.url("/")).send().await.expect("send");
+        statuses.push(r.status().as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 429]);
+}
