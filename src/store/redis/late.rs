@@ -141,10 +141,22 @@ async fn finish(
     }
 }
 
+/// Whether `e` is the server refusing a command as such (no permission, an unknown or disabled
+/// command), not a connection, timeout, role or failover fault that the call's retry handles.
+fn refuses_the_command(e: &RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    matches!(
+        e.kind(),
+        ErrorKind::Server(ServerErrorKind::NoPerm | ServerErrorKind::ResponseError)
+            | ErrorKind::Extension
+    ) && !super::sentinel::is_failover_hold(e)
+}
+
 /// Runs the EVALSHA `call` of the script `source` on `conn`: on NOSCRIPT the script is loaded
 /// on the node serving the call's first key and the call sent again, and should that still
-/// meet NOSCRIPT (an ASK redirect mid-migration), sent as EVAL with the source. Unbounded: the
-/// caller bounds it.
+/// meet NOSCRIPT (an ASK redirect mid-migration) or should the server refuse `SCRIPT LOAD`
+/// (an ACL without `script|load`, a managed service), sent as EVAL with the source. A NOSCRIPT
+/// reply ran nothing, so the script runs once. Unbounded: the caller bounds it.
 pub fn run(conn: Arc<RedisConn>, call: Cmd, source: &'static str) -> Pending {
     Box::pin(async move {
         let no_script = |r: &Result<Value, RedisError>| matches!(r, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript));
@@ -159,12 +171,23 @@ pub fn run(conn: Arc<RedisConn>, call: Cmd, source: &'static str) -> Pending {
         });
         let mut load = redis::cmd("SCRIPT");
         load.arg("LOAD").arg(source);
-        conn.query_at(&load, first_key.as_deref().unwrap_or(""))
-            .await?;
-        let second_try = conn.query(&call).await;
-        if !no_script(&second_try) {
-            return second_try;
+        match conn
+            .query_at(&load, first_key.as_deref().unwrap_or(""))
+            .await
+        {
+            Ok(_) => {
+                let second_try = conn.query(&call).await;
+                if !no_script(&second_try) {
+                    return second_try;
+                }
+            }
+            // A server that refuses SCRIPT LOAD itself (an ACL without `script|load`, a
+            // managed service that renames or forbids it) still runs EVAL, which caches the
+            // script for the next EVALSHA where the server does.
+            Err(e) if refuses_the_command(&e) => {}
+            Err(e) => return Err(e),
         }
+        // NOSCRIPT ran nothing, so this runs the script once.
         let mut eval = redis::cmd("EVAL");
         eval.arg(source);
         for a in call.args_iter().skip(2) {
