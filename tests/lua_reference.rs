@@ -12,10 +12,13 @@
 //! stored stamp is moved forwards or backwards against Redis `TIME` (what a step of the store's
 //! clock looks like to the bucket), and the Rust model, moved by the same amount, must agree with
 //! the script on every decision and every stored field.
+//!
+//! `scripts/test.sh` runs this file twice: on `redis-server` and on Valkey's `valkey-server`
+//! (`TOLLGATE_TEST_REDIS_SERVER`, see [`common::redis_server_binary`]).
 
 mod common;
 
-use common::RedisServer;
+use common::{redis_server_binary, RedisServer};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use tollgate::limit::token_bucket::{decide, decide_batch, Decision, TokenBucketState};
 use tollgate::limit::Rate;
@@ -48,6 +51,42 @@ fn random_rate(rng: &mut StdRng) -> Rate {
         per_ms,
         rng.random_range(1..=500),
     )
+}
+
+/// The server the tests talk to is the one the harness was told to start: a `valkey-server` binary
+/// answers `INFO server` as Valkey, any other as Redis (so a Valkey pass cannot silently test Redis).
+#[test]
+fn the_server_under_test_is_the_binary_the_harness_names() {
+    let redis = RedisServer::start();
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut redis.conn())
+        .expect("INFO server");
+    let field = |name: &str| {
+        info.lines().find_map(|l| {
+            l.trim()
+                .strip_prefix(&format!("{name}:"))
+                .map(str::to_string)
+        })
+    };
+    let binary = redis_server_binary();
+    let name = std::path::Path::new(&binary)
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    if name.contains("valkey") {
+        assert_eq!(field("server_name").as_deref(), Some("valkey"), "{info}");
+        let version = field("valkey_version").expect("valkey_version");
+        eprintln!("testing against Valkey {version} ({binary})");
+    } else {
+        assert_eq!(
+            field("server_name"),
+            None,
+            "{binary} is not redis-server:\n{info}"
+        );
+        let version = field("redis_version").expect("redis_version");
+        eprintln!("testing against Redis {version} ({binary})");
+    }
 }
 
 #[test]

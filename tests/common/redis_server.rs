@@ -1,4 +1,7 @@
 //! A private `redis-server` per test.
+//!
+//! The server binary is `redis-server` on `PATH`, or the one `TOLLGATE_TEST_REDIS_SERVER` names
+//! (e.g. Valkey's `valkey-server`, which `scripts/test.sh` runs the Redis suites against too).
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -8,6 +11,19 @@ use tempfile::TempDir;
 
 use super::processes::{addr_in_use, has_exited, kill_child, log_stdio, read_lossy, test_dir};
 use super::processes::{free_port, send_signal, tail_file};
+
+/// The environment variable naming the Redis-compatible server binary the tests start.
+pub const REDIS_SERVER_ENV: &str = "TOLLGATE_TEST_REDIS_SERVER";
+
+/// The server binary the tests start: `$TOLLGATE_TEST_REDIS_SERVER` when set and not empty
+/// (a path or a name on `PATH`, e.g. `valkey-server`), otherwise `redis-server`. Sentinels are
+/// the same binary with `--sentinel`.
+pub fn redis_server_binary() -> String {
+    std::env::var(REDIS_SERVER_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| "redis-server".to_string())
+}
 
 /// A private `redis-server` (no persistence) on a free loopback port.
 pub struct RedisServer {
@@ -46,7 +62,8 @@ impl RedisServer {
 
     fn spawn_and_wait(&mut self) -> Result<(), String> {
         let (out, err) = log_stdio(&self.log);
-        let child = Command::new("redis-server")
+        let binary = redis_server_binary();
+        let child = Command::new(&binary)
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1"])
             .args(["--save", ""])
@@ -58,7 +75,7 @@ impl RedisServer {
             .stdout(out)
             .stderr(err)
             .spawn()
-            .map_err(|e| format!("cannot spawn redis-server: {e}"))?;
+            .map_err(|e| format!("cannot spawn {binary}: {e}"))?;
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {

@@ -10,7 +10,7 @@
 /// The relay moved to `common::relay`; still reachable here for the files that name it so.
 #[allow(unused_imports)]
 pub use crate::common::TcpRelay;
-use crate::common::{free_port, tail_file, wait_until};
+use crate::common::{free_port, redis_server_binary, tail_file, wait_until};
 use redis::Value;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -145,13 +145,14 @@ impl RedisNode {
             .append(true)
             .open(&self.log)
             .expect("open log");
-        let child = Command::new("redis-server")
+        let binary = redis_server_binary();
+        let child = Command::new(&binary)
             .args(&self.args)
             .stdin(Stdio::null())
             .stdout(Stdio::from(log.try_clone().expect("dup")))
             .stderr(Stdio::from(log))
             .spawn()
-            .expect("spawn redis-server");
+            .unwrap_or_else(|e| panic!("spawn {binary}: {e}"));
         self.child = Some(child);
         let up = wait_until(Duration::from_secs(10), || self.try_cmd(&["PING"]).is_ok());
         assert!(
