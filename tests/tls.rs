@@ -489,7 +489,7 @@ async fn https_upstream_private_ca_wrong_ca_wrong_name_and_verify_off() {
             "good",
             &addr,
             &format!(
-                "{}, health_check: {{ path: /healthz, interval_s: 1 }}",
+                "{}, health_check: {{ path: /healthz, interval: 1s }}",
                 tls("backend.test", good_ca)
             ),
         )
@@ -691,48 +691,113 @@ async fn certificate_files_renewed_in_place_are_served_after_sighup() {
     assert_eq!(cn().await.as_deref(), Some("new"));
 }
 
-/// A backend pinned by its own self-signed certificate: `CA:TRUE` (what `openssl req -x509`
-/// makes by default) is refused by verification (`CaUsedAsEndEntity`), and both `tollgate check`
-/// and the 502 detail say how to fix it; the fix (`CA:FALSE`) is then accepted.
+/// A backend pinned by its own self-signed certificate, the way curl and nginx take it: the
+/// certificate in `ca_file` is accepted whether it says `CA:TRUE` (what `openssl req -x509`
+/// makes by default) or `CA:FALSE`, after the host name check (a wrong SNI is a 502 naming it)
+/// and only when the backend presents exactly that certificate (another self-signed one for
+/// the same name is a 502). Health checks of such an upstream pass (and do not take it out for
+/// want of a chain check). A `ca_file` that mixes such
+/// a certificate with a CA bundle is verified as a bundle: `tollgate check` and the 502 explain
+/// why it is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pinned_self_signed_backend_certificate_is_explained_and_its_fix_works() {
+async fn a_pinned_self_signed_backend_certificate_is_accepted_after_the_name_check() {
     let dir = tempfile::tempdir().unwrap();
     let ca_true = self_signed_server(dir.path(), "backend.test", true);
     let leaf = self_signed_server(dir.path(), "backend.test", false);
+    let other_dir = tempfile::tempdir().unwrap();
+    let impostor = self_signed_server(other_dir.path(), "backend.test", true);
+    let root = Ca::new("private");
+    let mixed = root.write_file(
+        "mixed.pem",
+        &format!(
+            "{}{}",
+            std::fs::read_to_string(&root.cert_file).unwrap(),
+            ca_true.cert_pem
+        ),
+    );
     let start = |c: &Issued| {
         Backend::start_with_args(
             "tls",
             &["--tls-cert", &c.cert_file, "--tls-key", &c.key_file],
         )
     };
-    let (bad, good) = (start(&ca_true), start(&leaf));
-    let tls = |c: &Issued| format!("tls: {{ sni: backend.test, ca_file: \"{}\" }}", c.cert_file);
-    let yaml = GatewayConfig::new()
-        .upstream_with("pinned", &bad.addr(), &tls(&ca_true))
-        .upstream_with("fixed", &good.addr(), &tls(&leaf))
-        .route("{ path_prefix: /pinned, upstream: pinned, auth: none }")
-        .route("{ path_prefix: /fixed, upstream: fixed, auth: none }")
-        .yaml();
+    let (pinned, fixed, fake) = (start(&ca_true), start(&leaf), start(&impostor));
+    let tls = |sni: &str, ca: &str| format!("tls: {{ sni: {sni}, ca_file: \"{ca}\" }}");
+    // Health checks where they pass (a refused handshake would take the backend out and the
+    // request would not reach the TLS check this test is about).
+    let checked = |sni: &str, ca: &str| {
+        format!(
+            "{}, health_check: {{ path: /healthz, interval: 1s }}",
+            tls(sni, ca)
+        )
+    };
+    let upstreams = [
+        (
+            "pinned",
+            pinned.addr(),
+            checked("backend.test", &ca_true.cert_file),
+        ),
+        (
+            "fixed",
+            fixed.addr(),
+            checked("backend.test", &leaf.cert_file),
+        ),
+        (
+            "wrongname",
+            pinned.addr(),
+            tls("elsewhere.test", &ca_true.cert_file),
+        ),
+        (
+            "impostor",
+            fake.addr(),
+            tls("backend.test", &ca_true.cert_file),
+        ),
+        ("mixed", pinned.addr(), tls("backend.test", &mixed)),
+    ];
+    let mut config = GatewayConfig::new();
+    for (name, addr, settings) in &upstreams {
+        config = config.upstream_with(name, addr, settings).route(&format!(
+            "{{ path_prefix: /{name}, upstream: {name}, auth: none }}"
+        ));
+    }
+    let yaml = config.yaml();
     let check = check_config(&yaml);
     assert!(check.status.success(), "{}{}", check.stdout, check.stderr);
     let said = format!("{}{}", check.stdout, check.stderr);
-    assert!(said.contains("upstreams.pinned.tls.ca_file"), "{said}");
     assert!(
-        said.contains("CA:FALSE") && !said.contains("upstreams.fixed"),
+        said.contains("upstreams.mixed.tls.ca_file") && said.contains("CA:FALSE"),
         "{said}"
     );
+    for name in ["pinned", "fixed", "wrongname", "impostor"] {
+        assert!(!said.contains(&format!("upstreams.{name}.tls")), "{said}");
+    }
     let gw = Gateway::start(&yaml);
-    let resp = client().get(gw.url("/pinned")).send().await.unwrap();
-    let p = expect_problem(resp, 502).await;
-    let detail = p["detail"].as_str().unwrap_or_default();
-    assert!(
-        detail.contains("CaUsedAsEndEntity") && detail.contains("CA:FALSE"),
-        "{p}"
-    );
-    let resp = client().get(gw.url("/fixed")).send().await.unwrap();
-    assert_eq!(
-        resp.status(),
-        200,
-        "a pinned CA:FALSE self-signed certificate is accepted"
-    );
+    // Several rounds of health checks, on new and on reused connections.
+    for round in 0..3 {
+        for path in ["/pinned", "/fixed"] {
+            let resp = client().get(gw.url(path)).send().await.unwrap();
+            assert_eq!(
+                resp.status(),
+                200,
+                "{path} round {round}: {}",
+                gw.log_tail(20)
+            );
+            assert_eq!(echo_json(resp).await["name"], "tls");
+        }
+        for (path, reason) in [
+            ("/wrongname", "not valid for name \"elsewhere.test\""),
+            ("/impostor", "none of those pinned in ca_file"),
+            ("/mixed", "CaUsedAsEndEntity"),
+        ] {
+            let resp = client().get(gw.url(path)).send().await.unwrap();
+            let p = expect_problem(resp, 502).await;
+            let detail = p["detail"].as_str().unwrap_or_default();
+            assert!(
+                detail.contains("TLS handshake with the upstream failed")
+                    && detail.contains(reason),
+                "{path}: {p}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+    }
 }

@@ -11,8 +11,9 @@
 //!   very same prefix on a broader host to the same upstream (other `Host` values reach the
 //!   protected backend without credentials).
 //! - limit rules keyed only by client-chosen values, or matching routes that exist nowhere.
-//! - an upstream's `tls.ca_file` holding a self-signed CA certificate that names hosts: pinned
-//!   as the backend's own certificate, verification refuses it (`CaUsedAsEndEntity`).
+//! - an upstream's `tls.ca_file` holding a self-signed CA certificate that names hosts among other
+//!   certificates (a CA bundle): pinned as the backend's own certificate, verification refuses
+//!   it (`CaUsedAsEndEntity`). A file of such certificates only is a pin list, accepted.
 //! - a limit rule keyed by values the client chooses (`header:`, `query:`) and otherwise only by
 //!   `route`, `method` or `host` (no `tenant`, `client_ip` or `claim:`): a client mints new
 //!   buckets by varying them.
@@ -101,23 +102,44 @@ pub fn warnings(config: &Config) -> Vec<ConfigError> {
 }
 
 /// What TLS verification will say of a backend whose own certificate is pinned in `ca_file`
-/// while it is a CA certificate, when the file holds a self-signed CA certificate that names
+/// while it is a CA certificate, when the file mixes a self-signed CA certificate that names
 /// hosts (a subject alternative name: CA roots do not; `openssl req -x509` without extensions
-/// makes such a certificate, `CA:TRUE`). Unreadable files are `check`'s errors, not warnings.
+/// makes such a certificate, `CA:TRUE`) with other certificates. A file of self-signed
+/// certificates naming hosts only is a pin list ([`is_pin_list`]) and accepted as such.
+/// Unreadable files are `check`'s errors, not warnings.
 fn self_signed_ca_that_names_hosts(file: &str) -> Option<String> {
-    use x509_parser::prelude::{FromDer, X509Certificate};
     let data = std::fs::read(file).ok()?;
-    let found = rustls_pemfile::certs(&mut &data[..])
+    let ders: Vec<_> = rustls_pemfile::certs(&mut &data[..])
         .filter_map(Result::ok)
-        .any(|der| {
-            let Ok((_, c)) = X509Certificate::from_der(der.as_ref()) else {
-                return false;
-            };
-            let self_signed = c.subject().as_raw() == c.issuer().as_raw();
-            let names_hosts = matches!(c.subject_alternative_name(), Ok(Some(_)));
-            c.is_ca() && self_signed && names_hosts
-        });
-    found.then(|| SELF_SIGNED_CA_ADVICE.to_string())
+        .collect();
+    let ders: Vec<&[u8]> = ders.iter().map(|d| d.as_ref()).collect();
+    let found = ders.iter().any(|der| {
+        let (self_signed, names_hosts, ca) = shape(der);
+        ca && self_signed && names_hosts
+    });
+    (found && !is_pin_list(&ders)).then(|| SELF_SIGNED_CA_ADVICE.to_string())
+}
+
+/// (self-signed, names hosts, CA:TRUE) of a DER certificate; all false when it does not parse.
+fn shape(der: &[u8]) -> (bool, bool, bool) {
+    use x509_parser::prelude::{FromDer, X509Certificate};
+    let Ok((_, c)) = X509Certificate::from_der(der) else {
+        return (false, false, false);
+    };
+    let self_signed = c.subject().as_raw() == c.issuer().as_raw();
+    let names_hosts = matches!(c.subject_alternative_name(), Ok(Some(_)));
+    (self_signed, names_hosts, c.is_ca())
+}
+
+/// Whether a `ca_file`'s certificates (DER, not empty) pin backends' own certificates: every
+/// one self-signed (subject = issuer) and naming hosts (a subject alternative name), `CA:TRUE`
+/// or not. Such a file is checked by exact match, not as a CA bundle (`tls::pinned`).
+pub fn is_pin_list(ders: &[&[u8]]) -> bool {
+    !ders.is_empty()
+        && ders.iter().all(|der| {
+            let (self_signed, names_hosts, _) = shape(der);
+            self_signed && names_hosts
+        })
 }
 
 /// The advice for a backend that presents a `CA:TRUE` certificate of its own (also in the 502

@@ -131,6 +131,22 @@ impl ProxyHttp for Proxy {
         e
     }
 
+    /// A connection to a backend pinned by its own self-signed certificate is used only when it
+    /// presented one of the pins (checked before the request's first byte, on new and reused
+    /// connections alike; [`PeerTls::check_connection`](crate::tls::upstream::PeerTls::check_connection)).
+    async fn connected_to_upstream(
+        &self,
+        _session: &mut Session,
+        _reused: bool,
+        _peer: &HttpPeer,
+        #[cfg(unix)] _fd: std::os::unix::io::RawFd,
+        #[cfg(windows)] _sock: std::os::windows::io::RawSocket,
+        digest: Option<&pingora::protocols::Digest>,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        stages::check_backend_connection(ctx, digest)
+    }
+
     async fn request_body_filter(
         &self,
         session: &mut Session,

@@ -467,6 +467,26 @@ pub(super) async fn slot_stage(
     }
 }
 
+/// After connecting to the backend (Pingora's `connected_to_upstream`): the upstream's TLS
+/// check of the presented certificate, for backends pinned by their own certificate.
+pub(super) fn check_backend_connection(
+    ctx: &Ctx,
+    digest: Option<&pingora::protocols::Digest>,
+) -> Result<()> {
+    let snap = &ctx.snapshot;
+    let Some(tls) = ctx
+        .route(snap)
+        .and_then(|r| snap.upstreams.get(&r.upstream))
+        .and_then(|u| u.tls.as_ref())
+    else {
+        return Ok(());
+    };
+    let presented = digest
+        .and_then(|d| d.ssl_digest.as_ref())
+        .map(|s| s.cert_digest.as_slice());
+    tls.check_connection(presented)
+}
+
 /// Backend stage (Pingora's `upstream_peer`): a healthy backend of the route's upstream, with
 /// the upstream's TLS, HTTP version and timeouts.
 pub(super) fn backend_peer(ctx: &Ctx) -> Result<Box<HttpPeer>> {

@@ -5,10 +5,12 @@
 //! - [`listener`]: Pingora `TlsSettings` of a listener (ALPN h2, client CA, client CN).
 //! - [`upstream`]: CA, SNI and verification for HTTPS to backends, and TLS error reasons.
 //! - [`pem`]: reading PEM files with errors fit for a config error.
+//! - [`pinned`]: backends pinned by their own self-signed certificate (a `ca_file` of those).
 
 pub mod certs;
 pub mod listener;
 pub mod pem;
+pub mod pinned;
 pub mod probe;
 pub mod upstream;
 
