@@ -69,3 +69,196 @@ async fn a_server_that_refuses_script_load_decides_every_request_by_eval() {
     );
     println!("verdicts: {seen:?}");
 }
+
+/// A tier of 60 tokens that does not refill within the test, `closed`.
+const LOADED_TIER: &str = "  t: { limit: 1, per: 1d, burst: 60, on_failure: closed }\n";
+const TENANTS: [&str; 4] = ["acme", "beta", "gamma", "delta"];
+
+/// Tokens spent from `tenant`'s token bucket in `redis` (burst less the level left).
+fn spent(redis: &RedisNode, tenant: &str, burst: i64) -> i64 {
+    let v = redis.cmd(&["HMGET", &format!("tollgate:{{{tenant}}}:tb"), "l", "s"]);
+    let [l, s]: [Option<i64>; 2] = redis::from_redis_value::<Vec<Option<i64>>>(v)
+        .expect("HMGET l s")
+        .try_into()
+        .expect("two fields");
+    match (l, s) {
+        (Some(l), Some(s)) => burst - l / s,
+        _ => 0,
+    }
+}
+
+/// Sends requests for every tenant from `per_tenant` concurrent loops until `stop`, or until
+/// each loop has sent `max` requests; returns every verdict per tenant.
+async fn load(
+    url: String,
+    per_tenant: usize,
+    max: usize,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::collections::HashMap<&'static str, Vec<Verdict>> {
+    let http = http();
+    let mut tasks = tokio::task::JoinSet::new();
+    for tenant in TENANTS {
+        for _ in 0..per_tenant {
+            let (http, url, stop) = (http.clone(), url.clone(), stop.clone());
+            tasks.spawn(async move {
+                let mut seen = Vec::new();
+                while seen.len() < max && !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    seen.push(ask(&http, &url, tenant).await.0);
+                }
+                (tenant, seen)
+            });
+        }
+    }
+    let mut out: std::collections::HashMap<&'static str, Vec<Verdict>> = Default::default();
+    while let Some(r) = tasks.join_next().await {
+        let (tenant, seen) = r.expect("load task");
+        out.entry(tenant).or_default().extend(seen);
+    }
+    out
+}
+
+/// Every verdict a decision by Redis, and per tenant the tokens Redis shows spent equal to the
+/// admissions (a script run twice would spend more than was admitted).
+fn assert_decided_once(
+    redis: &RedisNode,
+    verdicts: &std::collections::HashMap<&'static str, Vec<Verdict>>,
+    burst: i64,
+) {
+    for (tenant, seen) in verdicts {
+        let odd: Vec<_> = seen
+            .iter()
+            .filter(|v| !matches!(v, Verdict::RedisAdmitted | Verdict::RedisRejected))
+            .collect();
+        assert!(odd.is_empty(), "{tenant}: failed decisions {odd:?}");
+        let admitted = seen
+            .iter()
+            .filter(|v| **v == Verdict::RedisAdmitted)
+            .count() as i64;
+        assert_eq!(
+            spent(redis, tenant, burst),
+            admitted,
+            "{tenant}: tokens spent in Redis against admissions ({} requests)",
+            seen.len()
+        );
+    }
+}
+
+/// `SCRIPT FLUSH` four times a second while four tenants send concurrently: no decision fails
+/// (each NOSCRIPT is loaded and retried within the call) and no script runs twice (the tokens
+/// each bucket lost are exactly the requests it admitted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn script_flushes_under_load_fail_no_decision_and_debit_once() {
+    let redis = RedisNode::start(&[]);
+    let backend = Backend::start("echo");
+    let keys: Vec<_> = TENANTS.iter().map(|t| (t.to_string(), "t")).collect();
+    let config = ha_gateway_yaml(
+        &format!(
+            "url: \"{}\", timeout: 2000ms, circuit_breaker: {{ min_calls: 100000 }}",
+            redis.url()
+        ),
+        LOADED_TIER,
+        &keys,
+        &backend.addr(),
+    );
+    let gw = Gateway::start(&config);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flusher = {
+        let (stop, url) = (stop.clone(), redis.url());
+        std::thread::spawn(move || {
+            let client = redis::Client::open(url).expect("url");
+            let mut con = client.get_connection().expect("connect");
+            let mut flushes = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                redis::cmd("SCRIPT")
+                    .arg("FLUSH")
+                    .query::<()>(&mut con)
+                    .expect("SCRIPT FLUSH");
+                flushes += 1;
+                std::thread::sleep(std::time::Duration::from_millis(250));
+            }
+            flushes
+        })
+    };
+    let verdicts = load(gw.url("/x"), 4, 30, stop.clone()).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let flushes = flusher.join().expect("flusher");
+    let loads = redis.info("commandstats");
+    println!("{flushes} flushes; {loads}");
+    assert!(flushes >= 2, "{flushes} flushes during the load");
+    assert!(
+        loads.contains("cmdstat_script|load:"),
+        "NOSCRIPT was met: {loads}"
+    );
+    assert_decided_once(&redis, &verdicts, 60);
+    for (tenant, seen) in &verdicts {
+        let admitted = seen
+            .iter()
+            .filter(|v| **v == Verdict::RedisAdmitted)
+            .count();
+        assert_eq!(
+            admitted, 60,
+            "{tenant}: 120 requests admit exactly the burst"
+        );
+    }
+}
+
+/// A failover under load to a replica whose script cache is empty: the old master's writes are
+/// held (`CLIENT PAUSE WRITE`) until the replica has them all, the replica is promoted and its
+/// scripts flushed, the address moves and the old master is killed. No decision fails and the
+/// new master's buckets show exactly the tokens admitted, before and after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_to_a_replica_without_the_script_fails_no_decision_and_debits_once() {
+    let mut old = RedisNode::start(&[]);
+    let new = RedisNode::start(&["--replicaof", "127.0.0.1", &old.port.to_string()]);
+    let relay = TcpRelay::start(&old.addr());
+    let backend = Backend::start("echo");
+    let keys: Vec<_> = TENANTS.iter().map(|t| (t.to_string(), "t")).collect();
+    let config = ha_gateway_yaml(
+        &format!(
+            "url: \"{}\", timeout: 3000ms, circuit_breaker: {{ min_calls: 100000 }}",
+            relay.url()
+        ),
+        "  t: { limit: 1, per: 1d, burst: 1000, on_failure: closed }\n",
+        &keys,
+        &backend.addr(),
+    );
+    let gw = Gateway::start(&config);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let traffic = tokio::spawn(load(gw.url("/x"), 3, 10_000, stop.clone()));
+    // Some decisions on the old master first.
+    assert!(
+        wait_until(std::time::Duration::from_secs(20), || {
+            TENANTS.iter().all(|t| spent(&old, t, 1000) >= 5)
+        }),
+        "traffic reached the old master"
+    );
+    old.cmd(&["CLIENT", "PAUSE", "20000", "WRITE"]);
+    assert!(
+        wait_replica_caught_up(&old, &new, std::time::Duration::from_secs(10)),
+        "the replica has every write"
+    );
+    new.cmd(&["REPLICAOF", "NO", "ONE"]);
+    new.cmd(&["SCRIPT", "FLUSH"]);
+    relay.point_to(&new.addr());
+    old.kill();
+    // Decisions on the new master, then stop.
+    let before: Vec<i64> = TENANTS.iter().map(|t| spent(&new, t, 1000)).collect();
+    assert!(
+        wait_until(std::time::Duration::from_secs(20), || {
+            TENANTS
+                .iter()
+                .zip(&before)
+                .all(|(t, b)| spent(&new, t, 1000) >= b + 5)
+        }),
+        "traffic reached the new master; log:\n{}",
+        gw.log_tail(20)
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let verdicts = traffic.await.expect("traffic");
+    let loads = new.info("commandstats");
+    assert!(
+        loads.contains("cmdstat_script|load:") || loads.contains("cmdstat_eval:"),
+        "the new master was sent the script: {loads}"
+    );
+    assert_decided_once(&new, &verdicts, 1000);
+}
