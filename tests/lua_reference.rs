@@ -1071,6 +1071,28 @@ fn several_entries_decided_together_match_consecutive_calls() {
                 (kind, v)
             };
             let (got, want) = (fields(together), fields(apart));
+            // A state that expires in a moment (its PEXPIRE counts real milliseconds, not the
+            // injected clock) may vanish on one side between the two runs on a loaded machine;
+            // the other side's must then be about to expire too.
+            let mut ttl = |t: &str| -> i64 {
+                redis::cmd("PTTL")
+                    .arg(format!("ref:{{{t}}}:e{i}"))
+                    .query(&mut con)
+                    .expect("PTTL")
+            };
+            if got != want && (got.0 == "none" || want.0 == "none") {
+                let left = if got.0 == "none" {
+                    ttl(apart)
+                } else {
+                    ttl(together)
+                };
+                assert!(
+                    (0..=5_000).contains(&left),
+                    "case {case} ({specs:?}): entry {i} vanished on one side only; \
+                     the other expires in {left} ms: {got:?} vs {want:?}"
+                );
+                continue;
+            }
             assert_eq!(
                 got, want,
                 "case {case} ({specs:?}): entry {i}'s state after {n}"
