@@ -7,6 +7,7 @@
 //! because Pingora stops accepting on its listeners when shutdown starts, and `/readyz` must
 //! keep answering 503 through the grace period.
 
+pub mod audit;
 pub mod config_view;
 pub mod console;
 pub mod explain;
@@ -119,8 +120,8 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Response<Full<Bytes>> {
     // always was, so the client reads the answer rather than a connection reset.
     let admitted = v1::admit(app, &parts.headers);
     let body = Limited::new(body, v1::MAX_BODY_BYTES).collect().await;
-    let snap = match admitted {
-        Ok(snap) => snap,
+    let (snap, caller) = match admitted {
+        Ok(admitted) => admitted,
         Err(reply) => return reply,
     };
     let body = match body {
@@ -140,6 +141,7 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Response<Full<Bytes>> {
     Box::pin(v1::handle(
         app,
         &snap,
+        &caller,
         &parts.method,
         &path,
         query.as_deref(),

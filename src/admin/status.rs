@@ -183,10 +183,10 @@ pub fn status(app: &App, snap: &Snapshot) -> Value {
     })
 }
 
-/// The body of `GET /v1/whoami`: the scope of the presented token. The admin API has one token
-/// today, and it may do everything (`write`); a client shows write controls only for `write`.
-pub fn whoami() -> Value {
-    json!({"scope": "write"})
+/// The body of `GET /v1/whoami`: the scope of the presented token (`read` or `write`,
+/// docs/admin-api.md#tokens-and-scopes); a client shows write controls only for `write`.
+pub fn whoami(scope: crate::config::AdminScope) -> Value {
+    json!({"scope": scope.as_str()})
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
-//! The admin API under `/v1` (docs/DESIGN.md 4c "Admin API"): routing, Bearer auth and the
-//! JSON / problem+json replies. Every `/v1/*` path answers 404 while the API is off
-//! (`admin.token_env` unset, or its variable unset or empty), and 401 without the right token
-//! (the token decides before the body's size does: an unauthenticated call is 401 whatever its
-//! body).
+//! The admin API under `/v1` (docs/DESIGN.md 4c "Admin API"): routing, Bearer auth with
+//! scopes, the audit of writes and the JSON / problem+json replies. Every `/v1/*` path answers
+//! 404 while the API is off (no admin token variable set), and 401 without a known token (the
+//! token decides before the body's size does: an unauthenticated call is 401 whatever its
+//! body). A `read` token's write is 403; every write is audited ([`super::audit`]).
 //!
 //! The routes are the table [`ROUTES`]; the OpenAPI 3.1 document `docs/openapi.json` (served
 //! as `GET /v1/openapi.json`, see docs/admin-api.md#openapi-document) lists exactly these, which
@@ -18,8 +18,11 @@
 //! | GET    | `/v1/whoami`              | [`super::status::whoami`]     |
 //! | GET    | `/v1/openapi.json`        | [`OPENAPI_JSON`], verbatim    |
 
+use super::audit::{self, Change};
 use super::reply::{json_reply, problem_reply, raw_json_reply};
 use super::{config_view, explain, status, tenants};
+use crate::config::AdminScope;
+use crate::identity::admin_token::Caller;
 use crate::response::Problem;
 use crate::snapshot::{App, Snapshot};
 use crate::tenant_id;
@@ -46,6 +49,22 @@ pub enum Endpoint {
     Tenant,
     TenantReset,
     WhoAmI,
+}
+
+impl Endpoint {
+    /// The operation's name when the endpoint writes (the audit log's `operation` and the
+    /// metric's label); `None` for reads (`POST /v1/explain` changes nothing: a read).
+    pub fn write_operation(self) -> Option<&'static str> {
+        match self {
+            Endpoint::Config
+            | Endpoint::Explain
+            | Endpoint::OpenApi
+            | Endpoint::Status
+            | Endpoint::Tenant
+            | Endpoint::WhoAmI => None,
+            Endpoint::TenantReset => Some("tenant_reset"),
+        }
+    }
 }
 
 /// Every route of the API: method, path template (`{id}` stands for one path segment, the
@@ -147,44 +166,138 @@ pub fn tier_param(query: Option<&str>) -> Result<Option<String>, Problem> {
     Ok(Some(tier))
 }
 
-/// The snapshot to answer a `/v1` request from, when the API is on and `headers` carry the
-/// token; otherwise the 404 (API off) or 401 (with `WWW-Authenticate`) reply, which wins over
-/// a body over [`MAX_BODY_BYTES`].
+/// The snapshot to answer a `/v1` request from and the caller, when the API is on and
+/// `headers` carry a known token; otherwise the 404 (API off) or 401 (with `WWW-Authenticate`)
+/// reply, which wins over a body over [`MAX_BODY_BYTES`].
 #[allow(clippy::result_large_err)]
-pub fn admit(app: &App, headers: &HeaderMap) -> Result<Arc<Snapshot>, Response<Full<Bytes>>> {
+pub fn admit(
+    app: &App,
+    headers: &HeaderMap,
+) -> Result<(Arc<Snapshot>, Caller), Response<Full<Bytes>>> {
     let snap = app.snapshot.load_full();
-    let Some(token) = &snap.admin_token else {
-        let p = Problem::status(404, "the admin API is off (admin.token_env)");
+    let Some(tokens) = &snap.admin_token else {
+        let p = Problem::status(404, "the admin API is off (admin.token_env, admin.tokens)");
         return Err(problem_reply(&p, &[]));
     };
     let authorization = headers
         .get(http::header::AUTHORIZATION)
         .map(|v| v.as_bytes());
-    if let Err(denied) = token.check(authorization) {
-        let p = Problem::status(401, "this admin API needs the admin Bearer token");
-        return Err(problem_reply(
-            &p,
-            &[("WWW-Authenticate", denied.www_authenticate())],
-        ));
+    match tokens.check(authorization) {
+        Ok(caller) => Ok((snap, caller)),
+        Err(denied) => {
+            let p = Problem::status(401, "this admin API needs an admin Bearer token");
+            Err(problem_reply(
+                &p,
+                &[("WWW-Authenticate", denied.www_authenticate())],
+            ))
+        }
     }
-    Ok(snap)
 }
 
-/// Answers one admitted `/v1` request (see [`admit`]). `body` is read only by the routes that
-/// take one.
+/// The id segment of a routed path for the audit log (as sent, still percent-encoded).
+fn audit_target(id: Option<&str>) -> &str {
+    id.unwrap_or("")
+}
+
+/// Answers one admitted `/v1` request (see [`admit`]) from `caller`: a write by a `read`
+/// token is a 403 problem; every write is audited. `body` is read only by the routes that take
+/// one.
 pub async fn handle(
     app: &App,
     snap: &Snapshot,
+    caller: &Caller,
     method: &Method,
     path: &str,
     query: Option<&str>,
     body: Bytes,
 ) -> Response<Full<Bytes>> {
-    let result = match route(method, path) {
+    let routed = route(method, path);
+    if routed == Routed::Found(Endpoint::WhoAmI, None) {
+        return json_reply(200, &status::whoami(caller.scope));
+    }
+    let Routed::Found(endpoint, id) = routed else {
+        return reply(answer(app, snap, routed, query, body).await);
+    };
+    let Some(operation) = endpoint.write_operation() else {
+        return reply(answer(app, snap, routed, query, body).await);
+    };
+    let target = audit_target(id);
+    if caller.scope < AdminScope::Write {
+        let detail = format!(
+            "the token {:?} has the read scope; {operation} needs a write token",
+            &*caller.name
+        );
+        let p = Problem::status(403, detail);
+        audit::record(caller, operation, target, 403, true, None, Some(&p.detail));
+        return problem_reply(&p, &[]);
+    }
+    let result = write(app, snap, endpoint, id, query, body).await;
+    match &result {
+        Ok((_, change)) => audit::record(caller, operation, target, 200, false, Some(change), None),
+        Err(p) => audit::record(
+            caller,
+            operation,
+            target,
+            p.status,
+            false,
+            None,
+            Some(&p.detail),
+        ),
+    }
+    reply(Answer::Json(result.map(|(v, _)| v)))
+}
+
+/// What a route answered.
+enum Answer {
+    Json(Result<serde_json::Value, Problem>),
+    Raw(Response<Full<Bytes>>),
+}
+
+fn reply(answer: Answer) -> Response<Full<Bytes>> {
+    match answer {
+        Answer::Json(Ok(v)) => json_reply(200, &v),
+        Answer::Json(Err(p)) => problem_reply(&p, &[]),
+        Answer::Raw(r) => r,
+    }
+}
+
+/// Runs one write endpoint: its answer and what it changed.
+async fn write(
+    app: &App,
+    snap: &Snapshot,
+    endpoint: Endpoint,
+    id: Option<&str>,
+    _query: Option<&str>,
+    _body: Bytes,
+) -> Result<(serde_json::Value, Change), Problem> {
+    match endpoint {
+        Endpoint::TenantReset => {
+            let t = tenant_from_segment(id.unwrap_or_default())?;
+            let v = tenants::reset(app, snap, &t).await?;
+            let deleted = v["deleted_keys"].clone();
+            let change = Change::new("tenant_reset", t).states(
+                serde_json::json!({"keys": deleted}),
+                serde_json::json!({"keys": 0}),
+            );
+            Ok((v, change))
+        }
+        _ => Err(Problem::status(404, "no such admin resource")),
+    }
+}
+
+/// Answers one read (or an unrouted request).
+async fn answer(
+    app: &App,
+    snap: &Snapshot,
+    routed: Routed<'_>,
+    query: Option<&str>,
+    body: Bytes,
+) -> Answer {
+    let result = match routed {
         Routed::Found(Endpoint::Config, _) => Ok(config_view::view(&snap.config)),
-        Routed::Found(Endpoint::OpenApi, _) => return raw_json_reply(OPENAPI_JSON),
+        Routed::Found(Endpoint::OpenApi, _) => return Answer::Raw(raw_json_reply(OPENAPI_JSON)),
         Routed::Found(Endpoint::Status, _) => Ok(status::status(app, snap)),
-        Routed::Found(Endpoint::WhoAmI, _) => Ok(status::whoami()),
+        Routed::Found(Endpoint::WhoAmI, _) => Err(Problem::status(500, "whoami needs its caller")),
         Routed::Found(Endpoint::Explain, _) => explain::explain(app, snap, &body).await,
         Routed::Found(Endpoint::Tenant, id) => match tenant_from_segment(id.unwrap_or_default()) {
             Ok(t) => match tier_param(query) {
@@ -193,19 +306,13 @@ pub async fn handle(
             },
             Err(p) => Err(p),
         },
-        Routed::Found(Endpoint::TenantReset, id) => {
-            match tenant_from_segment(id.unwrap_or_default()) {
-                Ok(t) => tenants::reset(app, snap, &t).await,
-                Err(p) => Err(p),
-            }
+        Routed::Found(Endpoint::TenantReset, _) => {
+            Err(Problem::status(500, "a write routed as a read"))
         }
-        Routed::MethodNotAllowed(allow) => return method_not_allowed(&allow),
+        Routed::MethodNotAllowed(allow) => return Answer::Raw(method_not_allowed(&allow)),
         Routed::NotFound => Err(Problem::status(404, "no such admin resource")),
     };
-    match result {
-        Ok(v) => json_reply(200, &v),
-        Err(p) => problem_reply(&p, &[]),
-    }
+    Answer::Json(result)
 }
 
 #[cfg(test)]

@@ -124,7 +124,30 @@ pub struct RawCertPair {
 #[serde(deny_unknown_fields)]
 pub struct RawAdmin {
     pub listen: String,
+    /// A `write` token's variable (kept beside `tokens`).
     pub token_env: Option<String>,
+    /// Scoped tokens: `[{ token_env: VAR, scope: read|write, name: ... }]`.
+    pub tokens: Option<Vec<RawAdminToken>>,
+}
+
+/// One scoped admin token (`admin.tokens[]`).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawAdminToken {
+    /// The environment variable holding the token.
+    pub token_env: String,
+    /// `read` (GET and explain only) or `write`.
+    pub scope: RawAdminScope,
+    /// The name the audit log shows (default: the variable's name).
+    pub name: Option<String>,
+}
+
+/// An admin token's scope.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RawAdminScope {
+    Read,
+    Write,
 }
 
 /// `server`: process and HTTP limits (restart-only except the HTTP limits).

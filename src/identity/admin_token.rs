@@ -1,11 +1,14 @@
-//! The admin API's Bearer token (`admin.token_env`, RFC 6750) and its constant-time check.
+//! The admin API's Bearer tokens (`admin.token_env`, `admin.tokens`, RFC 6750) and their
+//! constant-time check.
 //!
-//! The token is read from the environment variable `admin.token_env` names at every load and
-//! reload of the config. The API is enabled only when that variable is set and not empty;
-//! otherwise every `/v1/*` path answers 404 (a warning is logged when `token_env` is configured
-//! but the variable is unset or empty).
+//! Each token is read from the environment variable its entry names at every load and reload
+//! of the config. The API is enabled when at least one of those variables is set and not empty;
+//! otherwise every `/v1/*` path answers 404 (a warning is logged for each configured variable
+//! that is unset or empty).
 
+use crate::config::{AdminScope, AdminTokenSettings};
 use sha2::{Digest, Sha256};
+use std::sync::Arc;
 use subtle::ConstantTimeEq;
 
 /// A non-empty admin token, kept as its SHA-256 digest. Its `Debug` never shows it.
@@ -83,9 +86,87 @@ impl AdminToken {
     }
 }
 
+/// Who called the admin API: the token's audit name and its scope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub name: Arc<str>,
+    pub scope: AdminScope,
+}
+
+/// Every loaded admin token with its name and scope.
+#[derive(Debug, Clone)]
+pub struct AdminTokens(Vec<(AdminToken, Caller)>);
+
+impl AdminTokens {
+    /// The tokens of `settings` whose variables are set and not empty; `None` (API off) when
+    /// none is.
+    pub fn load(settings: &[AdminTokenSettings]) -> Option<AdminTokens> {
+        let tokens: Vec<_> = settings
+            .iter()
+            .filter_map(|s| {
+                let token = AdminToken::load(Some(&s.token_env))?;
+                let caller = Caller {
+                    name: s.name.as_str().into(),
+                    scope: s.scope,
+                };
+                Some((token, caller))
+            })
+            .collect();
+        (!tokens.is_empty()).then_some(AdminTokens(tokens))
+    }
+
+    /// Tokens from `(token, name, scope)` (tests).
+    pub fn of(tokens: &[(&[u8], &str, AdminScope)]) -> AdminTokens {
+        AdminTokens(
+            tokens
+                .iter()
+                .map(|(t, name, scope)| {
+                    let caller = Caller {
+                        name: (*name).into(),
+                        scope: *scope,
+                    };
+                    (AdminToken::new(t), caller)
+                })
+                .collect(),
+        )
+    }
+
+    /// The caller an `Authorization` value authenticates. Every token is compared (in constant
+    /// time, see [`AdminToken::check`]), so the time does not say which one matched. Errors:
+    /// [`Denied::Missing`] without Bearer credentials, [`Denied::Wrong`] when no token matches.
+    pub fn check(&self, authorization: Option<&[u8]>) -> Result<Caller, Denied> {
+        let mut found: Option<&Caller> = None;
+        let mut denied = Denied::Wrong;
+        for (token, caller) in &self.0 {
+            match token.check(authorization) {
+                Ok(()) => found = found.or(Some(caller)),
+                Err(d) => denied = d,
+            }
+        }
+        found.cloned().ok_or(denied)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scoped_tokens_name_their_caller() {
+        let t = AdminTokens::of(&[
+            (b"w-token", "ops", AdminScope::Write),
+            (b"r-token", "dashboard", AdminScope::Read),
+        ]);
+        let caller = t.check(Some(b"Bearer r-token")).unwrap();
+        assert_eq!(
+            (&*caller.name, caller.scope),
+            ("dashboard", AdminScope::Read)
+        );
+        let caller = t.check(Some(b"Bearer w-token")).unwrap();
+        assert_eq!((&*caller.name, caller.scope), ("ops", AdminScope::Write));
+        assert_eq!(t.check(Some(b"Bearer x-token")), Err(Denied::Wrong));
+        assert_eq!(t.check(None), Err(Denied::Missing));
+    }
 
     #[test]
     fn bearer_token_checked() {

@@ -92,6 +92,10 @@ pub struct Metrics {
     pub jwks_keys_rejected: IntCounterVec,
     /// Unknown-kid refetches by issuer and result: `triggered`, `throttled`.
     pub jwks_unknown_kid_refetches: IntCounterVec,
+    /// Admin API writes by operation (`tenant_reset`, `key_create`, ...) and outcome: `ok`,
+    /// `refused` (a 4xx answer: bad input, unknown resource), `forbidden` (a read token),
+    /// `failed` (5xx: the store did not answer).
+    pub admin_writes: IntCounterVec,
     tenant_seen: Mutex<HashSet<String>>,
 }
 
@@ -310,6 +314,12 @@ pub static METRICS: Lazy<Metrics> = Lazy::new(|| {
             "tollgate_jwks_unknown_kid_refetches_total",
             "Refetches asked for by tokens with an unknown kid, by issuer and result",
             &["issuer", "result"]
+        )
+        .unwrap(),
+        admin_writes: register_int_counter_vec!(
+            "tollgate_admin_writes_total",
+            "Admin API writes by operation and outcome (ok, refused, forbidden, failed)",
+            &["operation", "outcome"]
         )
         .unwrap(),
         tenant_seen: Mutex::new(HashSet::new()),

@@ -34,8 +34,9 @@ pub struct Snapshot {
     pub listener_tls: Vec<Option<ListenerTls>>,
     /// This region's part of every budget (`multi_region:`); `None` enforces whole limits.
     pub region: Option<Arc<RegionBudget>>,
-    /// The admin API's Bearer token, read from `admin.token_env` at this build.
-    pub admin_token: Option<crate::identity::admin_token::AdminToken>,
+    /// The admin API's Bearer tokens, read from `admin.token_env` and `admin.tokens` at this
+    /// build; `None` while the API is off.
+    pub admin_token: Option<crate::identity::admin_token::AdminTokens>,
     /// Request series by route index (`config.routes`), then one for `none` (no route).
     pub route_series: Vec<RouteSeries>,
     /// Decision series of this config's tiers.
@@ -131,9 +132,7 @@ impl Snapshot {
             quota,
             listener_tls,
             region,
-            admin_token: crate::identity::admin_token::AdminToken::load(
-                config.admin_token_env.as_deref(),
-            ),
+            admin_token: crate::identity::admin_token::AdminTokens::load(&config.admin_tokens),
             config,
         })
     }

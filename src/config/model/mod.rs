@@ -7,6 +7,7 @@ pub use super::source::ConfigSource;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
+mod admin;
 mod common;
 mod decision;
 mod edge;
@@ -24,6 +25,7 @@ mod tenants;
 mod tiers;
 mod upstreams;
 
+pub use admin::*;
 pub use common::*;
 pub use decision::*;
 pub use edge::*;
@@ -52,6 +54,8 @@ pub struct Config {
     /// `admin.token_env`: the environment variable holding the admin API's Bearer token
     /// (`/v1/*`; read at every load, see `crate::identity::admin_token`). `None`: the API is off.
     pub admin_token_env: Option<String>,
+    /// Every admin token (`admin.token_env` first, as a `write` token, then `admin.tokens`).
+    pub admin_tokens: Vec<AdminTokenSettings>,
     /// The file this config was loaded from (hash, time), for `GET /v1/config`.
     pub source: ConfigSource,
     /// Durations written under their old names (`timeout_ms: 300`), each with the unit form to

@@ -38,7 +38,7 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
     let mut c = Check::default();
 
     let listen = listen::settings(&mut c, &raw.listen);
-    let (admin_listen, admin_token_env) = admin::settings(&mut c, raw.admin.as_ref());
+    let (admin_listen, admin_token_env, admin_tokens) = admin::settings(&mut c, raw.admin.as_ref());
     let server = server::settings(&mut c, raw.server.as_ref());
     let redis = raw.redis.as_ref().map(|r| redis::settings(&mut c, r));
     let edge = raw.edge.as_ref().and_then(|e| edge::settings(&mut c, e));
@@ -87,6 +87,7 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
             listen,
             admin_listen,
             admin_token_env,
+            admin_tokens,
             source: Default::default(),
             old_spellings: std::mem::take(&mut c.old_spellings),
             server,
