@@ -23,7 +23,7 @@ BEGIN, END = "<!-- code map begin (scripts/code-map.py --write) -->", "<!-- code
 LAYERS = [
     "main.rs", "lib.rs", "bin", "runtime", "admin", "decision", "proxy", "pipeline", "snapshot", "policy",
     "quota", "upstream", "concurrency", "identity", "edge", "routing", "region", "response",
-    "observe", "store", "tls", "config", "limit", "tenant_id", "http", "hashing", "pending",
+    "observe", "live", "store", "tls", "config", "limit", "tenant_id", "http", "hashing", "pending",
 ]
 
 

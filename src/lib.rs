@@ -19,6 +19,7 @@ pub mod hashing;
 pub mod http;
 pub mod identity;
 pub mod limit;
+pub mod live;
 pub mod observe;
 pub mod pending;
 pub mod pipeline;

@@ -35,7 +35,8 @@ const EXTRA: &str = "edge: { limit: 1000, per: 1m, burst: 1000 }\n\
     - { path_prefix: \"/public\", upstream: plain, auth: optional }\n\
     limits:\n  - { name: per-tenant, key: [tenant], limit: 1, per: 1h, burst: 9 }\n  \
     - { name: per-method, key: [tenant, method], limit: 1, per: 1h, burst: 9, mode: shadow }\n  \
-    - { name: held, key: [tenant], max_in_flight: 3 }\n";
+    - { name: held, key: [tenant], max_in_flight: 3 }\n\
+    store: {}\n";
 
 struct Rig {
     _redis: RedisServer,
@@ -113,6 +114,15 @@ async fn the_served_document_is_the_repository_file_and_needs_the_token() {
         let path = template.replace("{id}", "acme");
         let body = json!({ "path": "/orders/1" });
         let r = admin(addr, &method, &path, Some(&body)).await;
+        if template.starts_with("/v1/keys") {
+            // Served, though this body is not a key's (400/404 problems of the keys' own).
+            assert!(
+                r.status() != 405 && !r.reply.body.contains("no such admin resource"),
+                "{method} {path}: {:?}",
+                r.reply
+            );
+            continue;
+        }
         assert_eq!(r.status(), 200, "{method} {path}: {:?}", r.reply);
     }
 

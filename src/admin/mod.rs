@@ -11,6 +11,7 @@ pub mod audit;
 pub mod config_view;
 pub mod console;
 pub mod explain;
+pub mod keys;
 pub mod reply;
 pub mod rules_view;
 pub mod status;

@@ -1,11 +1,12 @@
 //! The admin listener's replies: JSON, RFC 9457 problem+json, and the problem for a quota-store
-//! fault met by an admin call.
+//! fault met by an admin call; and the one query-string reader of the admin routes.
 
 use crate::response::Problem;
 use crate::store::redis::client::RedisFault;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::Response;
+use percent_encoding::percent_decode_str;
 use serde_json::{json, Value};
 
 /// A JSON reply.
@@ -51,4 +52,20 @@ pub fn store_problem(fault: RedisFault) -> Problem {
         ),
     )
     .with("reason", json!(fault.as_str()))
+}
+
+/// The first value of parameter `name` in a query string, percent-decoded (`+` is a space).
+/// Errors: a value that is not percent-encoded UTF-8 (400 naming the parameter).
+pub fn query_param(query: Option<&str>, name: &str) -> Result<Option<String>, Problem> {
+    let Some(value) = query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+    else {
+        return Ok(None);
+    };
+    percent_decode_str(&value.replace('+', " "))
+        .decode_utf8()
+        .map(|v| Some(v.into_owned()))
+        .map_err(|_| Problem::status(400, format!("{name}: not percent-encoded UTF-8")))
 }

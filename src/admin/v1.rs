@@ -17,10 +17,15 @@
 //! | GET    | `/v1/status`              | [`super::status::status`]     |
 //! | GET    | `/v1/whoami`              | [`super::status::whoami`]     |
 //! | GET    | `/v1/openapi.json`        | [`OPENAPI_JSON`], verbatim    |
+//! | GET    | `/v1/keys`                | [`super::keys::list`]         |
+//! | POST   | `/v1/keys`                | [`super::keys::create`]       |
+//! | GET    | `/v1/keys/{id}`           | [`super::keys::get`]          |
+//! | DELETE | `/v1/keys/{id}`           | [`super::keys::revoke`]       |
+//! | POST   | `/v1/keys/{id}/rotate`    | [`super::keys::rotate`]       |
 
 use super::audit::{self, Change};
 use super::reply::{json_reply, problem_reply, raw_json_reply};
-use super::{config_view, explain, status, tenants};
+use super::{config_view, explain, keys, status, tenants};
 use crate::config::AdminScope;
 use crate::identity::admin_token::Caller;
 use crate::response::Problem;
@@ -49,6 +54,11 @@ pub enum Endpoint {
     Tenant,
     TenantReset,
     WhoAmI,
+    Keys,
+    KeyCreate,
+    Key,
+    KeyRevoke,
+    KeyRotate,
 }
 
 impl Endpoint {
@@ -61,8 +71,13 @@ impl Endpoint {
             | Endpoint::OpenApi
             | Endpoint::Status
             | Endpoint::Tenant
-            | Endpoint::WhoAmI => None,
+            | Endpoint::WhoAmI
+            | Endpoint::Keys
+            | Endpoint::Key => None,
             Endpoint::TenantReset => Some("tenant_reset"),
+            Endpoint::KeyCreate => Some("key_create"),
+            Endpoint::KeyRevoke => Some("key_revoke"),
+            Endpoint::KeyRotate => Some("key_rotate"),
         }
     }
 }
@@ -77,6 +92,11 @@ pub const ROUTES: &[(&str, &str, Endpoint)] = &[
     ("GET", "/v1/tenants/{id}", Endpoint::Tenant),
     ("POST", "/v1/tenants/{id}/reset", Endpoint::TenantReset),
     ("GET", "/v1/whoami", Endpoint::WhoAmI),
+    ("GET", "/v1/keys", Endpoint::Keys),
+    ("POST", "/v1/keys", Endpoint::KeyCreate),
+    ("GET", "/v1/keys/{id}", Endpoint::Key),
+    ("DELETE", "/v1/keys/{id}", Endpoint::KeyRevoke),
+    ("POST", "/v1/keys/{id}/rotate", Endpoint::KeyRotate),
 ];
 
 /// Where [`route`] sends a request.
@@ -149,21 +169,10 @@ pub fn tenant_from_segment(segment: &str) -> Result<String, Problem> {
 /// The `tier` parameter of a query string (percent-decoded; other parameters are ignored).
 /// Errors: a value that is not percent-encoded UTF-8, or an empty one (400).
 pub fn tier_param(query: Option<&str>) -> Result<Option<String>, Problem> {
-    let Some(value) = query
-        .into_iter()
-        .flat_map(|q| q.split('&'))
-        .find_map(|pair| pair.strip_prefix("tier="))
-    else {
-        return Ok(None);
-    };
-    let tier = percent_decode_str(&value.replace('+', " "))
-        .decode_utf8()
-        .map_err(|_| Problem::status(400, "tier: not percent-encoded UTF-8"))?
-        .into_owned();
-    if tier.is_empty() {
-        return Err(Problem::status(400, "tier: empty; name a tier of tiers:"));
+    match super::reply::query_param(query, "tier")? {
+        Some(t) if t.is_empty() => Err(Problem::status(400, "tier: empty; name a tier of tiers:")),
+        other => Ok(other),
     }
-    Ok(Some(tier))
 }
 
 /// The snapshot to answer a `/v1` request from and the caller, when the API is on and
@@ -268,11 +277,15 @@ async fn write(
     endpoint: Endpoint,
     id: Option<&str>,
     _query: Option<&str>,
-    _body: Bytes,
+    body: Bytes,
 ) -> Result<(serde_json::Value, Change), Problem> {
+    let id = id.unwrap_or_default();
     match endpoint {
+        Endpoint::KeyCreate => keys::create(snap, &body).await,
+        Endpoint::KeyRevoke => keys::revoke(snap, id).await,
+        Endpoint::KeyRotate => keys::rotate(snap, id, &body).await,
         Endpoint::TenantReset => {
-            let t = tenant_from_segment(id.unwrap_or_default())?;
+            let t = tenant_from_segment(id)?;
             let v = tenants::reset(app, snap, &t).await?;
             let deleted = v["deleted_keys"].clone();
             let change = Change::new("tenant_reset", t).states(
@@ -306,9 +319,12 @@ async fn answer(
             },
             Err(p) => Err(p),
         },
-        Routed::Found(Endpoint::TenantReset, _) => {
-            Err(Problem::status(500, "a write routed as a read"))
-        }
+        Routed::Found(Endpoint::Keys, _) => keys::list(snap, query).await,
+        Routed::Found(Endpoint::Key, id) => keys::get(snap, id.unwrap_or_default()).await,
+        Routed::Found(
+            Endpoint::TenantReset | Endpoint::KeyCreate | Endpoint::KeyRevoke | Endpoint::KeyRotate,
+            _,
+        ) => Err(Problem::status(500, "a write routed as a read")),
         Routed::MethodNotAllowed(allow) => return Answer::Raw(method_not_allowed(&allow)),
         Routed::NotFound => Err(Problem::status(404, "no such admin resource")),
     };

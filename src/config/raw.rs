@@ -29,6 +29,7 @@ pub struct RawConfig {
     pub multi_region: Option<RawMultiRegion>,
     pub reload: Option<RawReload>,
     pub decision: Option<RawDecision>,
+    pub store: Option<RawStore>,
 }
 
 /// `decision:`: the limiter as a service for other proxies (docs/decision-service.md).
@@ -768,6 +769,33 @@ pub struct RawReload {
     pub watch: Option<bool>,
     /// How long the changed content must stay the same before it is loaded (default 500ms).
     pub debounce: Option<String>,
+}
+
+/// `store`: the live state in Redis (API keys issued through `/v1/keys`).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawStore {
+    /// Accept API keys issued through the admin API (default true).
+    pub keys: Option<bool>,
+    /// The per-instance cache.
+    pub cache: Option<RawStoreCache>,
+    /// A change is in force on every instance within this (default 1s).
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub propagation: Option<String>,
+}
+
+/// `store.cache`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawStoreCache {
+    #[schemars(range(min = 1))]
+    pub max_entries: Option<i64>,
+    /// How long a found key is served before it is read again (default 30s).
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub ttl: Option<String>,
+    /// How long an unknown key is remembered as unknown (default 2s).
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub negative_ttl: Option<String>,
 }
 
 /// `observability`: access log, log format and the bound on per-tenant metric series.

@@ -333,6 +333,28 @@ impl Authenticator {
         }
     }
 
+    /// The API key header: `identity.api_keys.header`, else `x-api-key` (the header keys issued
+    /// through the admin API arrive in too).
+    pub fn live_key_header(&self) -> HeaderName {
+        self.api_keys
+            .as_ref()
+            .map(|k| k.header().clone())
+            .unwrap_or_else(|| HeaderName::from_static("x-api-key"))
+    }
+
+    /// Whether one API key is presented in `headers` and the file's keys know it (the file's
+    /// entry wins over a key issued through the admin API with the same digest).
+    pub fn file_knows_key(&self, headers: &HeaderMap) -> bool {
+        self.api_keys
+            .as_ref()
+            .is_some_and(|k| matches!(k.lookup(headers), Ok(Some(_))))
+    }
+
+    /// Whether `tiers:` has a tier of this name.
+    pub fn has_tier(&self, name: &str) -> bool {
+        self.tiers.contains(name)
+    }
+
     /// The anonymous identity of `client` (a normalised IP): tenant `ip:<key>` where the key is
     /// the IP, IPv6 masked to `ipv6_prefix` bits (the edge's client key), in [`ANONYMOUS_TIER`]
     /// when that tier exists, else without a tier.

@@ -13,6 +13,7 @@ pub mod descriptors;
 pub mod edge;
 pub mod identity;
 pub mod inflight;
+pub mod live_key;
 pub mod route;
 pub mod rules;
 pub mod slot;

@@ -120,7 +120,13 @@ pub(super) async fn identity_stage(
         ipv6_prefix: snap.config.ipv6_prefix(),
         now_s: unix_now_s(),
     };
-    match pipeline::identity::decide(&snap.auth, route.auth, &credentials) {
+    let live = match route.auth {
+        crate::config::AuthMode::None => None,
+        _ => pipeline::live_key::identify(snap, credentials.headers, credentials.now_s).await,
+    };
+    let decided =
+        live.unwrap_or_else(|| pipeline::identity::decide(&snap.auth, route.auth, &credentials));
+    match decided {
         Ok(id) => {
             let counted = id.method != Method::Anonymous;
             ctx.identity = Some(id);

@@ -1,9 +1,10 @@
 //! The process: server assembly ([`server`]), reload on SIGHUP ([`reload`]) and the background
 //! loops that act through the current snapshot ([`loops`], [`ticker`], the JWKS refresh in
-//! [`jwks`]), and the early end of an idle graceful shutdown ([`idle_exit`]).
+//! [`jwks`], the live state's subscriber in [`live`]), and the early end of an idle graceful shutdown ([`idle_exit`]).
 
 pub mod idle_exit;
 pub mod jwks;
+pub mod live;
 pub mod loops;
 pub mod reload;
 pub mod server;

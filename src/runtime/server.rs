@@ -149,6 +149,10 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
         super::jwks::JwksRefresh { app: app.clone() },
     ));
     server.add_service(background_service(
+        "live state sync",
+        super::live::LiveSync { app: app.clone() },
+    ));
+    server.add_service(background_service(
         "health checks",
         loops::HealthChecks { app },
     ));

@@ -45,6 +45,9 @@ pub struct Snapshot {
     pub rule_series: RuleSeries,
     /// Limit-rule plans kept for reuse while this config lasts.
     pub rule_plans: PlanMemo,
+    /// Live API keys (`store.keys`), kept across reloads while `store:` and the key prefix are
+    /// unchanged; `None` when off (or without a quota store).
+    pub live: Option<Arc<crate::live::LiveKeys>>,
 }
 
 impl Snapshot {
@@ -121,7 +124,9 @@ impl Snapshot {
             .collect();
         let route_ids = config.routes.iter().map(|r| r.id.as_str());
         let route_series = route_ids.chain(["none"]).map(RouteSeries::new).collect();
+        let live = Self::live(&config, quota.is_some(), previous);
         Ok(Snapshot {
+            live,
             route_series,
             decision_series: DecisionSeries::new(config.tiers.keys()),
             rule_series: RuleSeries::new(config.limits.iter().map(|r| r.name.as_str())),
@@ -135,6 +140,21 @@ impl Snapshot {
             admin_token: crate::identity::admin_token::AdminTokens::load(&config.admin_tokens),
             config,
         })
+    }
+
+    /// The live keys of `config` (`store.keys` with a quota store), kept from `previous` (its
+    /// cache and version) while `store:` and the key prefix are unchanged.
+    fn live(
+        config: &Config,
+        has_quota: bool,
+        previous: Option<&Snapshot>,
+    ) -> Option<Arc<crate::live::LiveKeys>> {
+        let store = config.store.as_ref().filter(|s| s.keys && has_quota)?;
+        let prefix = config.redis.as_ref()?.key_prefix.as_str();
+        match previous.and_then(|p| p.live.as_ref()) {
+            Some(l) if l.settings == *store && l.prefix() == prefix => Some(l.clone()),
+            _ => Some(Arc::new(crate::live::LiveKeys::new(store, prefix))),
+        }
     }
 
     /// The regional budget of `config`, kept from `previous` (synced shares and demand) while

@@ -21,6 +21,7 @@ mod reload;
 mod response;
 mod routes;
 mod server;
+mod store;
 mod tenants;
 mod tiers;
 mod upstreams;
@@ -39,6 +40,7 @@ pub use reload::*;
 pub use response::*;
 pub use routes::*;
 pub use server::*;
+pub use store::*;
 pub use tenants::*;
 pub use tiers::*;
 pub use upstreams::*;
@@ -83,6 +85,8 @@ pub struct Config {
     pub reload: ReloadSettings,
     /// `decision:`: the rate limit service for other proxies (none: off).
     pub decision: DecisionSettings,
+    /// `store:`: live keys through the admin API; `None` when absent.
+    pub store: Option<StoreSettings>,
 }
 
 impl Config {

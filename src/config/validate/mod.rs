@@ -27,6 +27,7 @@ mod reload;
 mod response;
 mod routes;
 mod server;
+mod store;
 mod tenants;
 mod tiers;
 mod tls;
@@ -81,6 +82,8 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
     if decision.grpc.is_some() && raw.redis.is_none() {
         c.err("decision", "redis is required for the decision service");
     }
+    let has_quota = raw.redis.is_some() && !tiers.is_empty();
+    let store = store::settings(&mut c, raw.store.as_ref(), has_quota);
 
     if c.errors.is_empty() {
         Ok(Config {
@@ -104,6 +107,7 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
             multi_region,
             reload,
             decision,
+            store,
         })
     } else {
         Err(c.errors)

@@ -31,6 +31,42 @@ pub fn tenant_tag(tenant: &str) -> Cow<'_, str> {
     }
 }
 
+/// The hash tag of every key of the live state (`store:`): it holds a `:`, so no tenant's tag
+/// spells it, and one script call touching several of them stays on one Cluster slot.
+pub const LIVE_TAG: &str = "{live:store}";
+
+/// `<prefix>:{live:store}:key:<digest hex>`: the id of the live API key whose secret has this
+/// SHA-256.
+pub fn live_digest_key(prefix: &str, digest_hex: &str) -> String {
+    format!("{prefix}:{LIVE_TAG}:key:{digest_hex}")
+}
+
+/// `<prefix>:{live:store}:id:`: the prefix of a live API key's record (`...:id:<key id>`, JSON).
+pub fn live_record_prefix(prefix: &str) -> String {
+    format!("{prefix}:{LIVE_TAG}:id:")
+}
+
+/// `<prefix>:{live:store}:id:<key id>`: a live API key's record (JSON).
+pub fn live_record_key(prefix: &str, id: &str) -> String {
+    format!("{}{id}", live_record_prefix(prefix))
+}
+
+/// `<prefix>:{live:store}:tenant:<tenant tag>`: hash of a tenant's live keys, name → key id.
+pub fn live_tenant_keys(prefix: &str, tenant: &str) -> String {
+    format!("{prefix}:{LIVE_TAG}:tenant:{}", tenant_tag(tenant))
+}
+
+/// `<prefix>:{live:store}:version`: the live state's version, incremented by every change.
+pub fn live_version(prefix: &str) -> String {
+    format!("{prefix}:{LIVE_TAG}:version")
+}
+
+/// `<prefix>:live:changes`: the pub/sub channel every change is announced on (the message:
+/// the changed keys' digests, comma-separated).
+pub fn live_channel(prefix: &str) -> String {
+    format!("{prefix}:live:changes")
+}
+
 /// `<prefix>:{<tenant tag>}:<suffix>`: a key of one tenant; every key of a tenant shares its
 /// Cluster slot.
 pub fn tenant_key(prefix: &str, tenant: &str, suffix: &str) -> String {

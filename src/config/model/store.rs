@@ -1,0 +1,36 @@
+//! `store:`: the live state kept in Redis beside the buckets (API keys issued through the admin
+//! API), its per-instance cache and how fast a change reaches every instance.
+
+use std::time::Duration;
+
+/// The per-instance cache of the live state (`store.cache`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreCacheSettings {
+    /// Most entries kept (least recently used evicted first). Default 100000.
+    pub max_entries: usize,
+    /// How long a found entry is served before it is read again. Default 30s.
+    pub ttl: Duration,
+    /// How long an unknown key is remembered as unknown. Default 2s.
+    pub negative_ttl: Duration,
+}
+
+impl Default for StoreCacheSettings {
+    fn default() -> Self {
+        StoreCacheSettings {
+            max_entries: 100_000,
+            ttl: Duration::from_secs(30),
+            negative_ttl: Duration::from_secs(2),
+        }
+    }
+}
+
+/// `store:` (docs/live-state.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreSettings {
+    /// API keys issued through `/v1/keys` are accepted (default true when `store:` is present).
+    pub keys: bool,
+    pub cache: StoreCacheSettings,
+    /// The version check's interval: a change is in force on every instance within this even
+    /// when its pub/sub message is lost. Default 1s.
+    pub propagation: Duration,
+}

@@ -1,0 +1,107 @@
+//! The live state's subscriber (docs/live-state.md#propagation): the pub/sub subscription that
+//! makes a change (a key created, revoked, rotated) known at once, and the version check every
+//! `store.propagation` that bounds staleness when a message is lost or the subscription is down.
+//! Both act through the *current* snapshot's live keys (a reload may replace them).
+
+use crate::config::RedisTopology;
+use crate::snapshot::App;
+use crate::store::redis::keys::live_channel;
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use pingora::server::ShutdownWatch;
+use pingora::services::background::BackgroundService;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long the subscription waits before connecting again after it failed or ended.
+const RESUBSCRIBE_AFTER: Duration = Duration::from_millis(500);
+
+/// Background loops: the version check and the subscription.
+pub struct LiveSync {
+    pub app: Arc<App>,
+}
+
+#[async_trait]
+impl BackgroundService for LiveSync {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let app = self.app.clone();
+        let subscriber = tokio::spawn(async move { subscribe_forever(app).await });
+        loop {
+            let snap = self.app.snapshot.load_full();
+            let every = match (&snap.live, &snap.quota) {
+                (Some(live), Some(quota)) => {
+                    match live.version(&quota.redis).await {
+                        Ok(v) => {
+                            if live.checked(v) {
+                                tracing::info!(
+                                    version = v,
+                                    "live state: a change came without its message; cache dropped"
+                                );
+                            }
+                        }
+                        Err(fault) => {
+                            tracing::debug!(
+                                kind = fault.as_str(),
+                                "live state version check failed"
+                            )
+                        }
+                    }
+                    live.settings.propagation
+                }
+                _ => Duration::from_secs(1),
+            };
+            drop(snap);
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {}
+                _ = shutdown.changed() => {
+                    if *shutdown.borrow() {
+                        subscriber.abort();
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Subscribes to the current snapshot's channel (standalone and cluster modes; under sentinel
+/// the version check alone propagates) and hands every message to its live keys; connects
+/// again after [`RESUBSCRIBE_AFTER`] when the connection fails or is killed.
+async fn subscribe_forever(app: Arc<App>) {
+    loop {
+        let snap = app.snapshot.load_full();
+        let target = match (&snap.live, &snap.config.redis) {
+            (Some(live), Some(redis)) if !matches!(redis.mode, RedisTopology::Sentinel { .. }) => {
+                Some((redis.url.clone(), live_channel(live.prefix())))
+            }
+            _ => None,
+        };
+        drop(snap);
+        if let Some((url, channel)) = target {
+            if let Err(e) = subscribe(&app, &url, &channel).await {
+                tracing::debug!(error = %e, "live state subscription ended");
+            }
+        }
+        tokio::time::sleep(RESUBSCRIBE_AFTER).await;
+    }
+}
+
+/// One subscription, until its connection ends or the channel changes.
+async fn subscribe(app: &App, url: &str, channel: &str) -> redis::RedisResult<()> {
+    let client = redis::Client::open(url)?;
+    let mut pubsub = client.get_async_pubsub().await?;
+    pubsub.subscribe(channel).await?;
+    // Whatever changed while unsubscribed is found by the next version check.
+    let mut messages = pubsub.on_message();
+    while let Some(msg) = messages.next().await {
+        let Ok(text) = msg.get_payload::<String>() else {
+            continue;
+        };
+        let snap = app.snapshot.load();
+        match &snap.live {
+            Some(live) if live_channel(live.prefix()) == channel => live.announced(&text),
+            _ => return Ok(()),
+        }
+    }
+    Ok(())
+}
