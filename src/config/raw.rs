@@ -435,6 +435,9 @@ pub struct RawTier {
     /// A second budget in units the backend reports (LLM tokens): reserved at admission,
     /// settled when the response ends (docs/DESIGN.md 4e "Usage cost").
     pub usage: Option<RawUsage>,
+    /// Outcomes whose request count is given back, for every policy of the request's decision:
+    /// `backend_5xx`, `upstream_unavailable`, `client_gone_before_response`.
+    pub refund_on: Option<Vec<String>>,
 }
 
 /// `tiers.<name>.usage`: a token bucket of backend-reported units (docs/DESIGN.md 4d–4e).
@@ -546,6 +549,31 @@ pub struct RawLimitRule {
     /// A budget of units the backend reports, one per key, as `tiers.<name>.usage` (policy
     /// `<rule>.<usage name>`); not with `max_in_flight`.
     pub usage: Option<RawUsage>,
+    /// Count only the requests whose response has one of these statuses (debited at admission,
+    /// given back after the response otherwise); not with `max_in_flight`.
+    pub count: Option<RawCount>,
+    /// Outcomes whose request count is given back: `backend_5xx`, `upstream_unavailable`,
+    /// `client_gone_before_response`; not with `max_in_flight`.
+    pub refund_on: Option<Vec<String>>,
+}
+
+/// `limits[].count`: the responses that count.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawCount {
+    /// Status codes (`401`) and classes (`"5xx"`); at least one.
+    #[schemars(length(min = 1))]
+    pub status: Vec<RawStatus>,
+}
+
+/// One entry of `count.status`: a code or a class.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RawStatus {
+    /// A status code, 100 to 599.
+    Code(i64),
+    /// A class: `1xx` to `5xx`.
+    Class(#[schemars(regex(pattern = r"^[1-5]xx$"))] String),
 }
 
 /// `limits[].match`: conditions on the request, all of which must hold.

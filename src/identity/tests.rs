@@ -27,6 +27,7 @@ fn tiers(names: &[&str]) -> BTreeMap<String, Tier> {
                     mode: Default::default(),
                     max_in_flight: None,
                     usage: None,
+                    refund_on: Default::default(),
                 },
             )
         })

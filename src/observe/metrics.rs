@@ -66,6 +66,9 @@ pub struct Metrics {
     /// Usage settlements (docs/usage-cost.md) by tier and outcome: `settled`, `clamped`,
     /// `missing`, `invalid`, `refunded`, `client_gone`, `store_failed`.
     pub usage_settlements: IntCounterVec,
+    /// Request counts settled after the response (docs/rules.md#counting-by-outcome), by policy
+    /// (tier or rule) and outcome: `counted` (the debit stands), `given_back`, `store_failed`.
+    pub count_settlements: IntCounterVec,
     /// Log lines dropped because the log sink fell behind, by log (`access`, `other`).
     pub log_dropped: IntCounterVec,
     /// `log_dropped{log="access"}`, resolved once.
@@ -247,6 +250,12 @@ pub static METRICS: Lazy<Metrics> = Lazy::new(|| {
             "tollgate_usage_settlements_total",
             "Usage budget settlements by tier and outcome",
             &["tier", "outcome"]
+        )
+        .unwrap(),
+        count_settlements: register_int_counter_vec!(
+            "tollgate_count_settlements_total",
+            "Request counts settled after the response, by policy and outcome",
+            &["policy", "outcome"]
         )
         .unwrap(),
         inflight_events: register_int_counter_vec!(

@@ -101,6 +101,7 @@ pub async fn decide(snap: &Snapshot, planned: &Planned<'_>, status: u16) -> (Com
             tier: None,
             rules: Vec::new(),
             admitted: true,
+            debited_at: Vec::new(),
         },
     };
     let verdict = judge(

@@ -16,6 +16,7 @@ pub mod inflight;
 pub mod live_key;
 pub mod route;
 pub mod rules;
+pub mod settle;
 pub mod slot;
 pub mod tenant;
 #[cfg(test)]

@@ -267,6 +267,7 @@ pub fn judge(
         }
     }
     let tier_outcome = combined.tier.clone();
+    let debited_at = combined.debited_at;
     let mut tier_verdict = match (tier, tier_outcome) {
         (Some(p), Some(o)) => {
             let tier_shadow = p.limits.tier.mode.is_shadow();
@@ -288,6 +289,7 @@ pub fn judge(
             v.outcome = Outcome::Fallback;
         }
         v.usage_reserved = usage_reserved;
+        v.debited_at = debited_at;
         return v;
     }
     let tier_closed = tier_verdict

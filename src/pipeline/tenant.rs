@@ -88,6 +88,10 @@ pub struct Verdict {
     /// Per usage entry asked (in order): its reserve was debited in Redis, so the request
     /// settles it when it ends (docs/DESIGN.md 4e "Usage cost"). Empty without usage budgets.
     pub usage_reserved: Vec<bool>,
+    /// Per policy entry of an admission decided with rules (the tier's first): the clock of the
+    /// call that debited it in Redis ([`Combined::debited_at`](crate::quota::rules::Combined)),
+    /// for the settle step ([`super::settle`]). Empty otherwise.
+    pub debited_at: Vec<Option<u64>>,
 }
 
 impl Verdict {
@@ -99,6 +103,7 @@ impl Verdict {
             near_limit: false,
             reservation: None,
             usage_reserved: Vec::new(),
+            debited_at: Vec::new(),
         }
     }
 

@@ -3,6 +3,7 @@
 use crate::concurrency::slots::SlotGuard;
 use crate::config::RouteSettings;
 use crate::identity::Identity;
+use crate::pipeline::settle::Settle;
 use crate::pipeline::usage::UsageMeter;
 use crate::pipeline::{Layer, Outcome};
 use crate::quota::inflight::InflightLease;
@@ -40,6 +41,9 @@ pub struct Ctx {
     /// The usage reserves (the tier's, its rules'), each settled when the request ends
     /// (`finish`); a meter dropped unsettled keeps its reserve.
     pub(super) usage: Vec<UsageMeter>,
+    /// The request counts kept until the outcome is known (`count`, `refund_on`,
+    /// docs/rules.md#counting-by-outcome): settled by the response head or when it ends.
+    pub(super) settle: Settle,
     /// Layer that decided the request's fate and how (for the access log).
     pub(super) decided: (Layer, Outcome),
     pub(super) connect_tries: usize,
@@ -79,6 +83,7 @@ impl Ctx {
             body_buffer: None,
             inflight: Vec::new(),
             usage: Vec::new(),
+            settle: Settle::default(),
             decided: (Layer::Upstream, Outcome::Admitted),
             connect_tries: 0,
             body_bytes: 0,

@@ -19,6 +19,7 @@ pub(super) fn finish(session: &Session, e: Option<&Error>, ctx: &mut Ctx) {
         let ending = meter.ending(e.is_some(), client_gone);
         meter.settle(ending);
     }
+    ctx.settle.finish(status, client_gone, e.is_some());
     super::trace::finish(ctx, session.req_header(), status);
     let snap = &ctx.snapshot;
     let route = ctx.route(snap).map(|r| r.id.as_str()).unwrap_or("none");

@@ -169,6 +169,7 @@ impl ProxyHttp for Proxy {
                 &upstream_response.headers,
             );
         }
+        ctx.settle.head(upstream_response.status.as_u16()).await;
         upstream_response.insert_header("X-Request-Id", ctx.request_id.clone())?;
         for (name, value) in ctx.quota_pairs() {
             upstream_response.insert_header(name, value)?;

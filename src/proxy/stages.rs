@@ -301,7 +301,7 @@ pub(super) async fn tenant_stage(
     usage.extend(pipeline::rules::usage_calls(prefix, &rules, tenant, body));
     let fit = &app.tier_fit;
     let verdict = match &plan {
-        Some(p) if rules.is_empty() && usage.is_empty() => {
+        Some(p) if rules.is_empty() && usage.is_empty() && !refunds(p) => {
             let shadow = p.limits.tier.mode.is_shadow() || ctx.shadow_route();
             pipeline::tenant::run(quota, fit, p, status, shadow).await
         }
@@ -322,6 +322,10 @@ pub(super) async fn tenant_stage(
         }
     };
     ctx.quota_headers = verdict.headers;
+    if !verdict.debited_at.is_empty() {
+        let at = &verdict.debited_at;
+        ctx.settle = pipeline::settle::Settle::of(quota, plan.as_ref(), &rules, at);
+    }
     for ((owner, budget, call), _) in usage
         .iter()
         .zip(&verdict.usage_reserved)
@@ -357,6 +361,12 @@ pub(super) async fn tenant_stage(
             settle(session, ctx, Layer::Tenant, d).await
         }
     }
+}
+
+/// True when the tier gives request counts back (`refund_on`): decided with the rules' call,
+/// which says what each debit's clock was.
+fn refunds(p: &pipeline::tenant::Plan<'_>) -> bool {
+    p.limits.tier.refund_on != crate::config::RefundOn::default()
 }
 
 /// The limit rules that apply to the request (none without `limits:`, at no cost).

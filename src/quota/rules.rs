@@ -61,6 +61,11 @@ pub struct Combined {
     /// True when every enforced policy admitted (and all were debited); shadow entries do not
     /// count.
     pub admitted: bool,
+    /// Per entry (the tier's first, then each rule's), when the request is admitted: the clock
+    /// (Redis's, Unix ms) of the call that debited it in Redis, to give that debit back later
+    /// ([`QuotaService::give_back_debit`]); `None` for an entry not debited in Redis (refused in
+    /// shadow, failed open, decided by the local fallback). Empty on a refusal.
+    pub debited_at: Vec<Option<u64>>,
 }
 
 /// A group of entries under one slot, by index into the request's entries (the tier's at 0).
@@ -204,18 +209,52 @@ impl QuotaService {
                 extras.delay_ms = 0;
                 extras.reservation = None;
             }
+        } else {
+            outcome.debited_at = debited_at(entries.len(), groups, &asked);
         }
         outcome
     }
 
+    /// Gives back one admitted request's debit of `entry` (with the tier's calendar quotas
+    /// `quotas` when it is the tier's entry) made by the call at clock `at` (Unix ms), as a
+    /// refusal's debits are: never more than was taken. False when Redis failed the call
+    /// (logged; the debit stands).
+    pub async fn give_back_debit(
+        &self,
+        entry: &LimitEntry,
+        quotas: Option<QuotaPart<'_>>,
+        at: u64,
+    ) -> bool {
+        self.refund(key_slot(&entry.key), &[entry], quotas, at)
+            .await
+    }
+
+    /// The tier's entry in the policy call for `q` (its key, algorithm, rate and cost), as
+    /// [`decide_with_rules`](Self::decide_with_rules) asks it.
+    pub fn tier_entry(&self, q: &TenantQuota<'_>) -> LimitEntry {
+        self.policy_call(q).entry(self.redis.key_prefix())
+    }
+
     /// Gives back what a group's call debited (errors are logged: the worst case is tokens
-    /// not given back, an under-admission).
-    async fn refund(&self, slot: u16, members: &[&LimitEntry], q: Option<QuotaPart<'_>>, at: u64) {
+    /// not given back, an under-admission); false on such an error.
+    async fn refund(
+        &self,
+        slot: u16,
+        members: &[&LimitEntry],
+        q: Option<QuotaPart<'_>>,
+        at: u64,
+    ) -> bool {
         let (keys, args) = policy::refund_keys_and_args(self.redis.key_prefix(), members, q, at);
         let script = policy::debit_refund_script();
         match self.redis.eval::<i64, _>(script, &keys, &args).await {
-            Ok(n) => tracing::debug!(slot, given_back = n, "debits of a refused request"),
-            Err(e) => tracing::warn!(slot, fault = e.as_str(), "debits not given back"),
+            Ok(n) => {
+                tracing::debug!(slot, given_back = n, "debits given back");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(slot, fault = e.as_str(), "debits not given back");
+                false
+            }
         }
     }
 
@@ -324,6 +363,7 @@ impl QuotaService {
             tier: tier_outcome,
             rules: rule_outcomes,
             admitted,
+            debited_at: Vec::new(),
         }
     }
 
@@ -365,6 +405,23 @@ fn tier_admits(o: &QuotaOutcome) -> bool {
         QuotaOutcome::FailedOpen => true,
         QuotaOutcome::FailedClosed { .. } => false,
     }
+}
+
+/// Per entry (`n` of them), the clock of the call that debited it: an answered, admitting
+/// group's clock for each of its members whose own decision admitted.
+fn debited_at(n: usize, groups: &[Group], asked: &[Asked]) -> Vec<Option<u64>> {
+    let mut at = vec![None; n];
+    for (g, a) in groups.iter().zip(asked) {
+        if let Asked::Answered(b) = a {
+            for (pos, &i) in g.members.iter().enumerate() {
+                let admitted = b.entries.get(pos).is_some_and(|e| e.0.decision.admitted);
+                if b.admitted && admitted {
+                    at[i] = Some(b.now_ms);
+                }
+            }
+        }
+    }
+    at
 }
 
 /// `entries` grouped by Cluster slot, in order of first appearance (the tier's first).

@@ -3,6 +3,7 @@
 //! nothing.
 
 use super::common::{FailurePolicy, Mode};
+use super::counting::Counting;
 use super::routes::HostMatch;
 use super::tiers::UsageBudget;
 use crate::limit::algorithm::Algorithm;
@@ -36,6 +37,8 @@ pub struct LimitRule {
     /// settled when the response ends (docs/usage-cost.md#usage-budgets-in-limit-rules); its
     /// policy is `<rule>.<usage name>`. `None`: no such budget.
     pub usage: Option<UsageBudget>,
+    /// `count` and `refund_on`: which admitted requests stay counted (docs/rules.md#counting-by-outcome).
+    pub counting: Counting,
 }
 
 impl LimitRule {

@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 
 mod admin;
 mod common;
+mod counting;
 mod decision;
 mod edge;
 mod identity;
@@ -28,6 +29,7 @@ mod upstreams;
 
 pub use admin::*;
 pub use common::*;
+pub use counting::*;
 pub use decision::*;
 pub use edge::*;
 pub use identity::*;

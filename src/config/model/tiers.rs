@@ -26,6 +26,9 @@ pub struct Tier {
     /// `usage`: a budget of backend-reported units, reserved at admission and settled when the
     /// response ends (docs/DESIGN.md 4e "Usage cost"); `None`: no such budget.
     pub usage: Option<UsageBudget>,
+    /// `refund_on`: the outcomes whose request count is given back, for every policy of the
+    /// request's decision (docs/rules.md#counting-by-outcome).
+    pub refund_on: RefundOn,
 }
 
 /// `tiers.<name>.usage`: a token bucket of units the backend reports (LLM tokens).
@@ -67,7 +70,7 @@ pub enum UsageSource {
     OpenAi,
 }
 
-/// `usage.refund_on`: the outcomes that give the whole reserve back.
+/// `refund_on` (of a usage budget, a tier or a rule): the outcomes that give the debit back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RefundOn {
     /// The backend answered with a 5xx status.

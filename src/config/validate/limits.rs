@@ -152,6 +152,7 @@ fn rule(
         (Some(u), None) => super::usage::settings(c, path, &r.name, u),
         (None, _) => None,
     };
+    let counting = super::counting::rule(c, path, r);
     (c.errors.len() == errors_before).then_some(LimitRule {
         name: r.name.clone(),
         matcher,
@@ -164,6 +165,7 @@ fn rule(
         on_failure,
         max_in_flight,
         usage,
+        counting,
     })
 }
 

@@ -83,6 +83,7 @@ pub(super) fn settings(
                         .max_in_flight
                         .and_then(|m| c.positive(&format!("{path}.max_in_flight"), m)),
                     usage,
+                    refund_on: super::counting::tier(c, &path, t),
                 },
             );
         }

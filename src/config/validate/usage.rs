@@ -130,9 +130,9 @@ fn source(c: &mut Check, path: &str, u: &RawUsage) -> Option<UsageSource> {
     }
 }
 
-/// `usage.refund_on`: any of `backend_5xx`, `upstream_unavailable`,
+/// `refund_on` at `path` (a usage budget's, a tier's or a rule's): any of `backend_5xx`, `upstream_unavailable`,
 /// `client_gone_before_response`.
-fn refund_on(c: &mut Check, path: &str, items: &[String]) -> RefundOn {
+pub(super) fn refund_on(c: &mut Check, path: &str, items: &[String]) -> RefundOn {
     let mut r = RefundOn::default();
     for (i, item) in items.iter().enumerate() {
         match item.as_str() {

@@ -80,6 +80,7 @@ fn a_refusing_rule_refuses_with_every_enforced_policy_in_the_headers() {
             decided(refused(1_000), rules[2].0.rate),
         ],
         admitted: false,
+        debited_at: Vec::new(),
     };
     let v = judge(
         &s.rule_series,
@@ -116,6 +117,7 @@ fn rules_without_a_tier_lead_the_headers_and_shadow_rules_never_refuse() {
             decided(refused(1_000), rules[2].0.rate),
         ],
         admitted: true,
+        debited_at: Vec::new(),
     };
     let v = judge(&s.rule_series, None, &rules, &[], combined, 429, false);
     assert!(matches!(v.decision, Decision::Admit));
@@ -137,6 +139,7 @@ fn a_rule_failing_closed_is_a_503() {
             RuleOutcome::Unasked,
         ],
         admitted: false,
+        debited_at: Vec::new(),
     };
     let v = judge(&s.rule_series, None, &rules, &[], combined, 429, false);
     let Decision::Reject(r) = &v.decision else {

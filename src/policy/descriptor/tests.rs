@@ -26,6 +26,7 @@ fn rule(name: &str, domain: &str, entries: &[(&str, Option<&str>)], key: &[&str]
         on_failure: FailurePolicy::Open,
         max_in_flight: None,
         usage: None,
+        counting: Default::default(),
     }
 }
 

@@ -16,6 +16,7 @@ fn rule(name: &str, matcher: RuleMatch, key: Vec<KeyPart>, missing: Missing) -> 
         on_failure: FailurePolicy::Local,
         max_in_flight: None,
         usage: None,
+        counting: Default::default(),
     }
 }
 

@@ -1,0 +1,222 @@
+//! Counting by outcome (docs/rules.md#counting-by-outcome) through the real gateway, a real
+//! `redis-server` and the real echo backend, which answers the status each request asks for
+//! (`?status=N`): a rule that counts only failed logins, a tier and its rules that give a
+//! request count back when the backend fails. Every case over HTTP/1.1 and h2c.
+//!
+//! Counts are exact with buckets that barely refill (`per: 1h`).
+
+mod common;
+
+use common::*;
+use futures_util::future::join_all;
+use std::time::Duration;
+
+const KEY: &str = "key-acme-0123456789";
+
+/// A gateway on `redis` with tier `T` (`tier`), one API key of tenant `acme`, `/dead` routed to
+/// a port nothing listens on, and the `limits:` block `rules`; HTTP/1.1 and h2c on one listener.
+fn start(redis: &RedisServer, backend: &Backend, tier: &str, rules: &str) -> Gateway {
+    let mut c = GatewayConfig::new()
+        .upstream("echo", &backend.addr())
+        .listen(&["{ addr: \"{listen}\", h2: true }"])
+        .redis(&redis.url(), STRICT_REDIS)
+        .tier("T", tier)
+        .api_key(KEY, "acme", "T")
+        .upstream("dead", &format!("127.0.0.1:{}", free_port()))
+        .route_lines(
+            "  - { path_prefix: \"/dead\", upstream: dead, auth: required }\n  - { path_prefix: \"/\", upstream: echo, auth: required }\n",
+        );
+    if !rules.is_empty() {
+        c = c.section("limits", &format!("\n{rules}"));
+    }
+    Gateway::start(&c.yaml())
+}
+
+/// A client from `ip`, over HTTP/1.1 or (`h2`) h2c prior knowledge.
+fn client_at(ip_text: &str, h2: bool) -> reqwest::Client {
+    let b = client_builder().local_address(ip(ip_text));
+    let b = if h2 { b.http2_prior_knowledge() } else { b };
+    b.build().expect("client")
+}
+
+async fn post(http: &reqwest::Client, url: &str) -> Reply {
+    let r = http
+        .post(url)
+        .header("x-api-key", KEY)
+        .body("user=a&password=b");
+    Reply::read(r.send().await.expect("send"))
+        .await
+        .expect("read")
+}
+
+async fn get(http: &reqwest::Client, url: &str) -> Reply {
+    let r = http.get(url).header("x-api-key", KEY);
+    Reply::read(r.send().await.expect("send"))
+        .await
+        .expect("read")
+}
+
+/// Tokens a token bucket's hash holds (whole tokens), or `burst` when it does not exist.
+fn level(redis: &RedisServer, key: &str, burst: u64) -> u64 {
+    let h = redis.hgetall(key);
+    if h.is_empty() {
+        return burst;
+    }
+    let field = |n: &str| -> u64 {
+        let v = h
+            .iter()
+            .find(|(f, _)| f == n)
+            .unwrap_or_else(|| panic!("{n}: {h:?}"));
+        v.1.parse().unwrap()
+    };
+    field("l") / field("s")
+}
+
+const LOGIN: &str = "  - { name: login_failures, match: { routes: [\"/login\"], methods: [POST] }, key: [client_ip], limit: 5, per: 1h, count: { status: [401, 403] } }\n";
+
+/// 20 login attempts from one address, the backend refusing all but every 4th: exactly 5
+/// failures reach the backend and count, the success between them is free, then 429 (with a
+/// truthful Retry-After) for everything, successes included, until the bucket refills.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_failed_logins_count() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let gw = start(
+        &redis,
+        &backend,
+        "{ limit: 1, per: 1h, burst: 1000 }",
+        LOGIN,
+    );
+    for (h2, addr) in [(false, "127.0.0.2"), (true, "127.0.0.3")] {
+        backend.reset();
+        let http = client_at(addr, h2);
+        let mut statuses = Vec::new();
+        let mut last = None;
+        for i in 0..20 {
+            let status = if i % 4 == 3 { 200 } else { 401 };
+            let r = post(&http, &gw.url(&format!("/login?status={status}"))).await;
+            statuses.push(r.status);
+            last = Some(r);
+        }
+        let want: Vec<u16> = [401, 401, 401, 200, 401, 401]
+            .into_iter()
+            .chain([429; 14])
+            .collect();
+        assert_eq!(statuses, want, "h2: {h2}");
+        assert_eq!(backend.stats().requests, 6, "h2: {h2}");
+        let refused = last.unwrap();
+        let retry: u64 = refused.header("retry-after").unwrap().parse().unwrap();
+        assert!(
+            (1..=720).contains(&retry),
+            "Retry-After {retry}: one token of 5 per hour"
+        );
+        let key = redis.keys("*r:login_failures:*");
+        let key = key
+            .iter()
+            .find(|k| k.contains(addr))
+            .expect("the address's bucket");
+        assert_eq!(level(&redis, key, 5), 0, "five failures counted");
+    }
+    // Successes alone never count; a GET is not matched by the rule.
+    let http = client_at("127.0.0.4", false);
+    for _ in 0..12 {
+        assert_eq!(post(&http, &gw.url("/login?status=200")).await.status, 200);
+    }
+    assert_eq!(get(&http, &gw.url("/login?status=401")).await.status, 401);
+    let key = redis.keys("*r:login_failures:*");
+    let key = key
+        .iter()
+        .find(|k| k.contains("127.0.0.4"))
+        .expect("bucket");
+    assert_eq!(level(&redis, key, 5), 5, "no success counted");
+    let m = metric(
+        &gw,
+        "tollgate_count_settlements_total",
+        &[("policy", "login_failures"), ("outcome", "given_back")],
+    );
+    assert_eq!(m, Some(2.0 + 12.0));
+    let m = metric(
+        &gw,
+        "tollgate_count_settlements_total",
+        &[("policy", "login_failures"), ("outcome", "counted")],
+    );
+    assert_eq!(m, Some(10.0));
+}
+
+/// 50 failures at once from one address: each request reserves its count at admission, so
+/// exactly `limit` reach the backend however they interleave, over HTTP/1.1 (50 connections)
+/// and h2c (50 streams on one connection).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_failures_never_pass_the_limit() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let gw = start(
+        &redis,
+        &backend,
+        "{ limit: 1, per: 1h, burst: 1000 }",
+        LOGIN,
+    );
+    for (h2, addr) in [(false, "127.0.0.5"), (true, "127.0.0.6")] {
+        backend.reset();
+        let http = client_at(addr, h2);
+        let url = gw.url("/login?status=401");
+        let replies = join_all((0..50).map(|_| post(&http, &url))).await;
+        let count = |s: u16| replies.iter().filter(|r| r.status == s).count();
+        assert_eq!((count(401), count(429)), (5, 45), "h2: {h2}");
+        assert_eq!(backend.stats().requests, 5, "h2: {h2}");
+    }
+}
+
+/// A tier with `refund_on`: a backend 5xx and an unreachable backend give the request count
+/// back, the tier's and its rules' alike (read in Redis); a 200 and a 404 keep it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_backend_costs_no_request_count() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let tier = "{ limit: 1, per: 1h, burst: 100, refund_on: [backend_5xx, upstream_unavailable] }";
+    let rules = "  - { name: per_address, key: [client_ip], limit: 1, per: 1h, burst: 100 }\n";
+    let gw = start(&redis, &backend, tier, rules);
+    let tier_key = "tollgate:{acme}:tb";
+    let rule_level = |addr: &str| {
+        let keys = redis.keys("*r:per_address:*");
+        let key = keys.iter().find(|k| k.contains(addr)).cloned();
+        key.map_or(100, |k| level(&redis, &k, 100))
+    };
+    let mut spent = 0;
+    for (h2, addr) in [(false, "127.0.0.7"), (true, "127.0.0.8")] {
+        let http = client_at(addr, h2);
+        for _ in 0..3 {
+            assert_eq!(get(&http, &gw.url("/x?status=503")).await.status, 503);
+            assert_eq!(get(&http, &gw.url("/x?status=500")).await.status, 500);
+            assert_eq!(get(&http, &gw.url("/dead")).await.status, 502);
+        }
+        // An unreachable backend's refund is sent when the request ends, after the answer.
+        let back = || level(&redis, tier_key, 100) == 100 - spent && rule_level(addr) == 100;
+        let settled = eventually(Duration::from_secs(10), back).await;
+        assert!(
+            settled,
+            "h2: {h2}: tier {} (want {}), rule {} (want 100), the rule's count too",
+            level(&redis, tier_key, 100),
+            100 - spent,
+            rule_level(addr)
+        );
+        assert_eq!(get(&http, &gw.url("/x?status=200")).await.status, 200);
+        assert_eq!(get(&http, &gw.url("/x?status=404")).await.status, 404);
+        spent += 2;
+        assert_eq!(level(&redis, tier_key, 100), 100 - spent, "h2: {h2}");
+        assert_eq!(rule_level(addr), 98, "h2: {h2}");
+    }
+}
+
+/// Without `refund_on`, a 5xx costs its request count as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_refund_on_a_failure_counts() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let gw = start(&redis, &backend, "{ limit: 1, per: 1h, burst: 100 }", "");
+    let http = client_at("127.0.0.9", false);
+    for _ in 0..3 {
+        assert_eq!(get(&http, &gw.url("/x?status=503")).await.status, 503);
+    }
+    assert_eq!(level(&redis, "tollgate:{acme}:tb", 100), 97);
+}
