@@ -220,3 +220,90 @@ async fn without_refund_on_a_failure_counts() {
     }
     assert_eq!(level(&redis, "tollgate:{acme}:tb", 100), 97);
 }
+
+const PENALTY: &str = "  - { name: penalty, match: { routes: [\"/p\"] }, key: [client_ip], limit: 1, per: 1h, block_for: 1h }\n  - { name: penalty_ext, match: { routes: [\"/e\"] }, key: [client_ip], limit: 1, per: 1h, block_for: 1h, extend_on_refusal: true }\n";
+
+fn del(redis: &RedisServer, key: &str) {
+    let _: () = redis::cmd("DEL")
+        .arg(key)
+        .query(&mut redis.conn())
+        .expect("DEL");
+}
+
+/// Leaves 10 s of the block at `key`.
+fn shorten(redis: &RedisServer, key: &str) {
+    let _: () = redis::cmd("PEXPIRE")
+        .arg(key)
+        .arg(10_000)
+        .query(&mut redis.conn())
+        .expect("PEXPIRE");
+}
+
+fn problem(r: &Reply) -> serde_json::Value {
+    serde_json::from_str(&r.body).expect("problem+json")
+}
+
+/// A refusal by a rule with `block_for` blocks its key on every gateway of the fleet for the
+/// block's time, whatever the bucket holds (here refilled by hand): 429 with a `Retry-After`
+/// that tells when the block ends. A refusal during the block does not extend it, unless
+/// `extend_on_refusal`. Gateway A speaks HTTP/1.1, gateway B h2c.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_penalty_box_holds_across_the_fleet() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let tier = "{ limit: 1, per: 1h, burst: 1000 }";
+    let a = start(&redis, &backend, tier, PENALTY);
+    let b = start(&redis, &backend, tier, PENALTY);
+    let (ha, hb) = (
+        client_at("127.0.0.10", false),
+        client_at("127.0.0.10", true),
+    );
+    assert_eq!(get(&ha, &a.url("/p")).await.status, 200);
+    let refused = get(&ha, &a.url("/p")).await;
+    assert_eq!(refused.status, 429);
+    let retry: u64 = refused.header("retry-after").unwrap().parse().unwrap();
+    assert!(
+        (3500..=3600).contains(&retry),
+        "Retry-After {retry}: the block's hour"
+    );
+    let blocks = redis.keys("*r:penalty:*:blk");
+    assert_eq!(blocks.len(), 1, "{:?}", redis.keys("*"));
+    // The bucket refills (deleted here): the block still refuses, on the other gateway too.
+    for k in redis.keys("*r:penalty:*") {
+        if !k.ends_with(":blk") {
+            del(&redis, &k);
+        }
+    }
+    let on_b = get(&hb, &b.url("/p")).await;
+    assert_eq!(on_b.status, 429, "{}", on_b.body);
+    assert_eq!(problem(&on_b)["reason"], "blocked");
+    assert_eq!(
+        problem(&on_b)["violated-policies"],
+        serde_json::json!(["penalty"])
+    );
+    let retry: u64 = on_b.header("retry-after").unwrap().parse().unwrap();
+    assert!((3500..=3600).contains(&retry), "Retry-After {retry}");
+    // A refusal during the block leaves its end where it was...
+    shorten(&redis, &blocks[0]);
+    assert_eq!(get(&ha, &a.url("/p")).await.status, 429);
+    assert!(redis.pttl(&blocks[0]) <= 10_000);
+    // ... and its end frees the key (the bucket is full again).
+    del(&redis, &blocks[0]);
+    assert_eq!(get(&hb, &b.url("/p")).await.status, 200);
+    assert_eq!(backend.stats().requests, 2);
+
+    // extend_on_refusal: each refusal during the block starts it again.
+    assert_eq!(get(&ha, &a.url("/e")).await.status, 200);
+    assert_eq!(get(&ha, &a.url("/e")).await.status, 429);
+    let blocks = redis.keys("*r:penalty_ext:*:blk");
+    assert_eq!(blocks.len(), 1);
+    shorten(&redis, &blocks[0]);
+    let again = get(&hb, &b.url("/e")).await;
+    assert_eq!(again.status, 429);
+    assert!(
+        redis.pttl(&blocks[0]) > 3_000_000,
+        "extended to the hour again"
+    );
+    let retry: u64 = again.header("retry-after").unwrap().parse().unwrap();
+    assert!((3500..=3600).contains(&retry), "Retry-After {retry}");
+}

@@ -555,6 +555,12 @@ pub struct RawLimitRule {
     /// Outcomes whose request count is given back: `backend_5xx`, `upstream_unavailable`,
     /// `client_gone_before_response`; not with `max_in_flight`.
     pub refund_on: Option<Vec<String>>,
+    /// Once the rule refuses a key, refuse it for this long (`15m`) whatever the refill; not with
+    /// `max_in_flight`.
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h|d)$"))]
+    pub block_for: Option<String>,
+    /// With `block_for`: each refusal during the block starts it again (default `false`).
+    pub extend_on_refusal: Option<bool>,
 }
 
 /// `limits[].count`: the responses that count.

@@ -8,6 +8,7 @@
 //! Adding a stage: a module here with a pure decision function and its tests (`<stage>/tests.rs`),
 //! a [`Layer`] for its metrics, and one line in `Proxy::request_filter`.
 
+pub mod block;
 pub mod decision;
 pub mod descriptors;
 pub mod edge;

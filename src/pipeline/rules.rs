@@ -230,8 +230,13 @@ pub fn judge(
 ) -> Verdict {
     let mut reports = Vec::with_capacity(rules.len() + usage.len());
     let mut closed = None;
-    for ((a, call), o) in rules.iter().zip(&combined.rules) {
+    let mut refused_rules = Vec::new();
+    for (i, ((a, call), o)) in rules.iter().zip(&combined.rules).enumerate() {
         series.inc(a.index, &call.name, rule_label(o, call.entry.shadow));
+        if matches!(o, RuleOutcome::Decided { decision, .. } if !decision.admitted && !call.entry.shadow)
+        {
+            refused_rules.push(i);
+        }
         match *o {
             RuleOutcome::Decided { decision, .. } if call.entry.shadow && !decision.admitted => {
                 tracing::info!(rule = %call.name, remaining = decision.remaining, "shadow limit rule would refuse");
@@ -342,7 +347,9 @@ pub fn judge(
     let problem = Problem::typed(status, response::QUOTA_EXCEEDED, "Quota exceeded", detail)
         .with("violated-policies", json!(h.violated()));
     let r = Rejection::new(Layer::Tenant, outcome, problem).retry_after(h.retry_after_s());
-    Verdict::refuse(r, shadow, outcome, Some(h))
+    let mut v = Verdict::refuse(r, shadow, outcome, Some(h));
+    v.refused_rules = refused_rules;
+    v
 }
 
 /// One decided policy's part of the headers, with its bucket and whether it was degraded.

@@ -92,6 +92,9 @@ pub struct Verdict {
     /// call that debited it in Redis ([`Combined::debited_at`](crate::quota::rules::Combined)),
     /// for the settle step ([`super::settle`]). Empty otherwise.
     pub debited_at: Vec<Option<u64>>,
+    /// The enforced rules that refused the request (indices into the decided rules), for
+    /// their penalty boxes ([`super::block`]). Empty otherwise.
+    pub refused_rules: Vec<usize>,
 }
 
 impl Verdict {
@@ -104,6 +107,7 @@ impl Verdict {
             reservation: None,
             usage_reserved: Vec::new(),
             debited_at: Vec::new(),
+            refused_rules: Vec::new(),
         }
     }
 

@@ -283,6 +283,14 @@ pub(super) async fn tenant_stage(
     if plan.is_none() && rules.is_empty() {
         return Ok(false);
     }
+    let series = &snap.rule_series;
+    if let Some(r) = Box::pin(pipeline::block::check(quota, series, &rules, status)).await {
+        let shadow = ctx.shadow_route();
+        if !shadow {
+            ctx.inflight.clear();
+        }
+        return settle(session, ctx, Layer::Tenant, Decision::refuse(r, shadow)).await;
+    }
     // Every usage budget reserved with the request: its tier's, then its rules'.
     let prefix = &quota.settings.key_prefix;
     let body = body.as_deref();
@@ -300,7 +308,7 @@ pub(super) async fn tenant_stage(
     let tenant = Some(identity.tenant.as_str());
     usage.extend(pipeline::rules::usage_calls(prefix, &rules, tenant, body));
     let fit = &app.tier_fit;
-    let verdict = match &plan {
+    let mut verdict = match &plan {
         Some(p) if rules.is_empty() && usage.is_empty() && !refunds(p) => {
             let shadow = p.limits.tier.mode.is_shadow() || ctx.shadow_route();
             pipeline::tenant::run(quota, fit, p, status, shadow).await
@@ -321,6 +329,11 @@ pub(super) async fn tenant_stage(
             .await
         }
     };
+    if let (Decision::Reject(r), false) = (&mut verdict.decision, verdict.refused_rules.is_empty())
+    {
+        let refused = &verdict.refused_rules;
+        Box::pin(pipeline::block::after_refusal(quota, &rules, refused, r)).await;
+    }
     ctx.quota_headers = verdict.headers;
     if !verdict.debited_at.is_empty() {
         let at = &verdict.debited_at;

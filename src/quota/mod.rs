@@ -5,6 +5,7 @@
 //! path ([`policies`], [`policy_script`]): the same breaker and failure policies, one script call
 //! deciding the main limit and every quota together (docs/DESIGN.md 4c).
 
+pub mod block;
 pub mod coalesce;
 pub mod deny_cache;
 pub mod inflight;

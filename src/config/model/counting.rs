@@ -54,3 +54,13 @@ impl Counting {
         self.status.is_some() || self.refund_on != RefundOn::default()
     }
 }
+
+/// `limits[].block_for` (and `extend_on_refusal`): once the rule refuses a key, that key is
+/// refused for this long whatever its bucket says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockFor {
+    /// How long a refusal blocks the key, ms (1 s to 30 days).
+    pub ms: u64,
+    /// `extend_on_refusal: true`: each refusal during the block starts it again.
+    pub extend_on_refusal: bool,
+}

@@ -3,7 +3,7 @@
 //! nothing.
 
 use super::common::{FailurePolicy, Mode};
-use super::counting::Counting;
+use super::counting::{BlockFor, Counting};
 use super::routes::HostMatch;
 use super::tiers::UsageBudget;
 use crate::limit::algorithm::Algorithm;
@@ -39,6 +39,8 @@ pub struct LimitRule {
     pub usage: Option<UsageBudget>,
     /// `count` and `refund_on`: which admitted requests stay counted (docs/rules.md#counting-by-outcome).
     pub counting: Counting,
+    /// `block_for`: a refusal by the rule blocks its key for a while (docs/rules.md#penalty-box).
+    pub block_for: Option<BlockFor>,
 }
 
 impl LimitRule {

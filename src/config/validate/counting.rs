@@ -2,8 +2,9 @@
 //! (docs/rules.md#counting-by-outcome).
 
 use super::common::Check;
-use crate::config::model::{Counting, RefundOn, StatusSet};
+use crate::config::model::{BlockFor, Counting, RefundOn, StatusSet};
 use crate::config::raw::{RawLimitRule, RawStatus, RawTier};
+use std::time::Duration;
 
 /// A rule's `count` and `refund_on` at `path` (`limits[i]`). Refused: either on a concurrency
 /// rule (it holds no count to give back), an empty or out-of-range status list, and a 5xx
@@ -38,6 +39,35 @@ pub(super) fn rule(c: &mut Check, path: &str, r: &RawLimitRule) -> Counting {
         );
     }
     Counting { status, refund_on }
+}
+
+/// Longest `block_for`.
+const MAX_BLOCK: Duration = Duration::from_secs(30 * 86_400);
+
+/// A rule's `block_for` and `extend_on_refusal` at `path` (`limits[i]`): 1 s to 30 days, on a
+/// rate rule; `extend_on_refusal` only with `block_for`.
+pub(super) fn block_for(c: &mut Check, path: &str, r: &RawLimitRule) -> Option<BlockFor> {
+    if r.extend_on_refusal.is_some() && r.block_for.is_none() {
+        c.err(format!("{path}.extend_on_refusal"), "needs block_for");
+    }
+    let text = r.block_for.as_deref()?;
+    let bpath = format!("{path}.block_for");
+    if r.max_in_flight.is_some() {
+        c.err(
+            &bpath,
+            "does not apply to a concurrency rule (max_in_flight): write a rate rule for the penalty",
+        );
+        return None;
+    }
+    let d = c.duration(&bpath, text)?;
+    if d < Duration::from_secs(1) || d > MAX_BLOCK {
+        c.err(&bpath, format!("{text} is out of range (1s to 30d)"));
+        return None;
+    }
+    Some(BlockFor {
+        ms: d.as_millis() as u64,
+        extend_on_refusal: r.extend_on_refusal.unwrap_or(false),
+    })
 }
 
 /// A tier's `refund_on` at `path` (`tiers.<name>`). Refused with `lease` (leased tokens are

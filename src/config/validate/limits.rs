@@ -153,6 +153,7 @@ fn rule(
         (None, _) => None,
     };
     let counting = super::counting::rule(c, path, r);
+    let block_for = super::counting::block_for(c, path, r);
     (c.errors.len() == errors_before).then_some(LimitRule {
         name: r.name.clone(),
         matcher,
@@ -166,6 +167,7 @@ fn rule(
         max_in_flight,
         usage,
         counting,
+        block_for,
     })
 }
 

@@ -27,6 +27,7 @@ fn rule(name: &str, domain: &str, entries: &[(&str, Option<&str>)], key: &[&str]
         max_in_flight: None,
         usage: None,
         counting: Default::default(),
+        block_for: None,
     }
 }
 

@@ -17,6 +17,7 @@ fn rule(name: &str, matcher: RuleMatch, key: Vec<KeyPart>, missing: Missing) -> 
         max_in_flight: None,
         usage: None,
         counting: Default::default(),
+        block_for: None,
     }
 }
 

@@ -197,6 +197,12 @@ pub fn rule_key(
     }
 }
 
+/// The penalty box of a rule bucket `rule_key` ([`rule_key`], `limits[].block_for`):
+/// `<rule key>:blk`, in the bucket's hash tag; a string that expires when the block ends.
+pub fn block_key(rule_key: &str) -> String {
+    [rule_key, ":blk"].concat()
+}
+
 /// `<prefix>:{<tenant tag>}:u:<name>`: the tenant's usage budget `tiers.<tier>.usage`
 /// (a token bucket hash, reserved by `lua/policy.lua`, settled by `lua/usage_settle.lua`).
 pub fn usage_key(prefix: &str, tenant: &str, name: &str) -> String {

@@ -52,6 +52,9 @@ pub const LEAKY_BUCKET_LUA: &str = include_str!("../../../lua/leaky_bucket.lua")
 /// `lua/leaky_refund.lua`: gives a delayed request's leaky bucket slot back.
 pub const LEAKY_REFUND_LUA: &str = include_str!("../../../lua/leaky_refund.lua");
 
+/// `lua/block.lua`: a rule's penalty box (`limits[].block_for`): checks or sets a block key.
+pub const BLOCK_LUA: &str = include_str!("../../../lua/block.lua");
+
 /// `lua/refund.lua`: gives back what an earlier policy call debited (all or nothing across
 /// hash tags).
 pub const REFUND_LUA: &str = include_str!("../../../lua/refund.lua");

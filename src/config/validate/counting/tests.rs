@@ -43,6 +43,20 @@ fn statuses_and_refunds_are_read() {
 }
 
 #[test]
+fn a_penalty_box_is_read() {
+    let rule =
+        "{ name: r, key: [client_ip], limit: 5, per: 1m, block_for: 15m, extend_on_refusal: true }";
+    let c = parse(&config(TIER, rule)).unwrap();
+    let b = c.limits[0].block_for.unwrap();
+    assert_eq!((b.ms, b.extend_on_refusal), (900_000, true));
+    let rule = "{ name: r, key: [client_ip], limit: 5, per: 1m, block_for: 2s }";
+    let b = parse(&config(TIER, rule)).unwrap().limits[0]
+        .block_for
+        .unwrap();
+    assert_eq!((b.ms, b.extend_on_refusal), (2_000, false));
+}
+
+#[test]
 fn a_plain_rule_counts_every_request() {
     let c = parse(&config(
         TIER,
@@ -83,6 +97,22 @@ fn nonsense_is_refused_with_its_field_path() {
         (
             "{ name: r, key: [client_ip], limit: 5, per: 1m, refund_on: [always] }",
             "limits[0].refund_on[0]",
+        ),
+        (
+            "{ name: r, key: [client_ip], max_in_flight: 2, block_for: 1m }",
+            "limits[0].block_for",
+        ),
+        (
+            "{ name: r, key: [client_ip], limit: 5, per: 1m, block_for: 500ms }",
+            "limits[0].block_for",
+        ),
+        (
+            "{ name: r, key: [client_ip], limit: 5, per: 1m, block_for: 31d }",
+            "limits[0].block_for",
+        ),
+        (
+            "{ name: r, key: [client_ip], limit: 5, per: 1m, extend_on_refusal: true }",
+            "limits[0].extend_on_refusal",
         ),
     ];
     for (rule, path) in cases {
