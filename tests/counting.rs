@@ -307,3 +307,28 @@ async fn a_penalty_box_holds_across_the_fleet() {
     let retry: u64 = again.header("retry-after").unwrap().parse().unwrap();
     assert!((3500..=3600).contains(&retry), "Retry-After {retry}");
 }
+
+/// `tollgate check` refuses counting that cannot mean anything, naming each field.
+#[test]
+fn check_refuses_nonsense_with_field_paths() {
+    let yaml = GatewayConfig::echo("127.0.0.1:9", "required")
+        .redis("redis://127.0.0.1:6379/0", STRICT_REDIS)
+        .tier("T", "{ limit: 1, per: 1s, refund_on: [backend_5xx], pool: { limit: 5, per: 1s } }")
+        .section(
+            "limits",
+            "\n  - { name: c, key: [client_ip], max_in_flight: 2, count: { status: [401] }, block_for: 1m }\n  - { name: s, key: [client_ip], limit: 5, per: 1m, count: { status: [401, 700, \"5xx\"] }, refund_on: [backend_5xx] }\n",
+        )
+        .yaml();
+    let out = check_config(&yaml);
+    assert_ne!(out.code(), Some(0), "{out:?}");
+    let text = format!("{}{}", out.stdout, out.stderr);
+    for path in [
+        "tiers.T.refund_on:",
+        "limits[0].count:",
+        "limits[0].block_for:",
+        "limits[1].count.status[1]:",
+        "limits[1].refund_on:",
+    ] {
+        assert!(text.contains(path), "{path} in {text}");
+    }
+}
