@@ -7,8 +7,10 @@
 
 mod common;
 
+use common::admin::{admin, ADMIN_TOKEN, ADMIN_TOKEN_ENV};
 use common::*;
 use futures_util::future::join_all;
+use serde_json::{json, Value};
 use std::time::Duration;
 
 const KEY: &str = "key-acme-0123456789";
@@ -18,6 +20,9 @@ const KEY: &str = "key-acme-0123456789";
 fn start(redis: &RedisServer, backend: &Backend, tier: &str, rules: &str) -> Gateway {
     let mut c = GatewayConfig::new()
         .upstream("echo", &backend.addr())
+        .admin(&format!(
+            "{{ listen: \"{{admin}}\", token_env: \"{ADMIN_TOKEN_ENV}\" }}"
+        ))
         .listen(&["{ addr: \"{listen}\", h2: true }"])
         .redis(&redis.url(), STRICT_REDIS)
         .tier("T", tier)
@@ -29,7 +34,7 @@ fn start(redis: &RedisServer, backend: &Backend, tier: &str, rules: &str) -> Gat
     if !rules.is_empty() {
         c = c.section("limits", &format!("\n{rules}"));
     }
-    Gateway::start(&c.yaml())
+    Gateway::start_with_env(&c.yaml(), &[(ADMIN_TOKEN_ENV, ADMIN_TOKEN)])
 }
 
 /// A client from `ip`, over HTTP/1.1 or (`h2`) h2c prior knowledge.
@@ -129,6 +134,13 @@ async fn only_failed_logins_count() {
         .find(|k| k.contains("127.0.0.4"))
         .expect("bucket");
     assert_eq!(level(&redis, key, 5), 5, "no success counted");
+    let body = json!({"method": "POST", "path": "/login", "headers": {"x-api-key": KEY}, "client_ip": "127.0.0.2"});
+    let reply = admin(gw.admin_addr(), "POST", "/v1/explain", Some(&body)).await;
+    let v = reply.expect_ok();
+    let layers = v["layers"].as_array().unwrap();
+    let rule = &layers.iter().find(|l| l["layer"] == "tenant").unwrap()["rules"][0];
+    assert_eq!(rule["count_status"], json!([401, 403]), "{rule}");
+    assert_eq!(rule["would_admit"], false, "{rule}");
     let m = metric(
         &gw,
         "tollgate_count_settlements_total",
@@ -239,7 +251,18 @@ fn shorten(redis: &RedisServer, key: &str) {
         .expect("PEXPIRE");
 }
 
-fn problem(r: &Reply) -> serde_json::Value {
+/// The first rule of the tenant layer in `POST /v1/explain` of a GET of `path` from `client`.
+async fn explained_rule(gw: &Gateway, path: &str, client: &str) -> Value {
+    let body =
+        json!({"method": "GET", "path": path, "headers": {"x-api-key": KEY}, "client_ip": client});
+    let reply = admin(gw.admin_addr(), "POST", "/v1/explain", Some(&body)).await;
+    let v = reply.expect_ok();
+    let layers = v["layers"].as_array().unwrap();
+    let tenant = layers.iter().find(|l| l["layer"] == "tenant").unwrap();
+    tenant["rules"][0].clone()
+}
+
+fn problem(r: &Reply) -> Value {
     serde_json::from_str(&r.body).expect("problem+json")
 }
 
@@ -283,6 +306,13 @@ async fn a_penalty_box_holds_across_the_fleet() {
     );
     let retry: u64 = on_b.header("retry-after").unwrap().parse().unwrap();
     assert!((3500..=3600).contains(&retry), "Retry-After {retry}");
+    // The admin explanation sees the block (and extends nothing).
+    let rule = explained_rule(&b, "/p", "127.0.0.10").await;
+    assert_eq!(rule["block_for_ms"], 3_600_000, "{rule}");
+    assert_eq!(rule["would_admit"], false, "{rule}");
+    let left = rule["blocked_for_s"].as_u64().unwrap();
+    assert!((3500..=3600).contains(&left), "{rule}");
+    assert_eq!(rule["retry_after_s"], left);
     // A refusal during the block leaves its end where it was...
     shorten(&redis, &blocks[0]);
     assert_eq!(get(&ha, &a.url("/p")).await.status, 429);

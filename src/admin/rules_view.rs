@@ -22,7 +22,7 @@ fn size_json(rule: &LimitRule, rate: &Rate) -> Value {
             "on_failure": rule.on_failure.as_str(),
         });
     }
-    json!({
+    let mut v = json!({
         "name": rule.name,
         "mode": rule.mode.as_str(),
         "algorithm": rule.algorithm.as_str(),
@@ -31,7 +31,38 @@ fn size_json(rule: &LimitRule, rate: &Rate) -> Value {
         "per_ms": rate.per_ms,
         "burst": rate.burst,
         "on_failure": rule.on_failure.as_str(),
-    })
+    });
+    counting_json(rule, &mut v);
+    v
+}
+
+/// A rate rule's counting fields (docs/rules.md#counting-by-outcome, #penalty-box), when set:
+/// `count_status` (codes, and classes as `"5xx"`), `refund_on`, `block_for_ms`.
+fn counting_json(rule: &LimitRule, v: &mut Value) {
+    if let Some(set) = rule.counting.status {
+        let spec = set.spec().into_iter().map(|s| match s {
+            Ok(code) => json!(code),
+            Err(class) => json!(class),
+        });
+        v["count_status"] = Value::Array(spec.collect());
+    }
+    let r = rule.counting.refund_on;
+    let listed = [
+        ("backend_5xx", r.backend_5xx),
+        ("upstream_unavailable", r.upstream_unavailable),
+        ("client_gone_before_response", r.client_gone_before_response),
+    ];
+    let refund_on: Vec<&str> = listed
+        .iter()
+        .filter(|(_, on)| *on)
+        .map(|(n, _)| *n)
+        .collect();
+    if !refund_on.is_empty() {
+        v["refund_on"] = json!(refund_on);
+    }
+    if let Some(b) = rule.block_for {
+        v["block_for_ms"] = json!(b.ms);
+    }
 }
 
 /// `v` with the state of the bucket at `key` (`remaining`, `seconds_until_full`) and, with
@@ -71,13 +102,25 @@ async fn with_state(
     let p = peek::evaluate(rule.algorithm, &raw, rate, 0, &[], cost.unwrap_or(1));
     v["remaining"] = json!(p.main_view.remaining);
     v["seconds_until_full"] = json!(p.main_view.full_ms.div_ceil(1000));
+    // A penalty box in force refuses whatever the bucket holds (read, never extended here).
+    let blocked_ms = match rule.block_for {
+        Some(_) => quota
+            .block_left(&keys::block_key(key), None)
+            .await
+            .unwrap_or(0),
+        None => 0,
+    };
+    if blocked_ms > 0 {
+        v["blocked_for_s"] = json!(blocked_ms.div_ceil(1000));
+    }
     if cost.is_some() {
         let d = &p.main_decision;
-        v["would_admit"] = json!(d.admitted);
+        v["would_admit"] = json!(d.admitted && blocked_ms == 0);
         v["remaining_after"] = json!(d.remaining);
-        v["retry_after_s"] = match d.admitted {
-            true => json!(0),
-            false => d.retry_after_s().map_or(Value::Null, |s| json!(s)),
+        v["retry_after_s"] = match (d.admitted, blocked_ms) {
+            (true, 0) => json!(0),
+            (_, ms) if ms > 0 => json!(ms.div_ceil(1000)),
+            _ => d.retry_after_s().map_or(Value::Null, |s| json!(s)),
         };
     }
     v

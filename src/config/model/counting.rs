@@ -31,6 +31,21 @@ impl StatusSet {
         s < 640 && self.bits[usize::from(s / 64)] & (1 << (s % 64)) != 0
     }
 
+    /// The set as written in `count.status`: each whole class (`"5xx"`) as its class, the
+    /// other statuses as codes, in ascending order.
+    pub fn spec(&self) -> Vec<Result<u16, String>> {
+        let mut out = Vec::new();
+        for class in 1..=5u16 {
+            let range = class * 100..class * 100 + 100;
+            if range.clone().all(|s| self.contains(s)) {
+                out.push(Err(format!("{class}xx")));
+            } else {
+                out.extend(range.filter(|s| self.contains(*s)).map(Ok));
+            }
+        }
+        out
+    }
+
     /// True when some 5xx status is in the set.
     pub fn any_5xx(&self) -> bool {
         (500..600).any(|s| self.contains(s))

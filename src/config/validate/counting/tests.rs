@@ -35,6 +35,8 @@ fn statuses_and_refunds_are_read() {
     for s in [200, 204, 400, 404, 499, 600, 0] {
         assert!(!status.contains(s), "{s}");
     }
+    let spec: Vec<_> = status.spec();
+    assert_eq!(spec, [Ok(401), Ok(403), Err("5xx".to_string())]);
     assert!(counting.refund_on.client_gone_before_response);
     assert!(!counting.refund_on.backend_5xx);
     let tier = c.tiers["pro"].refund_on;
