@@ -457,3 +457,29 @@ async fn a_call_refused_mid_body_gives_its_lease_slot_and_reserve_back() {
     );
     assert_eq!(refunded, 1.0);
 }
+
+/// A rule's penalty box (`block_for`) over gRPC: the refusal that starts it and each call during
+/// it are RESOURCE_EXHAUSTED with the block's time as the retry delay.
+#[test]
+fn a_penalty_box_is_resource_exhausted_for_the_block() {
+    // The bucket alone would say 10 minutes; the block says an hour.
+    let rules = "\n  - { name: pen, key: [tenant], limit: 1, per: 10m, block_for: 1h }\n";
+    let rig = Rig::start_with(
+        GrpcServer::start(),
+        "",
+        "{ limit: 1, per: 1d, burst: 100 }",
+        |c| c.section("limits", rules),
+    );
+    let unary = calls(rig.target(), &[KEY], &["unary", "--n", "3"]);
+    assert_eq!(code(&unary[0]), "OK", "{}", unary[0]);
+    for refused in &unary[1..] {
+        assert_eq!(code(refused), "RESOURCE_EXHAUSTED", "{refused}");
+        let delay = refused["retry_delay_s"].as_f64().expect("RetryInfo");
+        assert!((3500.0..=3600.0).contains(&delay), "{refused}");
+    }
+    assert!(
+        unary[2]["details"].as_str().unwrap().contains("blocks it"),
+        "{}",
+        unary[2]
+    );
+}
