@@ -18,15 +18,26 @@
 -- The clock is Redis TIME, so gateway clock skew cannot mint or starve tokens. All arithmetic is on
 -- integers at most 2^53 (src/limit/bounds.rs, applied by config validation to every effective rate),
 -- exact in Lua doubles, and stored as plain digits with string.format('%d', x).
-if redis.replicate_commands then redis.replicate_commands() end
+-- Effects replication is the default from Redis 5 and the only mode from 7 (REDIS_VERSION_NUM
+-- is there from 7 on), where the call would only cost time.
+if not redis.REDIS_VERSION_NUM and redis.replicate_commands then redis.replicate_commands() end
 
+-- Number <-> digits conversions (strtod, sprintf) are most of this script's own cost in Redis's
+-- Lua, so each value is converted at most once: the scale is stored as its argument's digits and
+-- read back only when it differs, and the stamp is written as the digits TIME gave.
 local limit = tonumber(ARGV[1])
-local scale = tonumber(ARGV[2])
+local scale_digits = ARGV[2]
+local scale = tonumber(scale_digits)
 local burst = tonumber(ARGV[3])
-local cost = tonumber(ARGV[4])
+-- A cost of one token, the common case, is known without converting it.
+local cost = ARGV[4] == '1' and 1 or tonumber(ARGV[4])
 
+-- now = seconds * 1000 + floor(microseconds / 1000), as digits: TIME's microseconds have no
+-- leading zeros, so their milliseconds are all but the last three digits, padded to three.
 local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local micros = time[2]
+local now_digits = time[1] .. string.sub('000' .. string.sub(micros, 1, -4), -3)
+local now = tonumber(now_digits)
 
 local capacity = burst * scale
 local need = cost * scale
@@ -40,21 +51,23 @@ local rebased = false
 if stored[1] ~= false then
   -- A stamp in the future (written under another clock) counts as now: the level is kept,
   -- nothing refills, and the rebased stamp is stored even on a rejection, so Retry-After holds.
-  level, rebased = refilled(tonumber(stored[1]), tonumber(stored[2]), tonumber(stored[3]), now,
+  local old_scale = scale
+  if stored[2] ~= scale_digits then old_scale = tonumber(stored[2]) end
+  level, rebased = refilled(tonumber(stored[1]), old_scale, tonumber(stored[3]), now,
     scale, limit, capacity)
 end
 
 local function store(new_level)
   local full_ms = ceil_div(capacity - new_level, limit)
-  redis.call('HSET', KEYS[1], 'l', string.format('%d', new_level), 's', string.format('%d', scale),
-    't', string.format('%d', now))
-  redis.call('PEXPIRE', KEYS[1], full_ms)
+  redis.call('HSET', KEYS[1], 'l', string.format('%d', new_level), 's', scale_digits,
+    't', now_digits)
+  redis.call('PEXPIRE', KEYS[1], string.format('%d', full_ms))
   return full_ms
 end
 -- A refusal that writes nothing: the key lives until the bucket is full at this rate.
 local function keep()
   local full_ms = ceil_div(capacity - level, limit)
-  if full_ms > 0 then redis.call('PEXPIRE', KEYS[1], full_ms) end
+  if full_ms > 0 then redis.call('PEXPIRE', KEYS[1], string.format('%d', full_ms)) end
 end
 
 if ARGV[5] then
