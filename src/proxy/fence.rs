@@ -15,10 +15,14 @@ use pingora::protocols::{
     GetProxyDigest, GetSocketDigest, GetTimingDigest, Peek, Shutdown, SocketDigest, Ssl, Stream,
     TimingDigest, UniqueID, UniqueIDType, ALPN,
 };
+use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// Bytes read per call into a stack chunk (the body's last bytes, or bytes past the request).
+const CHUNK: usize = 4096;
 
 /// A client stream that lets `allowance` more bytes through to its reader, then holds back
 /// (up to `max_early` bytes) what else arrives. A close of the connection (EOF) still reaches
@@ -30,7 +34,6 @@ pub struct Fence {
     allowance: usize,
     early: BytesMut,
     max_early: usize,
-    scratch: Vec<u8>,
 }
 
 impl Fence {
@@ -42,7 +45,6 @@ impl Fence {
             allowance,
             early: BytesMut::new(),
             max_early,
-            scratch: Vec::new(),
         }
     }
 
@@ -79,9 +81,11 @@ impl AsyncRead for Fence {
             return read;
         }
         if this.allowance > 0 {
-            // The body's last bytes: read no further than its end.
-            this.scratch.resize(this.allowance, 0);
-            let mut part = ReadBuf::new(&mut this.scratch);
+            // The body's last bytes: read no further than its end. The chunk is left
+            // uninitialised (the reader only sees what was read): zeroing it on every poll cost
+            // more than the read.
+            let mut chunk = [MaybeUninit::<u8>::uninit(); CHUNK];
+            let mut part = ReadBuf::uninit(&mut chunk[..this.allowance.min(CHUNK)]);
             let read = Pin::new(&mut this.inner).poll_read(cx, &mut part);
             let got = part.filled().len();
             buf.put_slice(part.filled());
@@ -94,8 +98,10 @@ impl AsyncRead for Fence {
                 // Enough of the next request; read on once this one is answered.
                 return Poll::Pending;
             }
-            let mut chunk = [0u8; 4096];
-            let mut part = ReadBuf::new(&mut chunk);
+            // Pingora's probe for a close polls here while the backend answers, mostly to
+            // find nothing: an uninitialised chunk costs nothing when the read is pending.
+            let mut chunk = [MaybeUninit::<u8>::uninit(); CHUNK];
+            let mut part = ReadBuf::uninit(&mut chunk);
             match Pin::new(&mut this.inner).poll_read(cx, &mut part) {
                 Poll::Ready(Ok(())) if part.filled().is_empty() => {
                     if this.early.is_empty() {
