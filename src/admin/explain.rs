@@ -113,7 +113,7 @@ fn edge_layer(app: &App, config: &Config, client: Option<IpAddr>) -> (Value, boo
     let key = client_ip::key_of(client, settings.ipv6_prefix);
     let now = app.now_ms();
     let outcome = if settings.algorithm == crate::limit::algorithm::Algorithm::TokenBucket {
-        let d = app.edge_buckets.peek(&key, now, &settings.rate, 1);
+        let d = app.edge_buckets.peek(&key.into(), now, &settings.rate, 1);
         if d.admitted {
             EdgeOutcome::Admitted(d)
         } else {

@@ -9,7 +9,7 @@ use crate::http::client_ip;
 use crate::limit::algorithm::Algorithm;
 use crate::limit::Decision;
 use crate::store::memory::algo_store::AlgoStore;
-pub use crate::store::memory::bucket_store::BucketStore;
+pub use crate::store::memory::bucket_store::{BucketStore, ClientKey};
 use std::net::IpAddr;
 
 /// Result of the edge stage for one request.
@@ -57,7 +57,7 @@ pub fn check(
         return EdgeOutcome::Skipped;
     }
     let key = client_ip::key_of(client, settings.ipv6_prefix);
-    let d = store.check(&key, now_ms, &settings.rate, 1);
+    let d = store.check(&key.into(), now_ms, &settings.rate, 1);
     if d.admitted {
         EdgeOutcome::Admitted(d)
     } else {

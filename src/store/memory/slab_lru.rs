@@ -21,6 +21,12 @@ struct Slot<K, V> {
     next: u32,
 }
 
+/// Bytes of one entry's slot (key, value and links), for tests of the layout.
+#[cfg(test)]
+pub(crate) const fn slot_bytes<K, V>() -> usize {
+    std::mem::size_of::<Slot<K, V>>()
+}
+
 /// LRU map holding at most `capacity` entries (capacity < 2^32).
 pub struct SlabLru<K, V> {
     slots: Vec<Slot<K, V>>,
@@ -46,6 +52,11 @@ impl<K: Hash + Eq, V> SlabLru<K, V> {
             tail: NIL,
             capacity,
         }
+    }
+
+    /// Bytes allocated for the slots and the index (both sized for `capacity` at construction).
+    pub fn reserved_bytes(&self) -> usize {
+        self.slots.capacity() * std::mem::size_of::<Slot<K, V>>() + self.index.allocation_size()
     }
 
     /// Maximum number of entries.
