@@ -422,3 +422,42 @@ async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
         .await
         .expect_problem(404);
 }
+
+/// With live keys beside JWT and no `identity.api_keys` in the file, the key is still a
+/// credential the backend never sees, as a file key is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_key_never_reaches_the_backend() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let y = GatewayConfig::new()
+        .redis(&redis.url(), STRICT_REDIS)
+        .tier_lines(TIERS)
+        .admin(&format!(
+            "{{ listen: \"{{admin}}\", token_env: {ADMIN_TOKEN_ENV} }}"
+        ))
+        .upstream("echo", &backend.addr())
+        .route("{ path_prefix: \"/\", upstream: echo, auth: required }")
+        .jwt("{ keys: [{ algorithm: HS256, secret_env: \"TG_TEST_JWT\" }] }")
+        .raw(STORE)
+        .yaml();
+    assert!(!y.contains("api_keys"), "{y}");
+    let env = [
+        (ADMIN_TOKEN_ENV, ADMIN_TOKEN),
+        ("TG_TEST_JWT", "a-secret-of-32-bytes-or-more-0123"),
+    ];
+    let gw = Gateway::start_with_env(&y, &env);
+    let created = create(
+        &gw,
+        json!({"tenant": "acme-live", "tier": "free", "name": "ci"}),
+    )
+    .await;
+    let secret = created["secret"].as_str().unwrap().to_string();
+    let r = call(&gw, &secret).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(r.body.contains("acme-live"), "{}", r.body);
+    assert!(
+        !r.body.contains(&secret),
+        "the backend saw the key: {}",
+        r.body
+    );
+}

@@ -336,10 +336,15 @@ impl Authenticator {
     /// The API key header: `identity.api_keys.header`, else `x-api-key` (the header keys issued
     /// through the admin API arrive in too).
     pub fn live_key_header(&self) -> HeaderName {
+        self.key_header().clone()
+    }
+
+    /// The API key header: `identity.api_keys.header`, else `x-api-key`.
+    fn key_header(&self) -> &HeaderName {
+        static DEFAULT: HeaderName = HeaderName::from_static("x-api-key");
         self.api_keys
             .as_ref()
-            .map(|k| k.header().clone())
-            .unwrap_or_else(|| HeaderName::from_static("x-api-key"))
+            .map_or(&DEFAULT, api_key::ApiKeyStore::header)
     }
 
     /// Whether one API key is presented in `headers` and the file's keys know it (the file's
@@ -400,9 +405,11 @@ impl Authenticator {
             .filter(|name| !insert.iter().any(|(set, _)| set == name))
             .collect();
         if !self.forward_credentials {
-            match (id.method, &self.api_keys) {
-                (Method::Jwt, _) => remove.push(&AUTHORIZATION),
-                (Method::ApiKey, Some(keys)) => remove.push(keys.header()),
+            match id.method {
+                Method::Jwt => remove.push(&AUTHORIZATION),
+                // A live key (issued through the admin API) is read from the same header,
+                // also when the file has no `api_keys`.
+                Method::ApiKey => remove.push(self.key_header()),
                 _ => {}
             }
         }
