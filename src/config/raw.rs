@@ -38,6 +38,19 @@ pub struct RawConfig {
 pub struct RawDecision {
     /// Envoy's rate limit service (`envoy.service.ratelimit.v3.RateLimitService`) over gRPC.
     pub grpc: Option<RawDecisionGrpc>,
+    /// `POST /v1/check` and `POST /v1/report` for callers that are not proxies (HTTP/1.1, JSON).
+    pub http: Option<RawDecisionHttp>,
+}
+
+/// `decision.http`: where the JSON decision API listens and the variable holding its token.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawDecisionHttp {
+    /// `"ip:port"` (restart to change).
+    pub listen: String,
+    /// The environment variable holding the Bearer token every call must carry (read at each
+    /// load and reload; unset or empty: every call is answered 404).
+    pub token_env: String,
 }
 
 /// `decision.grpc`: where the rate limit service listens (plaintext h2) and what it answers when

@@ -195,6 +195,20 @@ fn descriptor_status(
     }
 }
 
+/// The seconds one descriptor's refusing enforced buckets (`mine`: indices into `planned`)
+/// ask the caller to wait: the longest of them; `None` when none of them refused.
+pub fn retry_after(planned: &Planned<'_>, combined: &Combined, mine: &[usize]) -> Option<u64> {
+    mine.iter()
+        .filter(|&&i| !planned.rules[i].1.entry.shadow)
+        .filter_map(|&i| match combined.rules.get(i) {
+            // A cost over the burst is never admitted: waiting does not help, no retry.
+            Some(RuleOutcome::Decided { decision, .. }) => decision.retry_after_s(),
+            Some(RuleOutcome::FailedClosed { retry_after_s }) => Some(*retry_after_s),
+            _ => None,
+        })
+        .max()
+}
+
 /// Room left in a decided bucket after the call, and seconds until it is full: as decided, or,
 /// when the call was refused as a whole after this bucket admitted (its debit given back), with
 /// its cost back.

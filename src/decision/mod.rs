@@ -1,7 +1,8 @@
 //! The decision service: tollgate's limiter for other proxies, a front door beside
 //! [`proxy`](crate::proxy) and [`admin`](crate::admin) (docs/decision-service.md).
 //!
-//! [`grpc`] serves Envoy's rate limit service (`ShouldRateLimit`, v3). It stays thin: a call is
+//! [`grpc`] serves Envoy's rate limit service (`ShouldRateLimit`, v3), [`http`] the same
+//! decision as JSON (`POST /v1/check`, `POST /v1/report`, shapes in [`json`]). Both stay thin: a call is
 //! checked and turned into descriptors ([`answer::asked`]), decided by the same rule code as a
 //! proxied request ([`pipeline::descriptors`](crate::pipeline::descriptors): descriptor
 //! matching in [`policy::descriptor`](crate::policy::descriptor), one all-or-nothing quota
@@ -9,11 +10,15 @@
 
 pub mod answer;
 pub mod grpc;
+pub mod http;
+pub mod json;
 pub mod rls;
 
 use crate::config::DecisionFailure;
-use crate::pipeline::descriptors;
-use crate::snapshot::App;
+use crate::pipeline::descriptors::{self, ReportError};
+use crate::quota::usage::Settled;
+use crate::response::Problem;
+use crate::snapshot::{App, Snapshot};
 use rls::{RateLimitRequest, RateLimitResponse};
 use tonic::Status;
 
@@ -24,32 +29,126 @@ pub async fn should_rate_limit(
     app: &App,
     req: RateLimitRequest,
 ) -> Result<RateLimitResponse, Status> {
-    let asked = answer::asked(&req)?;
-    let snap = app.snapshot.load_full();
-    let known = snap
-        .config
-        .limits
-        .iter()
-        .any(|r| r.matcher.domain.as_deref() == Some(req.domain.as_str()));
-    if !known {
-        return Err(Status::invalid_argument(format!(
-            "unknown domain \"{}\": no limit rule has this match.domain",
-            req.domain
-        )));
-    }
-    let failure = snap
+    let failure = app
+        .snapshot
+        .load()
         .config
         .decision
         .grpc
         .as_ref()
         .map_or(DecisionFailure::Rules, |g| g.on_failure);
+    check(app, &req, failure, false).await.map(|c| c.response)
+}
+
+/// A decided call: the rate limit service's answer, and per descriptor (in the call's order)
+/// the seconds its refusing buckets ask the caller to wait (`None`: it did not refuse).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checked {
+    pub response: RateLimitResponse,
+    pub retry_after_s: Vec<Option<u64>>,
+}
+
+/// Decides one call (all its descriptors, all or nothing) for either face of the service;
+/// `dry_run`: nothing is debited or counted ([`descriptors::decide_dry`]). Errors:
+/// `INVALID_ARGUMENT` for a malformed call or an unknown domain; `UNAVAILABLE` when Redis
+/// cannot decide and `failure` says so, or a dry run cannot read a bucket.
+pub async fn check(
+    app: &App,
+    req: &RateLimitRequest,
+    failure: DecisionFailure,
+    dry_run: bool,
+) -> Result<Checked, Status> {
+    let asked = answer::asked(req)?;
+    let snap = app.snapshot.load_full();
+    known_domain(&snap, &req.domain)?;
     let planned = descriptors::plan(&snap, &req.domain, &asked);
     let status = snap.config.response.status;
-    let (combined, verdict) = descriptors::decide(&snap, &planned, status).await;
+    let (combined, verdict) = if dry_run {
+        descriptors::decide_dry(&snap, &planned, status)
+            .await
+            .map_err(|f| {
+                Status::unavailable(format!(
+                    "the quota store did not answer ({}): a dry run cannot read the buckets",
+                    f.as_str()
+                ))
+            })?
+    } else {
+        descriptors::decide(&snap, &planned, status).await
+    };
     let headers = verdict
         .headers
         .as_ref()
         .map(|h| snap.quota_pairs(h))
         .unwrap_or_default();
-    answer::response(&planned, &combined, &verdict, headers, failure)
+    let retry_after_s = planned
+        .by_descriptor
+        .iter()
+        .map(|mine| answer::retry_after(&planned, &combined, mine))
+        .collect();
+    let response = answer::response(&planned, &combined, &verdict, headers, failure)?;
+    Ok(Checked {
+        response,
+        retry_after_s,
+    })
+}
+
+/// `INVALID_ARGUMENT` unless some rule has `match.domain` `domain`.
+pub fn known_domain(snap: &Snapshot, domain: &str) -> Result<(), Status> {
+    let known = snap
+        .config
+        .limits
+        .iter()
+        .any(|r| r.matcher.domain.as_deref() == Some(domain));
+    if known {
+        return Ok(());
+    }
+    Err(Status::invalid_argument(format!(
+        "unknown domain \"{domain}\": no limit rule has this match.domain"
+    )))
+}
+
+/// Debits one call's descriptors a cost known only afterwards ([`descriptors::report`]: into
+/// debt if need be, never refused) and answers, per descriptor, each bucket's rule limit and
+/// level after the debit. Errors (problems): 400 for a malformed call or an unknown domain,
+/// 422 when a bucket's rule is not a token bucket (nothing debited), 503 when Redis did not
+/// answer.
+pub async fn report(
+    app: &App,
+    req: &RateLimitRequest,
+) -> Result<Vec<Vec<(rls::RateLimit, Settled)>>, Problem> {
+    let asked = answer::asked(req).map_err(|s| Problem::status(400, s.message()))?;
+    let snap = app.snapshot.load_full();
+    known_domain(&snap, &req.domain).map_err(|s| Problem::status(400, s.message()))?;
+    let planned = descriptors::plan(&snap, &req.domain, &asked);
+    let settled = match descriptors::report(&snap, &planned).await {
+        Ok(s) => s,
+        Err(ReportError::NotTokenBucket(rule)) => {
+            return Err(Problem::status(
+                422,
+                format!("rule \"{rule}\" is not a token_bucket: only a token bucket can carry the debt a report may leave; nothing was debited"),
+            ))
+        }
+        Err(ReportError::Store(f)) => {
+            return Err(Problem::status(
+                503,
+                format!(
+                    "the quota store did not answer ({}); the cost may not have been debited",
+                    f.as_str()
+                ),
+            ))
+        }
+    };
+    Ok(planned
+        .by_descriptor
+        .iter()
+        .map(|mine| {
+            mine.iter()
+                .filter_map(|&i| {
+                    let (a, _) = &planned.rules[i];
+                    let s = settled.get(i)?;
+                    Some((answer::rate_limit(a.rate, &a.rule.name), *s))
+                })
+                .collect()
+        })
+        .collect())
 }

@@ -39,20 +39,35 @@ impl Denied {
             Denied::Wrong => "Bearer realm=\"tollgate-admin\", error=\"invalid_token\"",
         }
     }
+
+    /// [`www_authenticate`](Self::www_authenticate) for the decision API (realm
+    /// `tollgate-decision`).
+    pub fn www_authenticate_decision(self) -> &'static str {
+        match self {
+            Denied::Missing => "Bearer realm=\"tollgate-decision\"",
+            Denied::Wrong => "Bearer realm=\"tollgate-decision\", error=\"invalid_token\"",
+        }
+    }
 }
 
 impl AdminToken {
     /// The token in the variable `env_name`; `None` (API off) without a name, or when the
     /// variable is unset or empty (logged as a warning).
     pub fn load(env_name: Option<&str>) -> Option<AdminToken> {
+        Self::load_for("admin.token_env", env_name)
+    }
+
+    /// The token in the variable `env_name`, configured as `field` (named in the warning when
+    /// the variable is unset or empty; then `None`).
+    pub fn load_for(field: &str, env_name: Option<&str>) -> Option<AdminToken> {
         let name = env_name?;
         match std::env::var(name) {
             Ok(v) if !v.is_empty() => Some(AdminToken::new(v.as_bytes())),
             _ => {
                 tracing::warn!(
-                    field = "admin.token_env",
+                    field,
                     variable = name,
-                    "the admin token variable is unset or empty: the admin API (/v1) stays off"
+                    "the token variable is unset or empty: its API stays off"
                 );
                 None
             }

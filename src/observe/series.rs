@@ -96,6 +96,8 @@ pub const RULE_OUTCOMES: [&str; 7] = [
 /// by their position.
 pub struct RuleSeries {
     by_rule: Vec<(String, [OnceLock<IntCounter>; RULE_OUTCOMES.len()])>,
+    /// Counts nothing (a decision looked at, not taken: the decision API's dry run).
+    muted: bool,
 }
 
 impl RuleSeries {
@@ -105,13 +107,27 @@ impl RuleSeries {
             .into_iter()
             .map(|n| (n.to_string(), Default::default()))
             .collect();
-        RuleSeries { by_rule }
+        RuleSeries {
+            by_rule,
+            muted: false,
+        }
+    }
+
+    /// Series that count nothing.
+    pub fn muted() -> Self {
+        RuleSeries {
+            by_rule: Vec::new(),
+            muted: true,
+        }
     }
 
     /// Counts one decision of rule `index` (named `name`) with `outcome` (one of
     /// [`RULE_OUTCOMES`]; another, or a rule this snapshot does not have, goes through the
     /// vector directly).
     pub fn inc(&self, index: usize, name: &str, outcome: &str) {
+        if self.muted {
+            return;
+        }
         let slot = RULE_OUTCOMES.iter().position(|o| *o == outcome);
         match (self.by_rule.get(index), slot) {
             (Some((n, slots)), Some(i)) if n == name => slots[i]

@@ -9,7 +9,12 @@ use super::tenant::Verdict;
 use crate::policy::descriptor::{self, Entry};
 use crate::policy::rules::AppliedRule;
 use crate::quota::policy_script::LimitEntry;
-use crate::quota::rules::{Combined, RuleCall};
+use crate::limit::algorithm::Algorithm;
+use crate::observe::series::RuleSeries;
+use crate::quota::peek;
+use crate::quota::rules::{Combined, RuleCall, RuleOutcome};
+use crate::quota::usage::Settled;
+use crate::store::redis::client::RedisFault;
 use crate::snapshot::Snapshot;
 use crate::store::redis::keys::rule_key;
 
@@ -114,4 +119,83 @@ pub async fn decide(snap: &Snapshot, planned: &Planned<'_>, status: u16) -> (Com
         false,
     );
     (combined, verdict)
+}
+
+/// [`decide`] without debiting anything (a dry run): each bucket's state is read as the admin
+/// tenant view reads it (`lua/peek.lua`: no write, no TTL change) and decided in Rust for its
+/// cost by the reference functions the scripts mirror, all or nothing over enforced buckets.
+/// Nothing is counted in the metrics. Errors: the Redis fault of the first bucket that could
+/// not be read.
+pub async fn decide_dry(
+    snap: &Snapshot,
+    planned: &Planned<'_>,
+    status: u16,
+) -> Result<(Combined, Verdict), RedisFault> {
+    let mut rules = Vec::with_capacity(planned.rules.len());
+    if let Some(quota) = &snap.quota {
+        for (a, call) in &planned.rules {
+            let raw = peek::read_key(&quota.redis, &call.entry.key, call.entry.algorithm).await?;
+            let p = peek::evaluate(call.entry.algorithm, &raw, &a.rate, 0, &[], call.entry.cost);
+            rules.push(RuleOutcome::Decided {
+                decision: p.main_decision,
+                rate: a.rate,
+                degraded: false,
+            });
+        }
+    }
+    let admitted = planned.rules.iter().zip(&rules).all(|((_, c), o)| {
+        c.entry.shadow || matches!(o, RuleOutcome::Decided { decision, .. } if decision.admitted)
+    });
+    let combined = Combined {
+        tier: None,
+        rules,
+        admitted,
+    };
+    let verdict = judge(
+        &RuleSeries::muted(),
+        None,
+        &planned.rules,
+        &[],
+        combined.clone(),
+        status,
+        false,
+    );
+    Ok((combined, verdict))
+}
+
+/// Why a cost cannot be reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReportError {
+    /// A bucket the call reaches is not a `token_bucket` (only it can carry a debt): its rule.
+    NotTokenBucket(String),
+    /// Redis did not answer; nothing is known to be debited.
+    Store(RedisFault),
+}
+
+/// Debits each bucket of `planned` its cost after the fact, as a usage budget is settled
+/// (`lua/usage_settle.lua`: refilled to now, then debited; the level may go below zero, and
+/// later decisions are refused until the refill pays the debt). Nothing is refused. Returns
+/// each bucket's level after the debit, in `planned.rules`' order. Errors: a bucket whose rule
+/// is not a token bucket (checked before anything is debited), or a Redis fault.
+pub async fn report(snap: &Snapshot, planned: &Planned<'_>) -> Result<Vec<Settled>, ReportError> {
+    if let Some((a, _)) = planned
+        .rules
+        .iter()
+        .find(|(_, c)| c.entry.algorithm != Algorithm::TokenBucket)
+    {
+        return Err(ReportError::NotTokenBucket(a.rule.name.clone()));
+    }
+    let Some(quota) = &snap.quota else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::with_capacity(planned.rules.len());
+    for (a, call) in &planned.rules {
+        let cost = i64::try_from(call.entry.cost).unwrap_or(i64::MAX);
+        let settled = quota
+            .settle_usage(call.entry.key.to_string(), &a.rate, cost)
+            .await
+            .map_err(ReportError::Store)?;
+        out.push(settled);
+    }
+    Ok(out)
 }

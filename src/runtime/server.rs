@@ -115,6 +115,15 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
             },
         ));
     }
+    if let Some(http) = &cfg.decision.http {
+        server.add_service(background_service(
+            "decision http",
+            crate::decision::http::HttpService {
+                app: app.clone(),
+                listen: http.listen,
+            },
+        ));
+    }
     server.add_service(background_service(
         "reload",
         ReloadService { app: app.clone() },

@@ -37,6 +37,8 @@ pub struct Snapshot {
     /// The admin API's Bearer tokens, read from `admin.token_env` and `admin.tokens` at this
     /// build; `None` while the API is off.
     pub admin_token: Option<crate::identity::admin_token::AdminTokens>,
+    /// The decision HTTP API's token (`decision.http.token_env`); `None`: that API is off.
+    pub decision_token: Option<crate::identity::admin_token::AdminToken>,
     /// Request series by route index (`config.routes`), then one for `none` (no route).
     pub route_series: Vec<RouteSeries>,
     /// Decision series of this config's tiers.
@@ -138,6 +140,12 @@ impl Snapshot {
             listener_tls,
             region,
             admin_token: crate::identity::admin_token::AdminTokens::load(&config.admin_tokens),
+            decision_token: config.decision.http.as_ref().and_then(|h| {
+                crate::identity::admin_token::AdminToken::load_for(
+                    "decision.http.token_env",
+                    Some(&h.token_env),
+                )
+            }),
             config,
         })
     }

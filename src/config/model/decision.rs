@@ -7,6 +7,17 @@ use std::net::SocketAddr;
 pub struct DecisionSettings {
     /// `decision.grpc`: Envoy's rate limit service over gRPC.
     pub grpc: Option<GrpcDecision>,
+    /// `decision.http`: `POST /v1/check` and `/v1/report`, JSON over HTTP/1.1.
+    pub http: Option<HttpDecision>,
+}
+
+/// `decision.http`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpDecision {
+    /// The plaintext HTTP/1.1 listener (restart to change).
+    pub listen: SocketAddr,
+    /// The environment variable holding the Bearer token.
+    pub token_env: String,
 }
 
 /// `decision.grpc`.

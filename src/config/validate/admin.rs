@@ -70,7 +70,7 @@ pub(super) fn settings(
 }
 
 /// An environment variable name as POSIX shells accept it: `[A-Za-z_][A-Za-z0-9_]*`.
-fn env_var_name(name: &str) -> Result<(), &'static str> {
+pub(super) fn env_var_name(name: &str) -> Result<(), &'static str> {
     let mut chars = name.chars();
     match chars.next() {
         None => Err("must name an environment variable, not be empty"),

@@ -1,7 +1,7 @@
 //! `decision:`: the decision service's listener and its answer when Redis cannot decide.
 
 use super::common::Check;
-use crate::config::model::{DecisionFailure, DecisionSettings, GrpcDecision};
+use crate::config::model::{DecisionFailure, DecisionSettings, GrpcDecision, HttpDecision};
 use crate::config::raw::RawDecision;
 
 /// `decision:` → its settings (a part with an invalid field is reported and left out).
@@ -27,5 +27,16 @@ pub(super) fn settings(c: &mut Check, raw: Option<&RawDecision>) -> DecisionSett
             on_failure,
         })
     });
-    DecisionSettings { grpc }
+    let http = raw.http.as_ref().and_then(|h| {
+        let listen = c.socket_addr("decision.http.listen", &h.listen);
+        if let Err(why) = super::admin::env_var_name(&h.token_env) {
+            c.err("decision.http.token_env", why);
+            return None;
+        }
+        Some(HttpDecision {
+            listen: listen?,
+            token_env: h.token_env.clone(),
+        })
+    });
+    DecisionSettings { grpc, http }
 }

@@ -80,7 +80,7 @@ pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
     let multi_region = multi_region::settings(&mut c, raw.multi_region.as_ref(), &tiers, &routes);
     let reload = reload::settings(&mut c, raw.reload.as_ref());
     let decision = decision::settings(&mut c, raw.decision.as_ref());
-    if decision.grpc.is_some() && raw.redis.is_none() {
+    if (decision.grpc.is_some() || decision.http.is_some()) && raw.redis.is_none() {
         c.err("decision", "redis is required for the decision service");
     }
     let has_quota = raw.redis.is_some() && !tiers.is_empty();
