@@ -16,7 +16,7 @@ pub struct CallBody {
     /// The rules' domain (`limits[].match.domain`).
     pub domain: String,
     pub descriptors: Vec<DescriptorBody>,
-    /// Hits for each descriptor without its own (default 1, at least 1).
+    /// Hits for each descriptor without its own (absent or null: 1; else at least 1).
     pub hits_addend: Option<u64>,
     /// `check` only: decide without debiting (default false).
     #[serde(default)]
