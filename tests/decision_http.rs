@@ -165,8 +165,14 @@ async fn check_admits_then_refuses_all_or_nothing() {
     assert_eq!(first.body["allowed"], true);
     assert_eq!(first.body["overall_code"], "OK");
     assert_eq!((first.remaining(0), first.remaining(1)), (4, 0));
-    assert_eq!(first.body["statuses"][0]["current_limit"]["name"], "per-user");
-    assert_eq!(first.body["statuses"][0]["current_limit"]["requests_per_unit"], 5);
+    assert_eq!(
+        first.body["statuses"][0]["current_limit"]["name"],
+        "per-user"
+    );
+    assert_eq!(
+        first.body["statuses"][0]["current_limit"]["requests_per_unit"],
+        5
+    );
     assert_eq!(first.body["statuses"][0]["current_limit"]["unit"], "HOUR");
     let policy = first.header("RateLimit-Policy").unwrap_or_default();
     assert!(policy.contains("q=1"), "the tightest policy: {policy}");
@@ -197,15 +203,24 @@ async fn check_admits_then_refuses_all_or_nothing() {
         "a refused call debits no descriptor (in Redis)"
     );
     let alone = rig
-        .post("/v1/check", call("api", &[(&[("user", "u1")], 3)], json!({})))
+        .post(
+            "/v1/check",
+            call("api", &[(&[("user", "u1")], 3)], json!({})),
+        )
         .await;
     assert_eq!((alone.status, alone.remaining(0)), (200, 1));
     let over = rig
-        .post("/v1/check", call("api", &[(&[("user", "u1")], 2)], json!({})))
+        .post(
+            "/v1/check",
+            call("api", &[(&[("user", "u1")], 2)], json!({})),
+        )
         .await;
     assert_eq!((over.status, over.remaining(0)), (429, 1));
     let unmatched = rig
-        .post("/v1/check", call("api", &[(&[("other", "x")], 0)], json!({})))
+        .post(
+            "/v1/check",
+            call("api", &[(&[("other", "x")], 0)], json!({})),
+        )
         .await;
     assert_eq!(unmatched.status, 200, "{unmatched:?}");
     assert!(unmatched.body["statuses"][0]["current_limit"].is_null());
@@ -231,12 +246,18 @@ async fn dry_run_debits_nothing() {
         let looked = rig.post("/v1/check", call("d", one, dry.clone())).await;
         assert_eq!((looked.status, looked.remaining(0)), (200, 0), "{looked:?}");
     }
-    let too_many = rig.post("/v1/check", call("d", &[(&[("k", "a")], 2)], dry.clone())).await;
+    let too_many = rig
+        .post("/v1/check", call("d", &[(&[("k", "a")], 2)], dry.clone()))
+        .await;
     assert_eq!(too_many.status, 429, "{too_many:?}");
     assert!(too_many.header("Retry-After").is_some());
     assert_eq!(redis.hgetall(&key), before, "dry runs changed the bucket");
     let real = rig.post("/v1/check", call("d", one, json!({}))).await;
-    assert_eq!((real.status, real.remaining(0)), (200, 0), "the real room was kept");
+    assert_eq!(
+        (real.status, real.remaining(0)),
+        (200, 0),
+        "the real room was kept"
+    );
     let looked = rig.post("/v1/check", call("d", one, dry)).await;
     assert_eq!(looked.status, 429);
 }
@@ -254,7 +275,10 @@ async fn report_drives_the_bucket_into_debt() {
         .await;
     assert_eq!(reported.status, 200, "{reported:?}");
     assert_eq!(reported.remaining(0), -6, "{reported:?}");
-    assert_eq!(reported.body["statuses"][0]["current_limit"]["name"], "spend");
+    assert_eq!(
+        reported.body["statuses"][0]["current_limit"]["name"],
+        "spend"
+    );
     let key = only_key(&redis, "*spend*");
     assert_eq!(level(&redis, &key), -6, "the debt is in Redis");
     let refused = rig.post("/v1/check", call("w", t, json!({}))).await;
@@ -272,7 +296,10 @@ async fn report_drives_the_bucket_into_debt() {
     assert_eq!(other.status, 422, "{other:?}");
     assert!(other.detail().contains("windowed"), "{other:?}");
     let unmatched = rig
-        .post("/v1/report", call("w", &[(&[("nobody", "x")], 0)], json!({})))
+        .post(
+            "/v1/report",
+            call("w", &[(&[("nobody", "x")], 0)], json!({})),
+        )
         .await;
     assert_eq!(unmatched.status, 200);
     assert!(unmatched.body["statuses"][0]["limit_remaining"].is_null());
@@ -283,7 +310,9 @@ async fn token_and_bad_input_get_problems() {
     let redis = RedisServer::start();
     let rule = "  - { name: h, match: { domain: d, descriptors: [k] }, key: [\"descriptor:k\"], limit: 10, per: 1h }\n";
     let rig = Rig::start(&strict(&redis), rule);
-    let good = call("d", &[(&[("k", "a")], 0)], json!({})).to_string().into_bytes();
+    let good = call("d", &[(&[("k", "a")], 0)], json!({}))
+        .to_string()
+        .into_bytes();
     let wrong = format!("Bearer {TOKEN}x");
     for (path, auth, realm_error) in [
         ("/v1/check", None, false),
@@ -298,7 +327,10 @@ async fn token_and_bad_input_get_problems() {
         assert_eq!(www.contains("invalid_token"), realm_error, "{www}");
         assert_eq!(a.header("Content-Type"), Some("application/problem+json"));
     }
-    assert!(redis.keys("*").is_empty(), "nothing was decided without the token");
+    assert!(
+        redis.keys("*").is_empty(),
+        "nothing was decided without the token"
+    );
     let big = vec![b' '; 70 * 1024];
     let a = rig.post_raw("/v1/check", big.clone(), None).await;
     assert_eq!(a.status, 401, "the token decides before the size");
@@ -325,7 +357,9 @@ async fn token_and_bad_input_get_problems() {
         assert!(a.detail().contains(field), "{body}: {field} not in {:?}", a.detail());
         assert_eq!(a.header("Content-Type"), Some("application/problem+json"));
     }
-    let a = rig.post_raw("/v1/elsewhere", good.clone(), Some(&auth)).await;
+    let a = rig
+        .post_raw("/v1/elsewhere", good.clone(), Some(&auth))
+        .await;
     assert_eq!(a.status, 404, "{a:?}");
     let get = client()
         .get(format!("{}/v1/check", rig.base))
@@ -333,7 +367,10 @@ async fn token_and_bad_input_get_problems() {
         .await
         .expect("GET");
     assert_eq!(get.status().as_u16(), 405);
-    assert_eq!(get.headers().get("Allow").map(|v| v.as_bytes()), Some(&b"POST"[..]));
+    assert_eq!(
+        get.headers().get("Allow").map(|v| v.as_bytes()),
+        Some(&b"POST"[..])
+    );
     assert!(redis.keys("*").is_empty(), "bad input debited nothing");
     let ok = rig.post_raw("/v1/check", good, Some(&auth)).await;
     assert_eq!(ok.status, 200, "still serving: {ok:?}");
@@ -363,11 +400,19 @@ async fn redis_stopped_follows_each_rules_on_failure() {
         local.push(rig.post("/v1/check", one("l")).await.status);
     }
     assert_eq!(local, [200, 200, 429], "a fresh local bucket of burst 2");
-    let dry = rig.post("/v1/check", call("d", &[(&[("o", "x")], 0)], json!({"dry_run": true}))).await;
+    let dry = rig
+        .post(
+            "/v1/check",
+            call("d", &[(&[("o", "x")], 0)], json!({"dry_run": true})),
+        )
+        .await;
     assert_eq!(dry.status, 503, "a dry run cannot read: {dry:?}");
     let report = rig.post("/v1/report", one("o")).await;
     assert_eq!(report.status, 503, "{report:?}");
-    assert_eq!(report.header("Content-Type"), Some("application/problem+json"));
+    assert_eq!(
+        report.header("Content-Type"),
+        Some("application/problem+json")
+    );
 }
 
 /// Both operations against `docs/decision-openapi.json` with schemathesis (the admin API's
@@ -389,7 +434,14 @@ fn schemathesis_checks_the_openapi_document() {
             .args(["--url", &rig.base])
             .args(["--checks", checks])
             .args(["--phases", "examples,coverage,fuzzing"])
-            .args(["--max-examples", "60", "--seed", "20261206", "--workers", "1"])
+            .args([
+                "--max-examples",
+                "60",
+                "--seed",
+                "20261206",
+                "--workers",
+                "1",
+            ])
             .args(["--generation-database", "none", "--no-shrink", "--no-color"])
             .args(["--request-timeout", "20", "--max-failures", "20"])
             .args(extra)

@@ -15,7 +15,6 @@
 //! At most [`MAX_CONNECTIONS`] connections are served at once (more are closed at accept).
 
 use super::json;
-use crate::admin::reply::{json_reply, problem_reply};
 use crate::config::DecisionFailure;
 use crate::response::Problem;
 use crate::snapshot::App;
@@ -58,7 +57,10 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Response<Full<Bytes>> {
         "/v1/check" => Operation::Check,
         "/v1/report" => Operation::Report,
         other => {
-            let p = Problem::status(404, format!("{other} is not served here (POST /v1/check, POST /v1/report)"));
+            let p = Problem::status(
+                404,
+                format!("{other} is not served here (POST /v1/check, POST /v1/report)"),
+            );
             return problem_reply(&p, &[]);
         }
     };
@@ -102,6 +104,29 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Response<Full<Bytes>> {
     }
 }
 
+/// A JSON answer.
+fn json_reply(status: u16, body: &serde_json::Value) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header("Content-Type", "application/json")
+        .header("Cache-Control", "no-store")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap_or_default()
+}
+
+/// An RFC 9457 problem+json answer with `headers`.
+fn problem_reply(p: &Problem, headers: &[(&str, &str)]) -> Response<Full<Bytes>> {
+    let mut b = Response::builder()
+        .status(p.status)
+        .header("Content-Type", "application/problem+json")
+        .header("Cache-Control", "no-store");
+    for (k, v) in headers {
+        b = b.header(*k, *v);
+    }
+    let id = crate::http::request_id::generate();
+    b.body(Full::new(p.to_body(&id))).unwrap_or_default()
+}
+
 /// 200 (allowed) or 429 (refused, with `Retry-After`), the decision's header fields as headers.
 fn check_reply(checked: &super::Checked, dry_run: bool) -> Response<Full<Bytes>> {
     let body = json::check_answer(checked, dry_run);
@@ -116,7 +141,10 @@ fn check_reply(checked: &super::Checked, dry_run: bool) -> Response<Full<Bytes>>
             headers.append(name, value);
         }
     }
-    if let (Some(s), false) = (json::retry_after(checked), headers.contains_key("retry-after")) {
+    if let (Some(s), false) = (
+        json::retry_after(checked),
+        headers.contains_key("retry-after"),
+    ) {
         headers.insert(http::header::RETRY_AFTER, s.into());
     }
     reply
@@ -144,8 +172,14 @@ fn admit(app: &App, headers: &http::HeaderMap) -> Result<(), Response<Full<Bytes
         .get(http::header::AUTHORIZATION)
         .map(|v| v.as_bytes());
     token.check(authorization).map_err(|denied| {
-        let p = Problem::status(401, "this API needs the decision Bearer token (decision.http.token_env)");
-        problem_reply(&p, &[("WWW-Authenticate", denied.www_authenticate_decision())])
+        let p = Problem::status(
+            401,
+            "this API needs the decision Bearer token (decision.http.token_env)",
+        );
+        problem_reply(
+            &p,
+            &[("WWW-Authenticate", denied.www_authenticate_decision())],
+        )
     })
 }
 

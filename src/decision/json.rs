@@ -170,3 +170,38 @@ pub fn report_answer(by_descriptor: &[Vec<(rls::RateLimit, Settled)>]) -> Value 
         .collect();
     json!({ "statuses": statuses })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_names_the_field_at_fault() {
+        let (req, dry) = parse(br#"{"domain":"w","descriptors":[{"entries":[{"key":"t","value":"a"}],"hits_addend":3}],"hits_addend":null,"dry_run":true}"#).unwrap();
+        assert!(dry);
+        assert_eq!((req.domain.as_str(), req.hits_addend), ("w", 1));
+        assert_eq!(req.descriptors[0].hits_addend.map(|h| h.value), Some(3));
+        for (body, field) in [
+            (
+                r#"{"domain":"w","descriptors":[{"entries":[{"key":"t","value":1}]}]}"#,
+                "descriptors[0].entries[0].value: ",
+            ),
+            (r#"{"descriptors":[]}"#, "body: missing field `domain`"),
+            (
+                r#"{"domain":"w","descriptors":[],"hits_addend":0}"#,
+                "hits_addend: must be at least 1",
+            ),
+            (
+                r#"{"domain":"w","descriptors":[{"entries":[],"hits_addend":4294967296}]}"#,
+                "descriptors[0].hits_addend: 4294967296 is over",
+            ),
+            (
+                r#"{"domain":"w","descriptors":[],"dry_run":"yes"}"#,
+                "dry_run: ",
+            ),
+        ] {
+            let e = parse(body.as_bytes()).unwrap_err();
+            assert!(e.starts_with(field), "{body}: {e}");
+        }
+    }
+}

@@ -215,6 +215,28 @@ mod tests {
     }
 
     #[test]
+    fn decision_token_env_must_name_a_variable() {
+        let yaml = |name: &str| {
+            format!(
+                "listen: [\"127.0.0.1:8080\"]\nredis: {{ url: \"redis://127.0.0.1:6379\" }}\n\
+                 decision: {{ http: {{ listen: \"127.0.0.1:8082\", token_env: \"{name}\" }} }}\n\
+                 upstreams: {{ a: {{ backends: [\"127.0.0.1:9001\"] }} }}\nroutes: [{{ path_prefix: \"/\", upstream: a }}]\n"
+            )
+        };
+        assert!(crate::config::parse_errors(&yaml("TOLLGATE_DECISION_TOKEN")).is_empty());
+        let errors = crate::config::parse_errors(&yaml("A-B"));
+        assert!(
+            errors.len() == 1 && errors[0].starts_with("decision.http.token_env: "),
+            "{errors:?}"
+        );
+        let d = Denied::Wrong.www_authenticate_decision();
+        assert_eq!(
+            d,
+            "Bearer realm=\"tollgate-decision\", error=\"invalid_token\""
+        );
+    }
+
+    #[test]
     fn unset_or_empty_variable_disables() {
         assert!(AdminToken::load(None).is_none());
         assert!(AdminToken::load(Some("TOLLGATE_TEST_SURELY_UNSET_VARIABLE")).is_none());

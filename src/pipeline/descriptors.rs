@@ -6,16 +6,16 @@
 
 use super::rules::judge;
 use super::tenant::Verdict;
-use crate::policy::descriptor::{self, Entry};
-use crate::policy::rules::AppliedRule;
-use crate::quota::policy_script::LimitEntry;
 use crate::limit::algorithm::Algorithm;
 use crate::observe::series::RuleSeries;
+use crate::policy::descriptor::{self, Entry};
+use crate::policy::rules::AppliedRule;
 use crate::quota::peek;
+use crate::quota::policy_script::LimitEntry;
 use crate::quota::rules::{Combined, RuleCall, RuleOutcome};
 use crate::quota::usage::Settled;
-use crate::store::redis::client::RedisFault;
 use crate::snapshot::Snapshot;
+use crate::store::redis::client::RedisFault;
 use crate::store::redis::keys::rule_key;
 
 /// One descriptor as asked: its entries and its hits (≥ 1).
