@@ -21,7 +21,7 @@ const TOKEN: &str = "decide-s3cret";
 /// A gateway on `redis` (a `redis:` flow map) with the decision HTTP API on a free port and
 /// the `limits:` items `rules`.
 struct Rig {
-    _gw: Gateway,
+    gw: Gateway,
     base: String,
     _backend: Backend,
 }
@@ -41,7 +41,7 @@ impl Rig {
         let gw = Gateway::start_with_env(&yaml, &[(TOKEN_ENV, TOKEN)]);
         wait_listening(&addr);
         Rig {
-            _gw: gw,
+            gw,
             base: format!("http://{addr}"),
             _backend: backend,
         }
@@ -260,6 +260,16 @@ async fn dry_run_debits_nothing() {
     );
     let looked = rig.post("/v1/check", call("d", one, dry)).await;
     assert_eq!(looked.status, 429);
+    let counted = |outcome: &str| {
+        rig.gw.metric_or_zero(&format!(
+            "tollgate_rule_decisions_total{{outcome=\"{outcome}\",rule=\"dry\"}}"
+        ))
+    };
+    assert_eq!(
+        (counted("admitted"), counted("limited")),
+        (2.0, 0.0),
+        "only the real checks are counted"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -132,7 +132,7 @@ pub async fn report(
             return Err(Problem::status(
                 503,
                 format!(
-                    "the quota store did not answer ({}); the cost may not have been debited",
+                    "the quota store did not answer ({}); the cost may not have been debited, or only in part",
                     f.as_str()
                 ),
             ))
