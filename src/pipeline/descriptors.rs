@@ -150,6 +150,8 @@ pub async fn decide_dry(
         tier: None,
         rules,
         admitted,
+        // Nothing was debited.
+        debited_at: Vec::new(),
     };
     let verdict = judge(
         &RuleSeries::muted(),
