@@ -233,3 +233,67 @@ pub(super) fn key_path(map: &str, key: &str) -> String {
         format!("{map}[{key:?}]")
     }
 }
+
+/// Why `url` is not a usable Redis URL, or `None` when it is one: the scheme must be `redis://`
+/// or `rediss://`, the redis crate must accept it, and a host and a port, when written, must not
+/// be empty (`redis://h:` is a typo, not port 6379) and the port must not be 0.
+pub(super) fn redis_url_problem(url: &str) -> Option<String> {
+    let Some(rest) = url
+        .strip_prefix("redis://")
+        .or_else(|| url.strip_prefix("rediss://"))
+    else {
+        return Some(format!("\"{url}\" is not a redis:// or rediss:// URL"));
+    };
+    if redis::Client::open(url).is_err() {
+        return Some(format!("\"{url}\" is not a valid Redis URL"));
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_port = authority.rsplit('@').next().unwrap_or_default();
+    let port = match host_port.rsplit_once(':') {
+        // An IPv6 literal's colons are inside brackets.
+        Some((_, port)) if !port.contains(']') => Some(port),
+        _ => None,
+    };
+    if host_port.is_empty() || host_port.starts_with(':') {
+        Some(format!("\"{url}\" has no host"))
+    } else if port == Some("") {
+        Some(format!("\"{url}\" has an empty port"))
+    } else if port == Some("0") {
+        Some(format!("\"{url}\" has port 0"))
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod redis_url_tests {
+    use super::redis_url_problem;
+
+    #[test]
+    fn usable_redis_urls_pass() {
+        for url in [
+            "redis://127.0.0.1:6379",
+            "redis://h",
+            "rediss://h:6380/2",
+            "redis://[::1]:6379",
+            "redis://[::1]",
+        ] {
+            assert_eq!(redis_url_problem(url), None, "{url}");
+        }
+    }
+
+    #[test]
+    fn typos_in_host_or_port_are_named() {
+        for (url, why) in [
+            ("redis://127.0.0.1:", "has an empty port"),
+            ("redis://[::1]:", "has an empty port"),
+            ("redis://h:0", "has port 0"),
+            ("redis://h:port", "is not a valid Redis URL"),
+            ("http://h:1", "is not a redis:// or rediss:// URL"),
+        ] {
+            let problem = redis_url_problem(url).unwrap_or_default();
+            assert!(problem.ends_with(why), "{url}: {problem}");
+        }
+        assert!(redis_url_problem("redis://:1").is_some());
+    }
+}

@@ -1,6 +1,6 @@
 //! Validation of `multi_region:` (docs/DESIGN.md 4b): every problem with its field path.
 
-use super::common::Check;
+use super::common::{redis_url_problem, Check};
 use crate::config::duration::parse_duration;
 use crate::config::model::{MultiRegionSettings, RegionMode, RouteSettings, Tier};
 use crate::config::raw::RawMultiRegion;
@@ -95,14 +95,11 @@ fn region_settings(raw: &RawMultiRegion) -> Result<MultiRegionSettings, Vec<Conf
             "multi_region.global".into(),
             "is required when mode is sync (global: { url: \"redis://...\" })".into(),
         ),
-        (Some(url), _) if !(url.starts_with("redis://") || url.starts_with("rediss://")) => err(
-            "multi_region.global.url".into(),
-            format!("\"{url}\" is not a redis:// or rediss:// URL"),
-        ),
-        (Some(url), _) if redis::Client::open(url.as_str()).is_err() => err(
-            "multi_region.global.url".into(),
-            format!("\"{url}\" is not a valid Redis URL"),
-        ),
+        (Some(url), _) => {
+            if let Some(problem) = redis_url_problem(url) {
+                err("multi_region.global.url".into(), problem)
+            }
+        }
         _ => {}
     }
     let sync_interval = match raw.sync_interval.as_deref() {

@@ -1,7 +1,7 @@
 //! `redis:`: where the shared store is (standalone, cluster or sentinel), its credentials, TLS,
 //! timeouts, circuit breaker and failure policy.
 
-use super::common::Check;
+use super::common::{redis_url_problem, Check};
 use crate::config::model::{BreakerSettings, FailurePolicy, RedisSettings, RedisTopology};
 use crate::config::raw::{RawFleetSize, RawRedis};
 use std::time::Duration;
@@ -124,11 +124,8 @@ fn lease_ttl(c: &mut Check, text: Option<&str>) -> Duration {
 
 /// A `redis://` or `rediss://` URL at `path`, without credentials in it.
 fn redis_url(c: &mut Check, path: &str, url: &str) {
-    if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
-        c.err(
-            path,
-            format!("\"{url}\" is not a redis:// or rediss:// URL"),
-        );
+    if let Some(problem) = redis_url_problem(url) {
+        c.err(path, problem);
     } else if url.contains('@') {
         c.err(
             path,
