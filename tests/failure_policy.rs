@@ -890,6 +890,13 @@ async fn case_c05_open_admits_without_quota_headers() {
     assert_eq!(decisions(&gw, "T", "failed_open"), 10.0);
     assert_eq!(decisions(&gw, "big", "failed_open"), 3.0);
     assert!(redis_errors(&gw, "connection") + redis_errors(&gw, "timeout") > 0.0);
+    // The access log names the failure policy, not a plain admission.
+    let logged = eventually(Duration::from_secs(10), || {
+        log_lines(&gw, r#"layer="tenant" decision="failed_open""#) == 13
+    })
+    .await;
+    assert!(logged, "{}", gw.log_tail(20));
+    assert_eq!(log_lines(&gw, r#"decision="admitted""#), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -921,6 +928,11 @@ async fn case_c05_local_uses_the_local_bucket_exactly() {
     assert_eq!(decisions(&gw, "T", "fallback"), 5.0);
     assert_eq!(decisions(&gw, "T", "limited"), 5.0);
     assert_eq!(decisions(&gw, "big", "fallback"), 3.0);
+    let logged = eventually(Duration::from_secs(10), || {
+        log_lines(&gw, r#"layer="tenant" decision="fallback""#) == 8
+    })
+    .await;
+    assert!(logged, "{}", gw.log_tail(20));
 }
 
 /// Cold start: the gateway connects to Redis before its admin listener answers, so the first

@@ -360,6 +360,10 @@ pub(super) async fn tenant_stage(
         Decision::Admit | Decision::Delay(_) => {
             count(ctx, Layer::Tenant, verdict.outcome);
             super::trace::admitted_as(ctx, verdict.outcome);
+            if verdict.outcome != Outcome::Admitted {
+                // The access log names how: `failed_open`, `fallback`, `pool_admitted`.
+                ctx.decided = (Layer::Tenant, verdict.outcome);
+            }
             if let (true, Some(p)) = (verdict.near_limit, &plan) {
                 let tier = p.limits.tier.name.as_str();
                 METRICS.near_limit.with_label_values(&[tier]).inc();
