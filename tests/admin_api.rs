@@ -625,14 +625,7 @@ async fn tier_fit_from_the_api_and_the_bounded_metric() {
 /// reports one token less.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_algorithm_is_read_from_its_own_key_with_the_scripts_math() {
-    let algorithms = [
-        "token_bucket",
-        "gcra",
-        "fixed_window",
-        "sliding_window_log",
-        "sliding_window_counter",
-        "leaky_bucket",
-    ];
+    let algorithms = ALGORITHMS;
     let tiers: String = algorithms
         .iter()
         .map(|a| format!("  t_{a}: {{ algorithm: {a}, limit: 1, per: 1h, burst: 4 }}\n"))

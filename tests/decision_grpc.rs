@@ -200,14 +200,7 @@ fn hits_addend_at_request_and_descriptor_level() {
 #[test]
 fn every_algorithm_through_the_service() {
     let redis = RedisServer::start();
-    let algorithms = [
-        "token_bucket",
-        "gcra",
-        "fixed_window",
-        "sliding_window_log",
-        "sliding_window_counter",
-        "leaky_bucket",
-    ];
+    let algorithms = ALGORITHMS;
     let rules: String = algorithms
         .iter()
         .map(|a| format!("  - {{ name: {a}, match: {{ domain: algo, descriptors: [{{ algorithm: {a} }}, user] }}, key: [\"descriptor:user\"], limit: 2, per: 1h, algorithm: {a} }}\n"))

@@ -11,15 +11,6 @@ mod common;
 
 use common::*;
 
-const ALGORITHMS: [&str; 6] = [
-    "token_bucket",
-    "gcra",
-    "fixed_window",
-    "sliding_window_log",
-    "sliding_window_counter",
-    "leaky_bucket",
-];
-
 /// The old TTL of a drained "lower" bucket (burst 3 at one token a minute): a key that still
 /// expires within it was not rewritten for the new rate.
 const OLD_FULL_MS: i64 = 180_000;

@@ -12,15 +12,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::task::JoinSet;
 
-const ALGORITHMS: [&str; 6] = [
-    "token_bucket",
-    "gcra",
-    "fixed_window",
-    "sliding_window_log",
-    "sliding_window_counter",
-    "leaky_bucket",
-];
-
 fn api_key(tenant: &str) -> String {
     format!("key-{tenant}-0123456789")
 }

@@ -107,15 +107,7 @@ async fn acl_credentials_come_from_the_environment_and_never_reach_the_log() {
     const SECRET: &str = "s3cret-Pass-4f1c";
     const WRONG: &str = "wr0ng-Pass-9a2e";
     let redis = RedisNode::start(&[]);
-    redis.cmd(&[
-        "ACL",
-        "SETUSER",
-        "gw",
-        "on",
-        &format!(">{SECRET}"),
-        "~tollgate:*",
-        "+@all",
-    ]);
+    redis.acl_user("gw", SECRET, &[]);
     redis.cmd(&["ACL", "SETUSER", "default", "off"]);
     let backend = Backend::start("echo");
     let config = ha_gateway_yaml(

@@ -20,16 +20,7 @@ const TIER: &str = "  t: { limit: 1, per: 1d, burst: 5, on_failure: closed }\n";
 async fn a_server_that_refuses_script_load_decides_every_request_by_eval() {
     const SECRET: &str = "scr1pt-Pass-7d2b";
     let redis = RedisNode::start(&[]);
-    redis.cmd(&[
-        "ACL",
-        "SETUSER",
-        "gw",
-        "on",
-        &format!(">{SECRET}"),
-        "~tollgate:*",
-        "+@all",
-        "-script|load",
-    ]);
+    redis.acl_user("gw", SECRET, &["-script|load"]);
     let backend = Backend::start("echo");
     let config = ha_gateway_yaml(
         &format!(

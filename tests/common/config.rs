@@ -16,6 +16,16 @@
 //!     .yaml()
 //! ```
 
+/// The six algorithms of `algorithm:`, by their config names.
+pub const ALGORITHMS: [&str; 6] = [
+    "token_bucket",
+    "gcra",
+    "fixed_window",
+    "sliding_window_log",
+    "sliding_window_counter",
+    "leaky_bucket",
+];
+
 /// Generous Redis settings: a 2 s timeout, a breaker that does not open, and `closed` as the
 /// failure policy, so that any Redis fault is a visible 503 instead of a different count.
 pub const STRICT_REDIS: &str =

@@ -194,6 +194,23 @@ impl RedisNode {
         c.query(&mut con)
     }
 
+    /// Creates ACL user `name` with password `secret`, allowed `~tollgate:*` and every command
+    /// but the `extra` rules (e.g. `-script|load`).
+    pub fn acl_user(&self, name: &str, secret: &str, extra: &[&str]) {
+        let password = format!(">{secret}");
+        let mut args = vec![
+            "ACL",
+            "SETUSER",
+            name,
+            "on",
+            &password,
+            "~tollgate:*",
+            "+@all",
+        ];
+        args.extend_from_slice(extra);
+        self.cmd(&args);
+    }
+
     /// Runs one command; panics on error.
     pub fn cmd(&self, args: &[&str]) -> Value {
         self.try_cmd(args)
