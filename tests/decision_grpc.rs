@@ -283,10 +283,15 @@ fn failure_policies_with_redis_stopped() {
         ["OK", "OK", "OVER_LIMIT"],
         "a fresh local bucket of burst 2"
     );
-    for d in ["o", "c", "l"] {
+    for d in ["o", "c", "l", "l", "l"] {
         let r = u.call("d", &[(&[(d, "x")], 0)], 0);
         assert_eq!(r["code"], "UNAVAILABLE", "{d}: {r}");
     }
+    // Answered UNAVAILABLE, the `local` rule's bucket in memory was not debited either.
+    let local = unavailable_rig
+        .gw
+        .metric_or_zero("tollgate_rule_decisions_total{outcome=\"fallback\",rule=\"lo\"}");
+    assert_eq!(local, 0.0);
 }
 
 /// Bad input gets a clear status and the service keeps serving: empty or unknown domain, no

@@ -14,7 +14,7 @@ pub mod http;
 pub mod json;
 pub mod rls;
 
-use crate::config::DecisionFailure;
+use crate::config::{DecisionFailure, FailurePolicy};
 use crate::pipeline::descriptors::{self, ReportError};
 use crate::quota::usage::Settled;
 use crate::response::Problem;
@@ -61,7 +61,13 @@ pub async fn check(
     let asked = answer::asked(req)?;
     let snap = app.snapshot.load_full();
     known_domain(&snap, &req.domain)?;
-    let planned = descriptors::plan(&snap, &req.domain, &asked);
+    let mut planned = descriptors::plan(&snap, &req.domain, &asked);
+    if failure == DecisionFailure::Unavailable {
+        // The caller decides a Redis fault: no bucket (not even a `local` one) is debited for it.
+        for (_, call) in &mut planned.rules {
+            call.on_failure = FailurePolicy::Open;
+        }
+    }
     let status = snap.config.response.status;
     let (combined, verdict) = if dry_run {
         descriptors::decide_dry(&snap, &planned, status)
