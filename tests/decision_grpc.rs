@@ -365,3 +365,33 @@ async fn rules_without_tiers_are_decided_on_the_proxy_path() {
     }
     assert_eq!(statuses, [200, 200, 429]);
 }
+
+/// A request that is not a gRPC call gets the HTTP answer gRPC over HTTP/2 prescribes, not a
+/// decision: another method 405 with `Allow: POST`, another content-type 415.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_is_not_grpc_is_refused_over_http() {
+    let redis = RedisServer::start();
+    let rule = "  - { name: h, match: { domain: d, descriptors: [k] }, key: [\"descriptor:k\"], limit: 10, per: 1h }\n";
+    let rig = Rig::start(&strict(&redis), "", rule);
+    let h2 = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    let url = format!(
+        "http://{}/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
+        rig.grpc
+    );
+    let get = h2.get(&url).send().await.unwrap();
+    assert_eq!(get.status(), 405);
+    assert_eq!(get.headers()["allow"], "POST");
+    let json = h2
+        .post(&url)
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(json.status(), 415);
+    let mut c = rig.client();
+    assert_eq!(overall(&c.call("d", &[(&[("k", "a")], 0)], 0)), "OK");
+}

@@ -69,9 +69,38 @@ async fn serve(
         let what = format!("{} is not served here", req.uri().path());
         return Ok(Status::unimplemented(what).into_http());
     }
+    if let Some(refusal) = not_grpc(&req) {
+        return Ok(refusal);
+    }
     let mut grpc = Grpc::new(ProstCodec::<RateLimitResponse, RateLimitRequest>::default())
         .max_decoding_message_size(MAX_MESSAGE_BYTES);
     Ok(grpc.unary(Rls { app }, req).await)
+}
+
+/// An HTTP answer for a request that is not a gRPC call, as gRPC over HTTP/2 says
+/// (PROTOCOL-HTTP2.md): 405 with `Allow: POST` for another method, 415 when the content-type
+/// is not `application/grpc` (or `application/grpc+...`); `None` for a gRPC call.
+fn not_grpc(req: &http::Request<Incoming>) -> Option<http::Response<tonic::body::Body>> {
+    let grpc = req
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct == "application/grpc" || ct.starts_with("application/grpc+"));
+    let status = if req.method() != http::Method::POST {
+        http::StatusCode::METHOD_NOT_ALLOWED
+    } else if !grpc {
+        http::StatusCode::UNSUPPORTED_MEDIA_TYPE
+    } else {
+        return None;
+    };
+    let mut answer = http::Response::new(tonic::body::Body::empty());
+    *answer.status_mut() = status;
+    if status == http::StatusCode::METHOD_NOT_ALLOWED {
+        answer
+            .headers_mut()
+            .insert(http::header::ALLOW, http::HeaderValue::from_static("POST"));
+    }
+    Some(answer)
 }
 
 /// The HTTP/2 settings of every connection (see the module's bounds).
