@@ -21,7 +21,7 @@ BEGIN, END = "<!-- code map begin (scripts/code-map.py --write) -->", "<!-- code
 
 # Top-level modules, highest layer first: each imports only from the ones after it.
 LAYERS = [
-    "main.rs", "lib.rs", "bin", "runtime", "admin", "decision", "proxy", "pipeline", "snapshot", "policy",
+    "main.rs", "lib.rs", "bin", "cli", "runtime", "admin", "decision", "proxy", "pipeline", "snapshot", "policy",
     "quota", "upstream", "concurrency", "identity", "edge", "routing", "region", "response",
     "observe", "live", "store", "tls", "config", "limit", "tenant_id", "http", "hashing", "pending",
 ]

@@ -11,6 +11,7 @@
 #![recursion_limit = "256"]
 
 pub mod admin;
+pub mod cli;
 pub mod concurrency;
 pub mod config;
 pub mod decision;

@@ -37,7 +37,8 @@ const EXAMPLES: &str = "Examples:
   echo -n 's3cret' | tollgate hash-key   print the SHA-256 digest to store in identity.api_keys
   tollgate import envoy-ratelimit config/*.yaml   envoyproxy/ratelimit configs as limits: rules
   tollgate run -c gateway.yaml --upgrade & kill -QUIT <old pid>    zero-downtime binary upgrade
-  kill -HUP <pid>                     reload gateway.yaml without dropping requests";
+  kill -HUP <pid>                     reload gateway.yaml without dropping requests
+  tollgate keys create --tenant acme --tier pro --name ci   issue an API key (admin API)";
 
 /// Reverse-proxy API gateway with distributed (Redis-backed) rate limiting.
 #[derive(Parser)]
@@ -72,6 +73,8 @@ enum Command {
         #[command(subcommand)]
         from: ImportFrom,
     },
+    #[command(flatten)]
+    Admin(tollgate::cli::AdminCommand),
 }
 
 #[derive(Subcommand)]
@@ -172,6 +175,7 @@ fn main() -> ExitCode {
         Command::Import {
             from: ImportFrom::EnvoyRatelimit { files },
         } => import_envoy_ratelimit(&files),
+        Command::Admin(command) => tollgate::cli::run(command),
         Command::Schema => {
             print!("{}", tollgate::config::schema::gateway_schema_text());
             ExitCode::SUCCESS
