@@ -574,6 +574,43 @@ pub struct RawLimitRule {
     pub block_for: Option<String>,
     /// With `block_for`: each refusal during the block starts it again (default `false`).
     pub extend_on_refusal: Option<bool>,
+    /// What a request costs this rule instead of the route's cost: a fixed number or read from
+    /// the request, as `routes[].cost`; not with `max_in_flight`.
+    pub cost: Option<RawCost>,
+}
+
+/// `routes[].cost` and `limits[].cost`: fixed tokens, or a cost read from the request.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RawCost {
+    /// Tokens per request.
+    Fixed(#[schemars(range(min = 1))] i64),
+    /// Read from each request.
+    From(RawCostFrom),
+}
+
+/// A cost read from the request: exactly one of `from`, `header`, `json`, `query`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawCostFrom {
+    /// `request_bytes`: the request body's length in bytes.
+    #[schemars(extend("enum" = ["request_bytes"]))]
+    pub from: Option<String>,
+    /// A header holding a non-negative decimal integer.
+    pub header: Option<String>,
+    /// A dotted path into the JSON body (`batch.size`; `items.length` for an array's length).
+    pub json: Option<String>,
+    /// A query parameter holding a non-negative decimal integer.
+    pub query: Option<String>,
+    /// Tokens charged when the value is absent or malformed (default 1, or `min` when larger).
+    #[schemars(range(min = 0))]
+    pub default: Option<i64>,
+    /// Least tokens charged (default 1); `0` lets a request stating `0` (or an empty body) through free.
+    #[schemars(range(min = 0))]
+    pub min: Option<i64>,
+    /// Largest value accepted; a request stating more is refused with 413.
+    #[schemars(range(min = 1))]
+    pub max: Option<i64>,
 }
 
 /// `limits[].count`: the responses that count.
@@ -779,8 +816,9 @@ pub struct RawRoute {
     pub upstream: String,
     #[schemars(extend("enum" = ["required", "optional", "none"]))]
     pub auth: Option<String>,
-    #[schemars(range(min = 1))]
-    pub cost: Option<i64>,
+    /// Tokens one request costs: a fixed number (default 1), or read from the request
+    /// (`{ from: request_bytes }`, `{ header: X-Units, default: 1, max: 1000 }`).
+    pub cost: Option<RawCost>,
     #[schemars(range(min = 1))]
     pub max_body_bytes: Option<i64>,
     #[schemars(extend("enum" = ["enforce", "shadow"]))]

@@ -50,6 +50,75 @@ pub fn top_level_count(body: &[u8], field: &str) -> Option<u64> {
     object.get(field)?.as_u64()
 }
 
+/// A count a client states in its request (a cost, docs/rules.md#costs-read-from-the-request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stated {
+    /// A non-negative integer; a number too large for `u64` is `u64::MAX`.
+    Count(u64),
+    /// Not there (no such field, header or parameter; JSON `null`; no body).
+    Absent,
+    /// There, but not a non-negative integer (`-1`, `2.5`, `"7"`, `abc`, a body that is not JSON).
+    Malformed,
+}
+
+/// The count at dotted `path` (`["batch", "size"]`) of JSON `body`: objects are walked by
+/// field name, an array by a decimal index, and a last segment `length` on an array is its
+/// length (`["items", "length"]`). A number must be a non-negative integer (`1000`, not
+/// `1000.5` or `-1`; `1e3`, a float in JSON's grammar, is malformed); a number at or past
+/// `u64::MAX` (`1e30`, or digits too many for `u64`) is `u64::MAX`.
+pub fn count_at(body: &[u8], path: &[String]) -> Stated {
+    let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return Stated::Malformed;
+    };
+    for (i, segment) in path.iter().enumerate() {
+        let next = match &mut value {
+            serde_json::Value::Object(o) => o.remove(segment.as_str()),
+            serde_json::Value::Array(a) if segment == "length" && i + 1 == path.len() => {
+                return Stated::Count(a.len() as u64);
+            }
+            serde_json::Value::Array(a) => match segment.parse::<usize>() {
+                Ok(n) if n < a.len() => Some(a.swap_remove(n)),
+                Ok(_) => None,
+                Err(_) => return Stated::Malformed,
+            },
+            serde_json::Value::Null => None,
+            _ => return Stated::Malformed,
+        };
+        match next {
+            Some(v) => value = v,
+            None => return Stated::Absent,
+        }
+    }
+    match value {
+        serde_json::Value::Null => Stated::Absent,
+        serde_json::Value::Number(n) => match n.as_u64() {
+            Some(v) => Stated::Count(v),
+            // An integer past u64 parses as a float in serde_json: a huge count, not a bad one.
+            None if !n.is_f64() => Stated::Malformed,
+            None => match n.as_f64() {
+                Some(f) if f >= u64::MAX as f64 => Stated::Count(u64::MAX),
+                _ => Stated::Malformed,
+            },
+        },
+        _ => Stated::Malformed,
+    }
+}
+
+/// A count written as decimal digits (a header value or a query parameter), optional
+/// surrounding spaces or tabs allowed: `Count` (u64::MAX when the digits overflow), or
+/// `Malformed` for anything else (`-1`, `+1`, `1.5`, `0x10`, empty).
+pub fn decimal_count(text: &[u8]) -> Stated {
+    let t = text.trim_ascii();
+    if t.is_empty() || !t.iter().all(u8::is_ascii_digit) {
+        return Stated::Malformed;
+    }
+    let mut v: u64 = 0;
+    for d in t {
+        v = v.saturating_mul(10).saturating_add(u64::from(d - b'0'));
+    }
+    Stated::Count(v)
+}
+
 /// An OpenAI-style streamed request's JSON `body` with `stream_options.include_usage: true`, so
 /// its stream ends with a chunk stating the usage (OpenAI's chat completions API; LiteLLM and
 /// Envoy AI Gateway add it the same way). `None` when the body needs no change: not a JSON

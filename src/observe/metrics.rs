@@ -69,6 +69,10 @@ pub struct Metrics {
     /// Request counts settled after the response (docs/rules.md#counting-by-outcome), by policy
     /// (tier or rule) and outcome: `counted` (the debit stands), `given_back`, `store_failed`.
     pub count_settlements: IntCounterVec,
+    /// Costs read from the request that were charged their `default`
+    /// (docs/rules.md#costs-read-from-the-request), by owner (`route:<id>`, `rule:<name>`) and
+    /// reason (`absent`, `malformed`).
+    pub cost_defaulted: IntCounterVec,
     /// Log lines dropped because the log sink fell behind, by log (`access`, `other`).
     pub log_dropped: IntCounterVec,
     /// `log_dropped{log="access"}`, resolved once.
@@ -256,6 +260,12 @@ pub static METRICS: Lazy<Metrics> = Lazy::new(|| {
             "tollgate_count_settlements_total",
             "Request counts settled after the response, by policy and outcome",
             &["policy", "outcome"]
+        )
+        .unwrap(),
+        cost_defaulted: register_int_counter_vec!(
+            "tollgate_cost_defaulted_total",
+            "Costs read from the request charged their default, by owner and reason",
+            &["owner", "reason"]
         )
         .unwrap(),
         inflight_events: register_int_counter_vec!(

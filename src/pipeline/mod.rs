@@ -9,6 +9,7 @@
 //! a [`Layer`] for its metrics, and one line in `Proxy::request_filter`.
 
 pub mod block;
+pub mod cost;
 pub mod decision;
 pub mod descriptors;
 pub mod edge;

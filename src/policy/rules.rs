@@ -249,7 +249,7 @@ fn header_value<'r>(headers: &'r HeaderMap, name: &str) -> PartValue<'r> {
 /// pairs, `+` for space, names compared after percent-decoding), percent-decoded to its exact
 /// bytes (not necessarily UTF-8); `None` when absent. Errors: the parameter appears more than
 /// once, whatever its values (`model=a&model=b`, `model=a&%6Dodel=a`).
-fn query_value(query: &str, name: &str) -> Result<Option<Vec<u8>>, PartFault> {
+pub fn query_value(query: &str, name: &str) -> Result<Option<Vec<u8>>, PartFault> {
     let decode = |s: &str| -> Vec<u8> {
         let plus: Vec<u8> = s
             .bytes()

@@ -25,6 +25,7 @@ mod forward;
 pub mod front;
 pub mod head;
 mod hooks;
+mod cost_body;
 mod refuse;
 mod reserve_body;
 mod stages;

@@ -5,7 +5,7 @@
 use super::ctx::Ctx;
 use super::forward::X_FORWARDED_FOR;
 use super::refuse::{answer_now, count, refuse, settle};
-use super::{body_buffer, reserve_body};
+use super::{body_buffer, cost_body, reserve_body};
 use crate::concurrency::claimant::claimant_of;
 use crate::concurrency::slots::{Claimant, SlotLimits};
 use crate::config::UsageBudget;
@@ -195,16 +195,35 @@ pub(super) async fn tenant_stage(
     let (Some(quota), Some(identity)) = (&snap.quota, &ctx.identity) else {
         return Ok(false);
     };
-    let cost = ctx.route(snap).map_or(1, |r| r.cost);
+    let fixed = ctx.route(snap).map_or(1, |r| r.cost);
+    let Planned {
+        mut rules,
+        mut prepared,
+    } = match rules_of(session.req_header(), ctx, snap, identity, fixed) {
+        Ok(r) => r,
+        Err(r) => return refuse(session, ctx, r).await,
+    };
+    // Costs read from the request, before anything is debited (all or nothing).
+    let (cost, read) = match cost_body::costs(session, ctx, snap, &mut rules).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(r)) => return refuse(session, ctx, r).await,
+        Err(e) => {
+            ctx.decided = (Layer::Tenant, Outcome::ClientLeft);
+            return Err(e);
+        }
+    };
+    if read {
+        prepared = None;
+    }
     let plan = match pipeline::tenant::plan(snap, identity, cost) {
         Ok(p) => p,
         Err(r) => return refuse(session, ctx, r).await,
     };
-    let Planned { rules, prepared } =
-        match rules_of(session.req_header(), ctx, snap, identity, cost) {
-            Ok(r) => r,
-            Err(r) => return refuse(session, ctx, r).await,
-        };
+    if read {
+        if let Some(r) = cost_above_burst(ctx, plan.as_ref(), &rules) {
+            return refuse(session, ctx, r).await;
+        }
+    }
     if plan.is_none() && rules.is_empty() {
         return Ok(false);
     }
@@ -387,6 +406,28 @@ fn refunds(p: &pipeline::tenant::Plan<'_>) -> bool {
 }
 
 /// The limit rules that apply to the request (none without `limits:`, at no cost).
+/// The refusal of a request whose cost, read from it, exceeds the burst of an enforced
+/// policy it is charged to (the tier's or a rule's): no wait would admit it
+/// ([`pipeline::cost::above_burst`]). Shadow policies and shadow routes are not checked.
+fn cost_above_burst(
+    ctx: &Ctx,
+    plan: Option<&pipeline::tenant::Plan<'_>>,
+    rules: &[(crate::policy::rules::AppliedRule<'_>, RuleCall)],
+) -> Option<Rejection> {
+    if ctx.shadow_route() {
+        return None;
+    }
+    let tier = plan
+        .filter(|p| !p.limits.tier.mode.is_shadow())
+        .and_then(|p| pipeline::cost::above_burst(&p.limits.tier.name, &p.limits.rate, p.cost));
+    tier.or_else(|| {
+        rules
+            .iter()
+            .filter(|(a, c)| a.rule.max_in_flight.is_none() && !c.entry.shadow)
+            .find_map(|(a, c)| pipeline::cost::above_burst(&a.rule.name, &a.rate, c.entry.cost))
+    })
+}
+
 fn rules_of<'a>(
     req: &RequestHeader,
     ctx: &Ctx,

@@ -11,6 +11,7 @@ fn route(host: HostMatch, prefix: &str, upstream: &str) -> RouteSettings {
         upstream: upstream.into(),
         auth: AuthMode::None,
         cost: 1,
+        cost_from: None,
         max_body_bytes: None,
         mode: crate::config::Mode::Enforce,
     }

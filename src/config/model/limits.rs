@@ -41,6 +41,9 @@ pub struct LimitRule {
     pub counting: Counting,
     /// `block_for`: a refusal by the rule blocks its key for a while (docs/rules.md#penalty-box).
     pub block_for: Option<BlockFor>,
+    /// `cost`: what a request costs this rule, instead of the route's cost
+    /// (docs/rules.md#costs-read-from-the-request). `None`: the route's.
+    pub cost: Option<super::cost::RuleCost>,
 }
 
 impl LimitRule {

@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 
 mod admin;
 mod common;
+mod cost;
 mod counting;
 mod decision;
 mod edge;
@@ -29,6 +30,7 @@ mod upstreams;
 
 pub use admin::*;
 pub use common::*;
+pub use cost::*;
 pub use counting::*;
 pub use decision::*;
 pub use edge::*;

@@ -35,8 +35,11 @@ pub struct RouteSettings {
     pub path_prefix: String,
     pub upstream: String,
     pub auth: AuthMode,
-    /// Tokens one request costs.
+    /// Tokens one request costs (with [`cost_from`](Self::cost_from): its `default`).
     pub cost: u64,
+    /// `cost: { from | header | json | query, .. }`: the cost is read from each request,
+    /// charged to the tier and every applied rule without a cost of its own.
+    pub cost_from: Option<super::cost::CostFrom>,
     /// Largest request body in bytes (413 beyond); `None` = unlimited.
     pub max_body_bytes: Option<u64>,
     /// `routes[].mode`: shadow makes every limit layer shadow for this route (edge, tenant,

@@ -154,6 +154,12 @@ fn rule(
     };
     let counting = super::counting::rule(c, path, r);
     let block_for = super::counting::block_for(c, path, r);
+    let cost = super::cost::rule(
+        c,
+        &format!("{path}.cost"),
+        r.cost.as_ref(),
+        r.max_in_flight.is_some(),
+    );
     (c.errors.len() == errors_before).then_some(LimitRule {
         name: r.name.clone(),
         matcher,
@@ -168,6 +174,7 @@ fn rule(
         usage,
         counting,
         block_for,
+        cost,
     })
 }
 

@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 
 mod admin;
 mod common;
+mod cost;
 mod counting;
 mod decision;
 mod edge;

@@ -162,6 +162,7 @@ fn route_settings(
             AuthMode::Optional
         }
     };
+    let (cost, cost_from) = super::cost::route(c, &format!("{path}.cost"), r.cost.as_ref());
     Some(RouteSettings {
         id: r.name.clone().unwrap_or_else(|| path.to_string()),
         field: path.to_string(),
@@ -169,7 +170,8 @@ fn route_settings(
         path_prefix,
         upstream: r.upstream.clone(),
         auth,
-        cost: c.opt_positive(&format!("{path}.cost"), r.cost, 1),
+        cost,
+        cost_from,
         max_body_bytes: r
             .max_body_bytes
             .and_then(|v| c.positive(&format!("{path}.max_body_bytes"), v)),

@@ -112,3 +112,32 @@ fn a_streamed_request_is_asked_for_its_usage() {
         assert_eq!(with(body), None, "{}", String::from_utf8_lossy(body));
     }
 }
+
+#[test]
+fn counts_at_dotted_paths() {
+    let path = |p: &str| p.split('.').map(str::to_string).collect::<Vec<_>>();
+    let body = br#"{"batch":[1,2,3],"n":7,"o":{"size":12,"neg":-1,"f":2.5,"s":"4","z":null},"big":99999999999999999999999}"#;
+    assert_eq!(count_at(body, &path("batch.length")), Stated::Count(3));
+    assert_eq!(count_at(body, &path("n")), Stated::Count(7));
+    assert_eq!(count_at(body, &path("o.size")), Stated::Count(12));
+    assert_eq!(count_at(body, &path("batch.1")), Stated::Count(2));
+    assert_eq!(count_at(body, &path("big")), Stated::Count(u64::MAX));
+    for bad in ["o.neg", "o.f", "o.s", "o", "batch", "n.x", "batch.x"] {
+        assert_eq!(count_at(body, &path(bad)), Stated::Malformed, "{bad}");
+    }
+    for absent in ["missing", "o.z", "o.missing", "batch.9", "o.z.deeper"] {
+        assert_eq!(count_at(body, &path(absent)), Stated::Absent, "{absent}");
+    }
+    assert_eq!(count_at(b"not json", &path("n")), Stated::Malformed);
+    assert_eq!(count_at(b"", &path("n")), Stated::Malformed);
+}
+
+#[test]
+fn decimal_counts() {
+    assert_eq!(decimal_count(b" 42\t"), Stated::Count(42));
+    assert_eq!(decimal_count(b"0"), Stated::Count(0));
+    assert_eq!(decimal_count(b"99999999999999999999999"), Stated::Count(u64::MAX));
+    for bad in [&b""[..], b"-1", b"+1", b"1.5", b"0x10", b"abc", b"1 2"] {
+        assert_eq!(decimal_count(bad), Stated::Malformed, "{bad:?}");
+    }
+}

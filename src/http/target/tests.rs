@@ -184,6 +184,7 @@ mod properties {
             upstream: "u".into(),
             auth: AuthMode::None,
             cost: 1,
+            cost_from: None,
             max_body_bytes: None,
             mode: crate::config::Mode::Enforce,
         }

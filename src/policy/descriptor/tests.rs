@@ -28,6 +28,7 @@ fn rule(name: &str, domain: &str, entries: &[(&str, Option<&str>)], key: &[&str]
         usage: None,
         counting: Default::default(),
         block_for: None,
+        cost: None,
     }
 }
 

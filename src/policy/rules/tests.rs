@@ -18,6 +18,7 @@ fn rule(name: &str, matcher: RuleMatch, key: Vec<KeyPart>, missing: Missing) -> 
         usage: None,
         counting: Default::default(),
         block_for: None,
+        cost: None,
     }
 }
 

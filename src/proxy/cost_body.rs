@@ -1,0 +1,188 @@
+//! The request body read before the tenant decision for a cost read from it
+//! (`cost: { from: request_bytes }` without a `Content-Length`, `cost: { json: <path> }`,
+//! docs/rules.md#costs-read-from-the-request).
+//!
+//! Read only into Pingora's retry buffer (at most [`REPLAY_LIMIT`] bytes, or the route's
+//! `max_body_bytes` when smaller), which the proxy sends to the backend before streaming
+//! anything else, so the backend receives the exact bytes the client sent and the cost is
+//! debited before the backend sees the request. A body that does not fit is not buffered
+//! further: the caller refuses the request (the connection is not reused, part of the body
+//! is read). The read is bounded by `server.body_idle_timeout` between reads and
+//! `server.body_read_timeout` from the end of the head (408 beyond, as a buffered body's).
+//!
+//! [`REPLAY_LIMIT`]: crate::http::request_json::REPLAY_LIMIT
+
+use super::body_buffer::timed_out;
+use super::ctx::Ctx;
+use super::reserve_body::expects_continue;
+use crate::config::{CostFrom, HttpLimits, RuleCost};
+use crate::http::body::declared_length;
+use crate::http::request_json::REPLAY_LIMIT;
+use crate::observe::metrics::METRICS;
+use crate::pipeline::cost::{BodyState, CostInput};
+use crate::pipeline::{self, Rejection};
+use crate::policy::rules::AppliedRule;
+use crate::quota::rules::RuleCall;
+use crate::snapshot::Snapshot;
+use bytes::Bytes;
+use pingora::prelude::*;
+use pingora::proxy::Session;
+use std::time::Instant;
+
+/// A body read for its cost.
+pub(super) enum CostBody {
+    /// The whole body (`None`: the request has none).
+    Whole(Option<Bytes>),
+    /// It is longer than the bytes that may be buffered (its declared length, or what was read).
+    TooLarge,
+}
+
+/// Reads the whole request body when it fits `limit` bytes. `Ok(Err(_))`: a 408, the body
+/// stopped arriving. Errors: the client broke off while sending it.
+pub(super) async fn read(
+    session: &mut Session,
+    limit: usize,
+    limits: &HttpLimits,
+    started: Instant,
+) -> Result<std::result::Result<CostBody, Rejection>> {
+    let declared = declared_length(&session.req_header().headers);
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Ok(Ok(CostBody::TooLarge));
+    }
+    let downstream = session.as_downstream_mut();
+    if downstream.is_body_done() {
+        // Nothing to read, or read whole already (`server.body_buffer_bytes`).
+        return Ok(Ok(CostBody::Whole(session.get_retry_buffer())));
+    }
+    if downstream.is_body_empty() {
+        return Ok(Ok(CostBody::Whole(None)));
+    }
+    if expects_continue(session.req_header()) {
+        session.write_continue_response().await?;
+        session
+            .req_header_mut()
+            .remove_header(&http::header::EXPECT);
+    }
+    session.enable_retry_buffering();
+    let deadline = started + limits.body_read_timeout;
+    let mut total = 0usize;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let wait = left.min(limits.body_idle_timeout);
+        match tokio::time::timeout(wait, session.read_request_body()).await {
+            Ok(Ok(Some(chunk))) => {
+                total = total.saturating_add(chunk.len());
+                if total > limit {
+                    // Part of the body is read and the rest would follow: never reuse.
+                    session.set_keepalive(None);
+                    return Ok(Ok(CostBody::TooLarge));
+                }
+            }
+            Ok(Ok(None)) => return Ok(Ok(CostBody::Whole(session.get_retry_buffer()))),
+            Ok(Err(e)) => return Err(e.into_down()),
+            Err(_) => {
+                let total = wait < limits.body_idle_timeout;
+                return Ok(Err(timed_out(session, limits, total)));
+            }
+        }
+    }
+}
+
+/// The request's costs (docs/rules.md#costs-read-from-the-request): the route's tokens,
+/// returned, and each applied rate rule's, written into its call. `Ok(Ok((cost, read)))`:
+/// `read` is true when some cost was read from the request (the kept plan's script calls,
+/// built with the route's fixed cost, no longer fit). `Ok(Err(_))`: the request is refused
+/// (a cost above its `max`, a repeated field, a body that could not be read, a 408).
+/// Errors: the client broke off while sending its body.
+pub(super) async fn costs(
+    session: &mut Session,
+    ctx: &Ctx,
+    snap: &Snapshot,
+    rules: &mut [(AppliedRule<'_>, RuleCall)],
+) -> Result<std::result::Result<(u64, bool), Rejection>> {
+    let route = ctx.route(snap);
+    let fixed = route.map_or(1, |r| r.cost);
+    let route_from = route.and_then(|r| r.cost_from.as_ref());
+    fn rule_from<'r>(a: &AppliedRule<'r>) -> Option<&'r CostFrom> {
+        match &a.rule.cost {
+            Some(RuleCost::From(f)) if a.rule.max_in_flight.is_none() => Some(f),
+            _ => None,
+        }
+    }
+    let reads = route_from.is_some() || rules.iter().any(|(a, _)| rule_from(a).is_some());
+    let fixed_rule = rules
+        .iter()
+        .any(|(a, _)| matches!(a.rule.cost, Some(RuleCost::Fixed(_))));
+    if !reads && !fixed_rule {
+        return Ok(Ok((fixed, false)));
+    }
+    let declared_len = declared_length(&session.req_header().headers);
+    let body_wanted = route_from
+        .into_iter()
+        .chain(rules.iter().filter_map(|(a, _)| rule_from(a)))
+        .any(|f| pipeline::cost::needs_body(&f.source, declared_len));
+    let limit = route
+        .and_then(|r| r.max_body_bytes)
+        .map_or(REPLAY_LIMIT, |m| REPLAY_LIMIT.min(m as usize));
+    let body = match body_wanted {
+        false => None,
+        true => match read(session, limit, &snap.config.server.http, ctx.started).await? {
+            Ok(b) => Some(b),
+            Err(r) => return Ok(Err(r)),
+        },
+    };
+    let state = match &body {
+        None => BodyState::NotRead,
+        Some(CostBody::Whole(b)) => BodyState::Whole(b.as_deref()),
+        Some(CostBody::TooLarge) => BodyState::TooLarge { limit },
+    };
+    let req = session.req_header();
+    let input = CostInput {
+        headers: &req.headers,
+        query: req.uri.query(),
+        declared_len,
+        body: state,
+    };
+    let charge = |f: &CostFrom, owner: &str| -> std::result::Result<u64, Rejection> {
+        match pipeline::cost::charge(f, &input) {
+            Ok(c) => {
+                if let Some(reason) = c.defaulted {
+                    METRICS
+                        .cost_defaulted
+                        .with_label_values(&[owner, reason])
+                        .inc();
+                }
+                Ok(c.tokens)
+            }
+            Err(fault) => {
+                let (kind, name) = owner.split_once(':').unwrap_or(("", owner));
+                let owner = match kind {
+                    "route" => format!("route \"{name}\""),
+                    _ => format!("limit rule \"{name}\""),
+                };
+                Err(pipeline::cost::refusal(fault, &owner, &f.source))
+            }
+        }
+    };
+    let cost = match (route, route_from) {
+        (Some(r), Some(f)) => match charge(f, &format!("route:{}", r.id)) {
+            Ok(n) => n,
+            Err(r) => return Ok(Err(r)),
+        },
+        _ => fixed,
+    };
+    for (a, call) in rules.iter_mut() {
+        if a.rule.max_in_flight.is_some() {
+            continue;
+        }
+        call.entry.cost = match &a.rule.cost {
+            None => cost,
+            Some(RuleCost::Fixed(n)) => *n,
+            Some(RuleCost::From(f)) => match charge(f, &format!("rule:{}", a.rule.name)) {
+                Ok(n) => n,
+                Err(r) => return Ok(Err(r)),
+            },
+        };
+    }
+    Ok(Ok((cost, reads)))
+}
