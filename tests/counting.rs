@@ -362,3 +362,51 @@ fn check_refuses_nonsense_with_field_paths() {
         assert!(text.contains(path), "{path} in {text}");
     }
 }
+
+/// With Redis stopped, a rule with `block_for` and `on_failure: local` keeps its penalty box in
+/// the instance's memory: the local bucket's refusal blocks the key, and the next request is
+/// refused as `blocked` with the block's hour as its `Retry-After`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_penalty_box_is_kept_in_memory_while_redis_is_down() {
+    let mut redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let rule = "  - { name: local_box, match: { routes: [\"/lb\"] }, key: [client_ip], limit: 1, per: 1h, block_for: 1h, on_failure: local }\n";
+    let tier = "{ limit: 1, per: 1h, burst: 1000, on_failure: local }";
+    let gw = start(&redis, &backend, tier, rule);
+    redis.kill();
+    for (h2, addr) in [(false, "127.0.0.31"), (true, "127.0.0.32")] {
+        let http = client_at(addr, h2);
+        assert_eq!(get(&http, &gw.url("/lb")).await.status, 200, "h2: {h2}");
+        let refused = get(&http, &gw.url("/lb")).await;
+        assert_eq!(refused.status, 429, "h2: {h2}: {}", refused.body);
+        let blocked = get(&http, &gw.url("/lb")).await;
+        assert_eq!(blocked.status, 429, "h2: {h2}: {}", blocked.body);
+        assert_eq!(problem(&blocked)["reason"], "blocked", "h2: {h2}: {}", blocked.body);
+        let retry: u64 = blocked.header("retry-after").unwrap().parse().unwrap();
+        assert!((3500..=3600).contains(&retry), "h2: {h2}: Retry-After {retry}");
+    }
+}
+
+/// A shadow rule with `count.status` counts the failures and reports what it would refuse
+/// (`shadow_limited`), but every attempt reaches the backend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_counting_rule_counts_but_never_refuses() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let rule = "  - { name: login_watch, match: { routes: [\"/login\"], methods: [POST] }, key: [client_ip], limit: 2, per: 1h, count: { status: [401] }, mode: shadow }\n";
+    let gw = start(&redis, &backend, "{ limit: 1, per: 1h, burst: 1000 }", rule);
+    for (h2, addr) in [(false, "127.0.0.33"), (true, "127.0.0.34")] {
+        let http = client_at(addr, h2);
+        for _ in 0..6 {
+            let r = post(&http, &gw.url("/login?status=401")).await;
+            assert_eq!(r.status, 401, "h2: {h2}: {}", r.body);
+            assert!(r.header("retry-after").is_none());
+        }
+        let key = redis.keys("*r:login_watch:*");
+        let key = key.iter().find(|k| k.contains(addr)).expect("bucket");
+        assert_eq!(level(&redis, key, 2), 0, "h2: {h2}: two failures counted");
+    }
+    assert_eq!(backend.stats().requests, 12);
+    let labels = [("rule", "login_watch"), ("outcome", "shadow_limited")];
+    assert_eq!(metric_or_zero(&gw, "tollgate_rule_decisions_total", &labels), 8.0);
+}

@@ -476,3 +476,46 @@ fn schemathesis_checks_the_openapi_document() {
         &[],
     );
 }
+
+/// A rule with `block_for` blocks its key in the decision service as on the proxy's path: the
+/// refusal that starts the block says the block's hour (not the bucket's half hour), a refilled
+/// bucket stays refused until the block ends (a dry run sees it too), and the block's end frees
+/// the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_penalty_box_holds_in_the_decision_service() {
+    let redis = RedisServer::start();
+    let rules = "  - { name: abuse, match: { domain: api, descriptors: [user] }, key: [\"descriptor:user\"], limit: 2, per: 1h, block_for: 1h }\n";
+    let rig = Rig::start(&strict(&redis), rules);
+    let one: &[(&[(&str, &str)], u64)] = &[(&[("user", "u1")], 0)];
+    let retry = |a: &Answer| -> u64 {
+        a.header("Retry-After")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("Retry-After: {a:?}"))
+    };
+    for _ in 0..2 {
+        let a = rig.post("/v1/check", call("api", one, json!({}))).await;
+        assert_eq!(a.status, 200, "{a:?}");
+    }
+    let refused = rig.post("/v1/check", call("api", one, json!({}))).await;
+    assert_eq!(refused.status, 429, "{refused:?}");
+    assert!((3500..=3600).contains(&retry(&refused)), "the block's hour: {refused:?}");
+    let block = only_key(&redis, "*abuse*:blk");
+    // The bucket refills (deleted here): the block still refuses, and says how long.
+    for k in redis.keys("*abuse*") {
+        if !k.ends_with(":blk") {
+            let _: () = redis::cmd("DEL").arg(&k).query(&mut redis.conn()).unwrap();
+        }
+    }
+    let dry = rig
+        .post("/v1/check", call("api", one, json!({"dry_run": true})))
+        .await;
+    assert_eq!((dry.status, dry.body["overall_code"].clone()), (429, json!("OVER_LIMIT")));
+    let blocked = rig.post("/v1/check", call("api", one, json!({}))).await;
+    assert_eq!(blocked.status, 429, "{blocked:?}");
+    assert_eq!(blocked.body["statuses"][0]["code"], "OVER_LIMIT");
+    assert!((3500..=3600).contains(&retry(&blocked)), "{blocked:?}");
+    assert!(redis.keys("*abuse*").iter().all(|k| k.ends_with(":blk")), "nothing debited");
+    let _: () = redis::cmd("DEL").arg(&block).query(&mut redis.conn()).unwrap();
+    let free = rig.post("/v1/check", call("api", one, json!({}))).await;
+    assert_eq!(free.status, 200, "{free:?}");
+}

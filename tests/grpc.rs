@@ -483,3 +483,39 @@ fn a_penalty_box_is_resource_exhausted_for_the_block() {
         unary[2]
     );
 }
+
+/// `count.status` over gRPC: a call's status is in its trailers and its HTTP status is 200, so
+/// a rule counting 401s gives every call's count back (none is refused however many come); a
+/// shadow rule counting 2xx counts each call and reports what it would refuse, but never
+/// refuses.
+#[test]
+fn counting_by_outcome_sees_a_calls_http_status() {
+    let rules = "\n  - { name: fails, key: [tenant], limit: 1, per: 1d, count: { status: [401] } }\n  - { name: watch, key: [tenant], limit: 1, per: 1d, count: { status: [\"2xx\"] }, mode: shadow }\n";
+    let rig = Rig::start_with(
+        GrpcServer::start(),
+        "",
+        "{ limit: 1, per: 1d, burst: 100 }",
+        |c| c.section("limits", rules),
+    );
+    let unary = calls(rig.target(), &[KEY], &["unary", "--n", "4"]);
+    for c in &unary {
+        assert_eq!(code(c), "OK", "{c}");
+    }
+    let settled = |policy: &str, outcome: &str| {
+        metric_or_zero(
+            &rig.gw,
+            "tollgate_count_settlements_total",
+            &[("policy", policy), ("outcome", outcome)],
+        )
+    };
+    assert_eq!(settled("fails", "given_back"), 4.0);
+    assert_eq!(settled("watch", "counted"), 1.0, "the one call its bucket admitted");
+    let decisions = |outcome: &str| {
+        metric_or_zero(
+            &rig.gw,
+            "tollgate_rule_decisions_total",
+            &[("rule", "watch"), ("outcome", outcome)],
+        )
+    };
+    assert_eq!(decisions("shadow_limited"), 3.0);
+}

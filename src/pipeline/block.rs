@@ -34,12 +34,27 @@ pub async fn check(
     rules: &[(AppliedRule<'_>, RuleCall)],
     status: u16,
 ) -> Option<Rejection> {
-    for (a, call) in rules {
+    let (i, left) = first_blocked(quota, rules, true).await?;
+    let (a, call) = &rules[i];
+    series.inc(a.index, &call.name, "limited");
+    Some(blocked(&a.rule.name, left, status))
+}
+
+/// The first of `rules` (with `block_for`, enforced) whose key is blocked: its index and the
+/// block's time left, ms. `extend`: a rule with `extend_on_refusal` starts its block again (a
+/// refusal); false for a look that must not (a dry run). Asks Redis per such rule; when Redis
+/// cannot answer, the blocks in this instance's memory decide.
+pub async fn first_blocked(
+    quota: &QuotaService,
+    rules: &[(AppliedRule<'_>, RuleCall)],
+    extend: bool,
+) -> Option<(usize, u64)> {
+    for (i, (a, call)) in rules.iter().enumerate() {
         let (Some(b), false) = (a.rule.block_for, call.entry.shadow) else {
             continue;
         };
         let key = block_key(&call.entry.key);
-        let extend = b.extend_on_refusal.then_some(b.ms);
+        let extend = (extend && b.extend_on_refusal).then_some(b.ms);
         let left = match quota.block_left(&key, extend).await {
             Ok(ms) => ms,
             Err(_) => {
@@ -50,8 +65,7 @@ pub async fn check(
             }
         };
         if left > 0 {
-            series.inc(a.index, &call.name, "limited");
-            return Some(blocked(&a.rule.name, left, status));
+            return Some((i, left));
         }
     }
     None
@@ -68,26 +82,32 @@ pub async fn after_refusal(
     r: &mut Rejection,
 ) {
     for (a, call) in refused.iter().filter_map(|&i| rules.get(i)) {
-        let rule: &LimitRule = a.rule;
-        let Some(b) = rule.block_for else {
-            continue;
-        };
-        let key = block_key(&call.entry.key);
-        let left = match quota.block(&key, b.ms, b.extend_on_refusal).await {
-            Ok(ms) => ms,
-            Err(_) if rule.on_failure == FailurePolicy::Local => {
-                let d = Duration::from_millis(b.ms);
-                let now = Instant::now();
-                let left = LocalBlocks::global().block(&key, now, d, b.extend_on_refusal);
-                left.as_millis() as u64
-            }
-            Err(e) => {
-                tracing::warn!(rule = %rule.name, fault = e.as_str(), "block not recorded");
-                continue;
-            }
-        };
-        let secs = left.div_ceil(1000).max(1);
-        r.retry_after = r.retry_after.max(Some(secs));
+        if let Some(left) = record(quota, a.rule, call).await {
+            let secs = left.div_ceil(1000).max(1);
+            r.retry_after = r.retry_after.max(Some(secs));
+        }
+    }
+}
+
+/// Blocks the key of `rule` (its bucket `call`) after it refused, when it has `block_for`:
+/// the block's time left, ms. In Redis when it answers; otherwise in memory when the rule's
+/// failure policy is `local` (else `None`: the block is lost and logged, the bucket still
+/// refuses until it refills).
+pub async fn record(quota: &QuotaService, rule: &LimitRule, call: &RuleCall) -> Option<u64> {
+    let b = rule.block_for?;
+    let key = block_key(&call.entry.key);
+    match quota.block(&key, b.ms, b.extend_on_refusal).await {
+        Ok(ms) => Some(ms),
+        Err(_) if rule.on_failure == FailurePolicy::Local => {
+            let d = Duration::from_millis(b.ms);
+            let now = Instant::now();
+            let left = LocalBlocks::global().block(&key, now, d, b.extend_on_refusal);
+            Some(left.as_millis() as u64)
+        }
+        Err(e) => {
+            tracing::warn!(rule = %rule.name, fault = e.as_str(), "block not recorded");
+            None
+        }
     }
 }
 

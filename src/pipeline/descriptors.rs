@@ -7,6 +7,7 @@
 use super::rules::judge;
 use super::tenant::Verdict;
 use crate::limit::algorithm::Algorithm;
+use crate::limit::Decision;
 use crate::observe::series::RuleSeries;
 use crate::policy::descriptor::{self, Entry};
 use crate::policy::rules::AppliedRule;
@@ -14,6 +15,7 @@ use crate::quota::peek;
 use crate::quota::policy_script::LimitEntry;
 use crate::quota::rules::{Combined, RuleCall, RuleOutcome};
 use crate::quota::usage::Settled;
+use crate::quota::QuotaService;
 use crate::snapshot::Snapshot;
 use crate::store::redis::client::RedisFault;
 use crate::store::redis::keys::rule_key;
@@ -95,12 +97,24 @@ pub fn plan<'a>(snap: &'a Snapshot, domain: &str, asked: &[Asked]) -> Planned<'a
 /// hash tag, earlier debits refunded when a later call refuses), and judges it as the proxy
 /// judges a request's rules (`status`: the refusal status the headers are written for). The
 /// combined outcome comes back with the verdict: each bucket's decision, in `planned.rules`'
-/// order.
+/// order. Penalty boxes (`block_for`) act as on the proxy's path: a blocked key is refused
+/// before anything is decided (its bucket's decision then says the block's time left, nothing
+/// debited), and a refusal by a rule with `block_for` blocks its key, its wait the longer of
+/// the bucket's and the block's.
 pub async fn decide(snap: &Snapshot, planned: &Planned<'_>, status: u16) -> (Combined, Verdict) {
     let combined = match &snap.quota {
         Some(quota) if !planned.rules.is_empty() => {
-            let calls: Vec<&RuleCall> = planned.rules.iter().map(|(_, c)| c).collect();
-            Box::pin(quota.decide_with_rules(None, &calls, None)).await
+            match super::block::first_blocked(quota, &planned.rules, true).await {
+                Some((i, left)) => blocked(planned, i, left),
+                None => {
+                    let calls: Vec<&RuleCall> = planned.rules.iter().map(|(_, c)| c).collect();
+                    let mut c = Box::pin(quota.decide_with_rules(None, &calls, None)).await;
+                    if !c.admitted {
+                        block_refusing(quota, planned, &mut c).await;
+                    }
+                    c
+                }
+            }
         }
         _ => Combined {
             tier: None,
@@ -121,6 +135,51 @@ pub async fn decide(snap: &Snapshot, planned: &Planned<'_>, status: u16) -> (Com
     (combined, verdict)
 }
 
+/// The outcome of a call whose bucket `i` is blocked for another `left_ms`: that bucket
+/// refused (nothing left, its wait the block's), the others not asked, nothing debited.
+fn blocked(planned: &Planned<'_>, i: usize, left_ms: u64) -> Combined {
+    let rules = planned
+        .rules
+        .iter()
+        .enumerate()
+        .map(|(j, (a, _))| match j == i {
+            true => RuleOutcome::Decided {
+                decision: Decision {
+                    admitted: false,
+                    remaining: 0,
+                    retry_after_ms: left_ms,
+                    full_ms: left_ms,
+                },
+                rate: a.rate,
+                degraded: false,
+            },
+            false => RuleOutcome::Unasked,
+        })
+        .collect();
+    Combined {
+        tier: None,
+        rules,
+        admitted: false,
+        debited_at: Vec::new(),
+    }
+}
+
+/// Blocks the keys of the enforced buckets with `block_for` that refused in `combined`, and
+/// makes each one's wait at least its block's time left.
+async fn block_refusing(quota: &QuotaService, planned: &Planned<'_>, combined: &mut Combined) {
+    for (outcome, (a, call)) in combined.rules.iter_mut().zip(&planned.rules) {
+        let RuleOutcome::Decided { decision, .. } = outcome else {
+            continue;
+        };
+        if decision.admitted || call.entry.shadow || a.rule.block_for.is_none() {
+            continue;
+        }
+        if let Some(left) = super::block::record(quota, a.rule, call).await {
+            decision.retry_after_ms = decision.retry_after_ms.max(left);
+        }
+    }
+}
+
 /// [`decide`] without debiting anything (a dry run): each bucket's state is read as the admin
 /// tenant view reads it (`lua/peek.lua`: no write, no TTL change) and decided in Rust for its
 /// cost by the reference functions the scripts mirror, all or nothing over enforced buckets.
@@ -132,6 +191,17 @@ pub async fn decide_dry(
     status: u16,
 ) -> Result<(Combined, Verdict), RedisFault> {
     let mut rules = Vec::with_capacity(planned.rules.len());
+    let in_force = match &snap.quota {
+        // A look at the blocks that never starts one again.
+        Some(quota) => super::block::first_blocked(quota, &planned.rules, false).await,
+        None => None,
+    };
+    if let Some((i, left)) = in_force {
+        let combined = blocked(planned, i, left);
+        let series = &RuleSeries::muted();
+        let verdict = judge(series, None, &planned.rules, &[], combined.clone(), status, false);
+        return Ok((combined, verdict));
+    }
     if let Some(quota) = &snap.quota {
         for (a, call) in &planned.rules {
             let raw = peek::read_key(&quota.redis, &call.entry.key, call.entry.algorithm).await?;

@@ -222,6 +222,10 @@ fn decision_rule(c: &mut Check, path: &str, r: &RawLimitRule, m: &RuleMatch, key
         ("by_tier", r.by_tier.is_some()),
         ("usage", r.usage.is_some()),
         ("missing", r.missing.is_some()),
+        // The service never sees the response, nor the request a cost would be read from.
+        ("count", r.count.is_some()),
+        ("refund_on", r.refund_on.is_some()),
+        ("cost", r.cost.is_some()),
     ];
     for (field, _) in unfit.iter().filter(|(_, set)| *set) {
         c.err(
