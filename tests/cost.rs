@@ -64,7 +64,9 @@ async fn send(http: &reqwest::Client, url: &str, headers: &[(&str, &str)], body:
         Body::Streamed(b) => {
             let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
                 b.chunks(1000).map(|c| Ok(c.to_vec())).collect();
-            r.body(reqwest::Body::wrap_stream(futures_util::stream::iter(chunks)))
+            r.body(reqwest::Body::wrap_stream(futures_util::stream::iter(
+                chunks,
+            )))
         }
     };
     Reply::read(r.send().await.expect("send"))
@@ -121,7 +123,12 @@ async fn request_bytes_cost_their_length() {
         assert_eq!((r.status, received(&r)), (200, 300), "h2: {h2}: {}", r.body);
         left(9700);
         let r = send(&http, &url, &[], Body::Streamed(vec![b'b'; 2500])).await;
-        assert_eq!((r.status, received(&r)), (200, 2500), "h2: {h2}: {}", r.body);
+        assert_eq!(
+            (r.status, received(&r)),
+            (200, 2500),
+            "h2: {h2}: {}",
+            r.body
+        );
         left(7200);
         let r = send(&http, &url, &[], Body::None).await;
         assert_eq!(r.status, 200, "h2: {h2}");
@@ -133,9 +140,16 @@ async fn request_bytes_cost_their_length() {
         let r = send(&http, &url, &[], Body::Sized(vec![b'd'; 20_000])).await;
         assert_eq!(r.status, 413, "h2: {h2}: {}", r.body);
         assert_eq!(problem(&r)["reason"], "cost-above-burst");
-        assert_eq!(problem(&r)["violated-policies"], serde_json::json!(["bytes"]));
+        assert_eq!(
+            problem(&r)["violated-policies"],
+            serde_json::json!(["bytes"])
+        );
         assert!(r.header("retry-after").is_none(), "no wait admits it");
-        assert_eq!(backend.stats().requests, 0, "h2: {h2}: refused before the backend");
+        assert_eq!(
+            backend.stats().requests,
+            0,
+            "h2: {h2}: refused before the backend"
+        );
         left(7199);
     }
     // A route's cost read from the request is the tier's too; above its max, 413.
@@ -183,15 +197,27 @@ async fn a_header_states_the_cost() {
             assert_eq!(problem(&r)["reason"], "cost-above-max");
         }
         let r = go(Some("200")).await;
-        assert_eq!((r.status, problem(&r)["reason"].clone()), (413, "cost-above-burst".into()));
-        let r = send(&http, &url, &[("x-units", "1"), ("x-units", "9")], Body::None).await;
+        assert_eq!(
+            (r.status, problem(&r)["reason"].clone()),
+            (413, "cost-above-burst".into())
+        );
+        let r = send(
+            &http,
+            &url,
+            &[("x-units", "1"), ("x-units", "9")],
+            Body::None,
+        )
+        .await;
         assert_eq!(r.status, 400, "h2: {h2}: {}", r.body);
         assert_eq!(problem(&r)["reason"], "ambiguous-cost");
         left(87);
     }
     for (reason, n) in [("absent", 2.0), ("malformed", 4.0)] {
         let labels = [("owner", "rule:units"), ("reason", reason)];
-        assert_eq!(metric_or_zero(&gw, "tollgate_cost_defaulted_total", &labels), n);
+        assert_eq!(
+            metric_or_zero(&gw, "tollgate_cost_defaulted_total", &labels),
+            n
+        );
     }
 }
 
@@ -262,9 +288,15 @@ async fn a_query_parameter_states_the_cost() {
         assert_eq!(status("?n=abc").await.status, 200);
         left(983);
         let r = status("?n=1&n=300").await;
-        assert_eq!((r.status, problem(&r)["reason"].clone()), (400, "ambiguous-cost".into()));
+        assert_eq!(
+            (r.status, problem(&r)["reason"].clone()),
+            (400, "ambiguous-cost".into())
+        );
         let r = status("?n=99999999999999999999999").await;
-        assert_eq!((r.status, problem(&r)["reason"].clone()), (413, "cost-above-max".into()));
+        assert_eq!(
+            (r.status, problem(&r)["reason"].clone()),
+            (413, "cost-above-max".into())
+        );
         left(983);
     }
 }

@@ -381,9 +381,17 @@ async fn a_penalty_box_is_kept_in_memory_while_redis_is_down() {
         assert_eq!(refused.status, 429, "h2: {h2}: {}", refused.body);
         let blocked = get(&http, &gw.url("/lb")).await;
         assert_eq!(blocked.status, 429, "h2: {h2}: {}", blocked.body);
-        assert_eq!(problem(&blocked)["reason"], "blocked", "h2: {h2}: {}", blocked.body);
+        assert_eq!(
+            problem(&blocked)["reason"],
+            "blocked",
+            "h2: {h2}: {}",
+            blocked.body
+        );
         let retry: u64 = blocked.header("retry-after").unwrap().parse().unwrap();
-        assert!((3500..=3600).contains(&retry), "h2: {h2}: Retry-After {retry}");
+        assert!(
+            (3500..=3600).contains(&retry),
+            "h2: {h2}: Retry-After {retry}"
+        );
     }
 }
 
@@ -408,5 +416,8 @@ async fn a_shadow_counting_rule_counts_but_never_refuses() {
     }
     assert_eq!(backend.stats().requests, 12);
     let labels = [("rule", "login_watch"), ("outcome", "shadow_limited")];
-    assert_eq!(metric_or_zero(&gw, "tollgate_rule_decisions_total", &labels), 8.0);
+    assert_eq!(
+        metric_or_zero(&gw, "tollgate_rule_decisions_total", &labels),
+        8.0
+    );
 }

@@ -498,7 +498,10 @@ async fn a_penalty_box_holds_in_the_decision_service() {
     }
     let refused = rig.post("/v1/check", call("api", one, json!({}))).await;
     assert_eq!(refused.status, 429, "{refused:?}");
-    assert!((3500..=3600).contains(&retry(&refused)), "the block's hour: {refused:?}");
+    assert!(
+        (3500..=3600).contains(&retry(&refused)),
+        "the block's hour: {refused:?}"
+    );
     let block = only_key(&redis, "*abuse*:blk");
     // The bucket refills (deleted here): the block still refuses, and says how long.
     for k in redis.keys("*abuse*") {
@@ -509,13 +512,22 @@ async fn a_penalty_box_holds_in_the_decision_service() {
     let dry = rig
         .post("/v1/check", call("api", one, json!({"dry_run": true})))
         .await;
-    assert_eq!((dry.status, dry.body["overall_code"].clone()), (429, json!("OVER_LIMIT")));
+    assert_eq!(
+        (dry.status, dry.body["overall_code"].clone()),
+        (429, json!("OVER_LIMIT"))
+    );
     let blocked = rig.post("/v1/check", call("api", one, json!({}))).await;
     assert_eq!(blocked.status, 429, "{blocked:?}");
     assert_eq!(blocked.body["statuses"][0]["code"], "OVER_LIMIT");
     assert!((3500..=3600).contains(&retry(&blocked)), "{blocked:?}");
-    assert!(redis.keys("*abuse*").iter().all(|k| k.ends_with(":blk")), "nothing debited");
-    let _: () = redis::cmd("DEL").arg(&block).query(&mut redis.conn()).unwrap();
+    assert!(
+        redis.keys("*abuse*").iter().all(|k| k.ends_with(":blk")),
+        "nothing debited"
+    );
+    let _: () = redis::cmd("DEL")
+        .arg(&block)
+        .query(&mut redis.conn())
+        .unwrap();
     let free = rig.post("/v1/check", call("api", one, json!({}))).await;
     assert_eq!(free.status, 200, "{free:?}");
 }

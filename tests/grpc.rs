@@ -509,7 +509,11 @@ fn counting_by_outcome_sees_a_calls_http_status() {
         )
     };
     assert_eq!(settled("fails", "given_back"), 4.0);
-    assert_eq!(settled("watch", "counted"), 1.0, "the one call its bucket admitted");
+    assert_eq!(
+        settled("watch", "counted"),
+        1.0,
+        "the one call its bucket admitted"
+    );
     let decisions = |outcome: &str| {
         metric_or_zero(
             &rig.gw,

@@ -1,6 +1,7 @@
-//! Penalty boxes in the tenant stage (`limits[].block_for`, docs/rules.md#penalty-box): before
-//! the decision, [`check`] refuses a key its rule has blocked; after a refusal, [`after_refusal`]
-//! blocks the keys of the refusing rules and makes the `Retry-After` say how long.
+//! Penalty boxes (`limits[].block_for`, docs/rules.md#penalty-box), in the tenant stage and the
+//! decision service ([`super::descriptors`]): before the decision, [`check`] refuses a key its
+//! rule has blocked ([`first_blocked`] finds it); after a refusal, [`after_refusal`] blocks the
+//! keys of the refusing rules ([`record`]) and makes the `Retry-After` say how long.
 //! [`blocked`] (pure) is the refusal.
 
 use super::{Layer, Outcome, Rejection};

@@ -199,7 +199,15 @@ pub async fn decide_dry(
     if let Some((i, left)) = in_force {
         let combined = blocked(planned, i, left);
         let series = &RuleSeries::muted();
-        let verdict = judge(series, None, &planned.rules, &[], combined.clone(), status, false);
+        let verdict = judge(
+            series,
+            None,
+            &planned.rules,
+            &[],
+            combined.clone(),
+            status,
+            false,
+        );
         return Ok((combined, verdict));
     }
     if let Some(quota) = &snap.quota {

@@ -17,6 +17,7 @@
 
 mod body_buffer;
 pub mod conn_limit;
+mod cost_body;
 mod ctx;
 mod failure;
 mod fence;
@@ -25,7 +26,6 @@ mod forward;
 pub mod front;
 pub mod head;
 mod hooks;
-mod cost_body;
 mod refuse;
 mod reserve_body;
 mod stages;

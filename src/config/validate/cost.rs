@@ -52,11 +52,17 @@ fn from(c: &mut Check, path: &str, f: &RawCostFrom) -> Option<CostFrom> {
     let source = match given.iter().filter(|g| **g).count() {
         1 => source(c, path, f),
         0 => {
-            c.err(path, "needs one of from: request_bytes, header, json or query");
+            c.err(
+                path,
+                "needs one of from: request_bytes, header, json or query",
+            );
             None
         }
         _ => {
-            c.err(path, "takes one of from, header, json and query, not several");
+            c.err(
+                path,
+                "takes one of from, header, json and query, not several",
+            );
             None
         }
     };
@@ -167,9 +173,16 @@ limits:
     fn fixed_and_read_costs_are_accepted() {
         assert_eq!(errors("3", "cost: 2"), Vec::<String>::new());
         let read = "{ header: X-Units, default: 1, max: 1000 }";
-        assert_eq!(errors(read, "cost: { from: request_bytes }"), Vec::<String>::new());
-        let c = parse(&BASE.replace("COST", read).replace("RULE", "cost: { json: batch.length, min: 0 }"))
-            .unwrap();
+        assert_eq!(
+            errors(read, "cost: { from: request_bytes }"),
+            Vec::<String>::new()
+        );
+        let c = parse(
+            &BASE
+                .replace("COST", read)
+                .replace("RULE", "cost: { json: batch.length, min: 0 }"),
+        )
+        .unwrap();
         let f = c.routes[0].cost_from.as_ref().unwrap();
         assert_eq!((f.default, f.min, f.max), (1, 1, Some(1000)));
         assert_eq!(c.routes[0].cost, 1);
@@ -178,25 +191,62 @@ limits:
     #[test]
     fn nonsensical_costs_name_their_field() {
         let cases = [
-            ("{ header: X-Units, default: 10, max: 5 }", "missing: skip", "routes[0].cost.max: 5 is below default (10)"),
-            ("{ default: 1 }", "missing: skip", "routes[0].cost: needs one of from"),
-            ("{ header: a, query: b }", "missing: skip", "routes[0].cost: takes one of"),
-            ("{ from: body }", "missing: skip", "routes[0].cost.from: \"body\" is not a cost source"),
-            ("{ json: \"a..b\" }", "missing: skip", "routes[0].cost.json: \"a..b\" is not a dotted path"),
-            ("{ query: units, min: 2, default: 1 }", "missing: skip", "routes[0].cost.default: 1 is below min (2)"),
-            ("{ query: units, default: -1 }", "missing: skip", "routes[0].cost.default: must not be negative"),
+            (
+                "{ header: X-Units, default: 10, max: 5 }",
+                "missing: skip",
+                "routes[0].cost.max: 5 is below default (10)",
+            ),
+            (
+                "{ default: 1 }",
+                "missing: skip",
+                "routes[0].cost: needs one of from",
+            ),
+            (
+                "{ header: a, query: b }",
+                "missing: skip",
+                "routes[0].cost: takes one of",
+            ),
+            (
+                "{ from: body }",
+                "missing: skip",
+                "routes[0].cost.from: \"body\" is not a cost source",
+            ),
+            (
+                "{ json: \"a..b\" }",
+                "missing: skip",
+                "routes[0].cost.json: \"a..b\" is not a dotted path",
+            ),
+            (
+                "{ query: units, min: 2, default: 1 }",
+                "missing: skip",
+                "routes[0].cost.default: 1 is below min (2)",
+            ),
+            (
+                "{ query: units, default: -1 }",
+                "missing: skip",
+                "routes[0].cost.default: must not be negative",
+            ),
             ("1", "cost: 0", "limits[0].cost: must be greater than zero"),
         ];
         for (cost, rule, want) in cases {
             let e = errors(cost, rule);
-            assert!(e.iter().any(|e| e.starts_with(want)), "{cost} / {rule}: {e:?}");
+            assert!(
+                e.iter().any(|e| e.starts_with(want)),
+                "{cost} / {rule}: {e:?}"
+            );
         }
-        let yaml = BASE
-            .replace("COST", "1")
-            .replace("limit: 5, per: 1s, RULE", "max_in_flight: 2, cost: { from: request_bytes }");
-        let e: Vec<String> = parse(&yaml).unwrap_err().iter().map(|e| e.to_string()).collect();
+        let yaml = BASE.replace("COST", "1").replace(
+            "limit: 5, per: 1s, RULE",
+            "max_in_flight: 2, cost: { from: request_bytes }",
+        );
+        let e: Vec<String> = parse(&yaml)
+            .unwrap_err()
+            .iter()
+            .map(|e| e.to_string())
+            .collect();
         assert!(
-            e.iter().any(|e| e.starts_with("limits[0].cost: does not apply to a concurrency rule")),
+            e.iter()
+                .any(|e| e.starts_with("limits[0].cost: does not apply to a concurrency rule")),
             "{e:?}"
         );
     }

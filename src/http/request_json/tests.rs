@@ -136,7 +136,10 @@ fn counts_at_dotted_paths() {
 fn decimal_counts() {
     assert_eq!(decimal_count(b" 42\t"), Stated::Count(42));
     assert_eq!(decimal_count(b"0"), Stated::Count(0));
-    assert_eq!(decimal_count(b"99999999999999999999999"), Stated::Count(u64::MAX));
+    assert_eq!(
+        decimal_count(b"99999999999999999999999"),
+        Stated::Count(u64::MAX)
+    );
     for bad in [&b""[..], b"-1", b"+1", b"1.5", b"0x10", b"abc", b"1 2"] {
         assert_eq!(decimal_count(bad), Stated::Malformed, "{bad:?}");
     }
