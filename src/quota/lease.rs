@@ -32,7 +32,8 @@ pub const SWEEP_EVERY: Duration = Duration::from_millis(100);
 const MAX_TENANTS: usize = 100_000;
 const SHARDS: usize = 16;
 
-fn lease_script() -> &'static LuaScript {
+/// `lua/lease.lua`, loaded once per process.
+pub(super) fn lease_script() -> &'static LuaScript {
     static SCRIPT: OnceLock<LuaScript> = OnceLock::new();
     SCRIPT.get_or_init(|| LuaScript::new(LEASE_LUA))
 }

@@ -6,6 +6,7 @@
 //! deciding the main limit and every quota together (docs/DESIGN.md 4c).
 
 pub mod block;
+pub mod carry;
 pub mod coalesce;
 pub mod deny_cache;
 pub mod inflight;
@@ -32,6 +33,7 @@ use crate::store::redis::membership::Fleet;
 use deny_cache::DenyCache;
 pub use policies::{PolicyExtras, Reservation};
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -95,6 +97,10 @@ pub struct QuotaService {
     pub(crate) redis: RedisStore,
     breaker: Arc<Breaker>,
     local: Arc<BucketStore<String>>,
+    /// What the local buckets spent, carried into Redis when the breaker closes.
+    carry: Arc<carry::LocalCarry>,
+    /// The breaker said degraded at its last permit or outcome (for the end of an outage).
+    was_degraded: AtomicBool,
     /// Local fallback state of the other algorithms (tagged per algorithm).
     local_policies: Arc<AlgoStore<String>>,
     deny: Arc<DenyCache>,
@@ -151,6 +157,8 @@ impl QuotaService {
             redis: RedisStore::new(settings)?,
             breaker: Arc::new(Breaker::new(settings.breaker.clone())),
             local: Arc::new(BucketStore::new(LOCAL_FALLBACK_TENANTS)),
+            carry: Arc::new(carry::LocalCarry::new(LOCAL_FALLBACK_TENANTS)),
+            was_degraded: AtomicBool::new(false),
             local_policies: Arc::new(AlgoStore::new(LOCAL_FALLBACK_TENANTS)),
             deny: Arc::new(DenyCache::new(LOCAL_FALLBACK_TENANTS)),
             coalesce: coalesce::Coalescer::new(settings.timeout),
@@ -186,6 +194,8 @@ impl QuotaService {
             redis: RedisStore::new(settings)?,
             breaker,
             local: previous.local.clone(),
+            carry: previous.carry.clone(),
+            was_degraded: AtomicBool::new(previous.was_degraded.load(Ordering::Relaxed)),
             local_policies: previous.local_policies.clone(),
             deny: if same_buckets {
                 previous.deny.clone()
@@ -323,9 +333,19 @@ impl QuotaService {
     fn transition(&self, to: Option<BreakerState>) {
         // Every permit and outcome: the gauge follows the first failed call, not only the
         // breaker's transitions (two relaxed loads; a store only on a change).
-        let degraded = self.breaker.degraded() as i64;
-        if METRICS.degraded.get() != degraded {
-            METRICS.degraded.set(degraded);
+        let degraded = self.breaker.degraded();
+        if METRICS.degraded.get() != degraded as i64 {
+            METRICS.degraded.set(degraded as i64);
+        }
+        // Redis decides again (a call succeeded with the breaker closed, after failed calls or
+        // an open breaker): what the local buckets admitted meanwhile is charged to Redis by
+        // each tenant's next decision there (`carry`), so Redis does not hand out a fresh
+        // burst on top of it.
+        if self.was_degraded.load(Ordering::Relaxed) != degraded
+            && self.was_degraded.swap(degraded, Ordering::Relaxed)
+            && !degraded
+        {
+            self.carry.close(&self.local, self.now_ms());
         }
         let Some(to) = to else { return };
         METRICS.breaker_state.set(to.gauge());
@@ -354,6 +374,7 @@ impl QuotaService {
 
     /// Decides one request. Never fails: Redis faults become the declared policy's outcome.
     pub async fn decide(&self, q: &TenantQuota<'_>) -> QuotaOutcome {
+        self.carry_local_spending(q).await;
         if let Some(l) = q.tier_policy.lease {
             if let Some(outcome) = self.decide_leased(q, l).await {
                 return outcome;
@@ -409,6 +430,34 @@ impl QuotaService {
         }
     }
 
+    /// After an outage decided by the `local` policy, the tenant's first decision back in Redis
+    /// first takes from its Redis bucket what its local bucket lacked when the breaker closed
+    /// (less its refill since), down to empty at most: `lua/lease.lua` with cost 0 and no
+    /// holder. Skipped while degraded (kept for later); a carry whose call fails is dropped.
+    async fn carry_local_spending(&self, q: &TenantQuota<'_>) {
+        if self.breaker.degraded() {
+            return;
+        }
+        let Some((full, tokens)) = self.carry.take(q.tenant, self.now_ms()) else {
+            return;
+        };
+        let keys = [crate::store::redis::keys::bucket_key(
+            self.redis.key_prefix(),
+            q.tenant,
+        )];
+        let args = [full.limit, full.per_ms, full.burst, 0, tokens, 0];
+        let reply = self
+            .redis
+            .eval::<Vec<i64>, u64>(lease::lease_script(), &keys, &args)
+            .await;
+        match reply {
+            Ok(r) => {
+                tracing::debug!(tenant = q.tenant, tokens, taken = ?r.first(), "local spending carried into redis")
+            }
+            Err(fault) => count_fault(fault),
+        }
+    }
+
     fn fallback(&self, q: &TenantQuota<'_>, retry_in_ms: u64) -> QuotaOutcome {
         match q.on_failure {
             FailurePolicy::Open => QuotaOutcome::FailedOpen,
@@ -420,6 +469,8 @@ impl QuotaService {
                 let decision =
                     self.local
                         .check(&q.tenant.to_string(), self.now_ms(), &rate, q.cost);
+                let admitted = if decision.admitted { q.cost } else { 0 };
+                self.carry.note(q.tenant, q.rate, rate, admitted);
                 QuotaOutcome::Decided {
                     decision,
                     rate,
