@@ -768,8 +768,8 @@ async fn gateway_starts_without_redis_and_recovers_when_it_appears() {
     assert_redis_decided(&r, "local_t", 5);
     assert_eq!(
         r.remaining(),
-        4,
-        "Redis knows nothing of the local fallback bucket"
+        1,
+        "the local fallback's 3 admissions are carried into Redis (5 - 3 - this one)"
     );
     assert_eq!(gw.metric_or_zero(BREAKER_STATE), 0.0);
     assert_eq!(
