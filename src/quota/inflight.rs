@@ -58,6 +58,13 @@ pub struct InflightBook {
     unanswered: Mutex<HashMap<String, Vec<(String, Instant)>>>,
 }
 
+impl InflightBook {
+    /// Whether no lease is held in Redis and none was asked for without an answer.
+    pub(super) fn is_empty(&self) -> bool {
+        self.held.lock().is_empty() && self.unanswered.lock().is_empty()
+    }
+}
+
 /// How often [`QuotaService::renew_inflight_when_due`] is asked.
 pub const RENEW_TICK: Duration = Duration::from_millis(250);
 

@@ -243,6 +243,13 @@ impl LeaseStore {
             .collect()
     }
 
+    /// Whether any tenant's lease holds tokens not given back.
+    pub(super) fn holds_tokens(&self) -> bool {
+        self.shards
+            .iter()
+            .any(|s| s.lock().values().any(|b| b.book.lock().held() > 0))
+    }
+
     /// Forgets idle books no request is using.
     fn forget_idle(&self, now_ms: u64) {
         for s in &self.shards {

@@ -273,6 +273,18 @@ impl QuotaService {
         self.deny.forget(tenant);
     }
 
+    /// Whether `self` carries on the leases of `other` (the same token leases and concurrency
+    /// leases: same store and key prefix, see [`succeed`](Self::succeed)).
+    pub fn keeps_leases_of(&self, other: &QuotaService) -> bool {
+        Arc::ptr_eq(&self.leases, &other.leases) && Arc::ptr_eq(&self.inflight, &other.inflight)
+    }
+
+    /// Whether this instance holds a lease through this service: leased tokens not given back,
+    /// a concurrency lease of a request still running, or one asked for without an answer.
+    pub fn holds_leases(&self) -> bool {
+        self.leases.holds_tokens() || !self.inflight.is_empty()
+    }
+
     /// Current breaker state.
     pub fn breaker_state(&self) -> BreakerState {
         self.breaker.state()

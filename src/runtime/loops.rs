@@ -33,7 +33,16 @@ impl BackgroundService for FleetHeartbeat {
                 q.heartbeat().await;
             }
         };
-        run_every(&self.app, HEARTBEAT_EVERY, shutdown, &self.owed, heartbeat).await;
+        let retired = |_: Arc<QuotaService>| async {};
+        run_every(
+            &self.app,
+            HEARTBEAT_EVERY,
+            shutdown,
+            &self.owed,
+            heartbeat,
+            retired,
+        )
+        .await;
     }
 }
 
@@ -49,7 +58,9 @@ pub struct LeaseReturn {
 impl BackgroundService for LeaseReturn {
     async fn start(&self, shutdown: ShutdownWatch) {
         let sweep = |q: Arc<QuotaService>, all: bool| async move { q.return_leases(all).await };
-        run_every(&self.app, SWEEP_EVERY, shutdown, &self.owed, sweep).await;
+        // A stage retired by a reload to another store gives every lease back at once.
+        let retired = |q: Arc<QuotaService>| async move { q.return_leases(true).await };
+        run_every(&self.app, SWEEP_EVERY, shutdown, &self.owed, sweep, retired).await;
     }
 }
 
@@ -69,7 +80,9 @@ impl BackgroundService for InflightRenew {
                 q.renew_inflight_when_due().await;
             }
         };
-        run_every(&self.app, RENEW_TICK, shutdown, &self.owed, renew).await;
+        // A stage retired by a reload keeps its requests' leases until they end.
+        let retired = |q: Arc<QuotaService>| async move { q.renew_inflight_when_due().await };
+        run_every(&self.app, RENEW_TICK, shutdown, &self.owed, renew, retired).await;
     }
 }
 

@@ -8,6 +8,7 @@
 
 use crate::config::{self, Config, ConfigError};
 use crate::observe::metrics::METRICS;
+use crate::quota::QuotaService;
 use crate::snapshot::{App, Snapshot};
 use async_trait::async_trait;
 use pingora::server::ShutdownWatch;
@@ -131,6 +132,7 @@ pub fn keep_restart_only(running: &Config, new: &mut Config) -> Vec<&'static str
 pub async fn reload(app: &Arc<App>) -> Result<(), Vec<ConfigError>> {
     let path = app.config_path.clone();
     let previous = app.snapshot.load_full();
+    let old_quota = previous.quota.clone();
     let built = tokio::task::spawn_blocking(move || {
         let mut new = config::load(&path)?;
         let restart = keep_restart_only(&previous.config, &mut new);
@@ -150,7 +152,14 @@ pub async fn reload(app: &Arc<App>) -> Result<(), Vec<ConfigError>> {
     }
     app.listener_certs.replace(&built.listener_tls);
     super::trace_export::apply(built.config.observability.tracing.as_ref());
+    let carried_on =
+        |old: &QuotaService| built.quota.as_ref().is_some_and(|q| q.keeps_leases_of(old));
+    let retire = old_quota.filter(|old| !carried_on(old) && old.holds_leases());
     app.snapshot.store(Arc::new(built));
+    // Its leases are given back (tokens) or kept renewed until their requests end (concurrency).
+    if let Some(old) = retire {
+        app.retire(old);
+    }
     Ok(())
 }
 

@@ -13,17 +13,26 @@ use std::time::Duration;
 /// Runs `act(quota, false)` every `every` (missed ticks are delayed, not bunched) until
 /// shutdown starts, then `act(quota, true)` once and returns. Ticks without a quota service (no
 /// tiers configured) do nothing. `owed` stays counted until that final act is done, so the idle
-/// exit (`runtime::idle_exit`) never cuts it short.
-pub async fn run_every<F, Fut>(
+/// exit (`runtime::idle_exit`) never cuts it short. Every tick and the final one also run
+/// `retired_act` on each tenant stage a reload retired that still holds leases ([`App::retire`]).
+pub async fn run_every<F, Fut, R, RFut>(
     app: &App,
     every: Duration,
     mut shutdown: ShutdownWatch,
     owed: &Owed,
     act: F,
+    retired_act: R,
 ) where
     F: Fn(Arc<QuotaService>, bool) -> Fut,
     Fut: Future<Output = ()>,
+    R: Fn(Arc<QuotaService>) -> RFut,
+    RFut: Future<Output = ()>,
 {
+    let retired = || async {
+        for q in app.retired() {
+            retired_act(q).await;
+        }
+    };
     let _owed = owed.take();
     let current = || app.snapshot.load().quota.clone();
     let mut tick = tokio::time::interval(every);
@@ -34,12 +43,14 @@ pub async fn run_every<F, Fut>(
                 if let Some(q) = current() {
                     act(q, false).await;
                 }
+                retired().await;
             }
             _ = shutdown.changed() => {
                 if *shutdown.borrow() {
                     if let Some(q) = current() {
                         act(q, true).await;
                     }
+                    retired().await;
                     return;
                 }
             }

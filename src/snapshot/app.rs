@@ -3,10 +3,12 @@
 
 use super::Snapshot;
 use crate::edge::BucketStore;
+use crate::quota::QuotaService;
 use crate::store::memory::algo_store::AlgoStore;
 use arc_swap::ArcSwap;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// State shared by all requests and all snapshots of one process.
@@ -28,6 +30,10 @@ pub struct App {
     pub listener_certs: crate::tls::ListenerCerts,
     /// Per-tenant tier fit of this instance (admin API, metrics).
     pub tier_fit: crate::observe::tier_fit::TierFit,
+    /// Tenant stages a reload replaced by one on another store while they still held leases
+    /// there: the background loops give their token leases back and renew their requests'
+    /// concurrency leases until none is left ([`retire`](Self::retire)).
+    retired: parking_lot::Mutex<Vec<Arc<QuotaService>>>,
 }
 
 impl App {
@@ -48,7 +54,24 @@ impl App {
             shutting_down: AtomicBool::new(false),
             epoch: Instant::now(),
             tier_fit: Default::default(),
+            retired: Default::default(),
         }
+    }
+
+    /// Keeps `old`, a tenant stage the current snapshot no longer uses and whose leases its
+    /// successor does not carry on (another store or key prefix), until it holds no lease.
+    pub fn retire(&self, old: Arc<QuotaService>) {
+        let mut retired = self.retired.lock();
+        if !retired.iter().any(|q| Arc::ptr_eq(q, &old)) {
+            retired.push(old);
+        }
+    }
+
+    /// The retired tenant stages that still hold leases (the others are let go).
+    pub fn retired(&self) -> Vec<Arc<QuotaService>> {
+        let mut retired = self.retired.lock();
+        retired.retain(|q| q.holds_leases());
+        retired.clone()
     }
 
     /// The edge's GCRA state (see `edge_cells`), created with `max_clients` on first use.
