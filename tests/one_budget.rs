@@ -74,11 +74,17 @@ async fn ws_status(gw: &Gateway, tenant: &str) -> u16 {
 /// The mixed-protocol rig: one h1+h2c listener, routes `/a/` and `/b/` (echo), `/ws` (raw
 /// WebSocket endpoint) and `/demo.Echo/` (gRPC server over h2), tenant `acme` on tier `T`.
 struct Rig {
+    _backend: Backend,
     grpc: GrpcServer,
     gw: Gateway,
 }
 
 async fn rig(redis_url: &str, redis_opts: &str, tier: &str, limits: &str) -> Rig {
+    rig_with(redis_url, redis_opts, tier, limits, "").await
+}
+
+/// [`rig`] with an `edge:` section (`edge`, a flow map; empty: none).
+async fn rig_with(redis_url: &str, redis_opts: &str, tier: &str, limits: &str, edge: &str) -> Rig {
     let backend = Backend::start("echo");
     let grpc = GrpcServer::start();
     let ws = ws_backend().await;
@@ -99,9 +105,15 @@ async fn rig(redis_url: &str, redis_opts: &str, tier: &str, limits: &str) -> Rig
     if !limits.is_empty() {
         c = c.section("limits", &format!("\n{limits}"));
     }
+    if !edge.is_empty() {
+        c = c.edge(edge);
+    }
     let gw = Gateway::start(&c.yaml());
-    std::mem::forget(backend);
-    Rig { grpc, gw }
+    Rig {
+        _backend: backend,
+        grpc,
+        gw,
+    }
 }
 
 /// `rounds` rounds of one request each over HTTP/1.1 (`/a/`), h2c (`/b/`), WebSocket (`/ws`),
@@ -206,6 +218,18 @@ async fn the_local_fallback_is_one_budget_across_routes_and_protocols() {
     let rig = rig_again(&down, opts, rule).await;
     let admitted = mixed_traffic(&rig, 4).await;
     assert_eq!(admitted.iter().sum::<usize>(), 3, "rule: {admitted:?}");
+}
+
+/// The edge limiter (per client address, in memory) is one budget across the four routes and
+/// protocols as well: burst 6 of 16 attempts from 127.0.0.1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_edge_is_one_budget_across_routes_and_protocols() {
+    let redis = RedisServer::start();
+    let tier = "{ limit: 1, per: 1d, burst: 1000 }";
+    let edge = "{ limit: 1, per: 1d, burst: 6 }";
+    let rig = rig_with(&redis.url(), STRICT_REDIS, tier, "", edge).await;
+    let admitted = mixed_traffic(&rig, 4).await;
+    assert_eq!(admitted.iter().sum::<usize>(), 6, "{admitted:?}");
 }
 
 async fn rig_again(down: &str, opts: &str, rule: &str) -> Rig {
