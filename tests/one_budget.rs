@@ -264,10 +264,8 @@ fn burst_config(
         .listen(&["{ addr: \"{listen}\", h2: true }"])
         .redis(redis_url, opts)
         .tier("T", tier)
-        .api_keys_always();
-    for t in ["t0"] {
-        c = c.api_key(&key_of(t), t, "T");
-    }
+        .api_keys_always()
+        .api_key(&key_of("t0"), "t0", "T");
     if matches!(shape, Shape::Apart) {
         c = c.section("limits", &format!("\n{APART_RULE}"));
     }
