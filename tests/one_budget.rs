@@ -400,6 +400,24 @@ async fn fifty_first_usage_reserves_admit_exactly_the_budget() {
     }
 }
 
+/// The same usage burst with Redis down and `on_failure: local` (`fleet_size: 2`): the reserves
+/// come from the instance's part of the budget, 1000 / 2 = 500, so exactly 5 are admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_first_usage_reserves_in_the_local_fallback_admit_exactly_its_part() {
+    let backend = Backend::start("echo");
+    let down = format!("redis://127.0.0.1:{}", free_port());
+    let tier = "{ limit: 1, per: 1d, burst: 1000, usage: { limit: 1, per: 1d, burst: 1000, \
+                from: { openai: true }, reserve: { from_json: max_tokens, default: 100 } } }";
+    let opts = "timeout: 500ms, on_failure: local, fleet_size: 2";
+    for shape in [Shape::Coalesced, Shape::Apart] {
+        let gw = Gateway::start(&burst_config(&down, opts, &backend, tier, shape));
+        let body = Some("{\"max_tokens\": 100}");
+        let statuses = burst(&[&gw], 50, "/x?echo=1", body).await;
+        assert_eq!(count(&statuses, 200), 5, "{shape:?}: {statuses:?}");
+        assert_eq!(count(&statuses, 429), 45, "{shape:?}: {statuses:?}");
+    }
+}
+
 /// 50 concurrent first requests of `t0` that each stay 4 s at the backend, tier cap
 /// `max_in_flight: 3` (and, apart, a concurrency rule of 2 keyed by tenant): never more
 /// admitted than the cap, on one gateway or two.
