@@ -38,7 +38,8 @@ const EXAMPLES: &str = "Examples:
   tollgate import envoy-ratelimit config/*.yaml   envoyproxy/ratelimit configs as limits: rules
   tollgate run -c gateway.yaml --upgrade & kill -QUIT <old pid>    zero-downtime binary upgrade
   kill -HUP <pid>                     reload gateway.yaml without dropping requests
-  tollgate keys create --tenant acme --tier pro --name ci   issue an API key (admin API)";
+  tollgate keys create --tenant acme --tier pro --name ci   issue an API key (admin API)
+  tollgate blocks add ip 203.0.113.0/24 --for 1h --reason abuse   block a network fleet-wide";
 
 /// Reverse-proxy API gateway with distributed (Redis-backed) rate limiting.
 #[derive(Parser)]

@@ -36,7 +36,7 @@ const EXTRA: &str = "edge: { limit: 1000, per: 1m, burst: 1000 }\n\
     limits:\n  - { name: per-tenant, key: [tenant], limit: 1, per: 1h, burst: 9 }\n  \
     - { name: per-method, key: [tenant, method], limit: 1, per: 1h, burst: 9, mode: shadow }\n  \
     - { name: held, key: [tenant], max_in_flight: 3 }\n\
-    store: {}\n";
+    store: { blocks: true }\n";
 
 struct Rig {
     _redis: RedisServer,
@@ -114,8 +114,9 @@ async fn the_served_document_is_the_repository_file_and_needs_the_token() {
         let path = template.replace("{id}", "acme");
         let body = json!({ "path": "/orders/1" });
         let r = admin(addr, &method, &path, Some(&body)).await;
-        if template.starts_with("/v1/keys") {
-            // Served, though this body is not a key's (400/404 problems of the keys' own).
+        if template.starts_with("/v1/keys") || template.starts_with("/v1/blocks/") {
+            // Served, though this body is not a key's or a block's (400/404 problems of their
+            // own).
             assert!(
                 r.status() != 405 && !r.reply.body.contains("no such admin resource"),
                 "{method} {path}: {:?}",
@@ -254,6 +255,22 @@ fn schemathesis_finds_every_answer_documented_and_every_unauthenticated_call_401
     let dir = test_dir("tollgate-openapi-");
     let admin = rig.gw.admin_addr();
     let ops = operations(&document());
+    // The blocks the document's examples of GET and DELETE name, so each answers a 200.
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    for target in [
+        "ip/192.0.2.1",
+        "ip/192.0.2.2",
+        "tenant/blocked-get",
+        "tenant/blocked-delete",
+        "key/key_00000000000000a1",
+        "key/key_00000000000000a2",
+    ] {
+        let path = format!("/v1/blocks/{target}");
+        let body = json!({ "reason": "the document's example" });
+        runtime
+            .block_on(common::admin::admin(admin, "PUT", &path, Some(&body)))
+            .expect_ok();
+    }
 
     // Beyond the answers' conformance: valid inputs are accepted and invalid ones refused with
     // a 4xx, undocumented methods are a 405 with `Allow`, and the token is not ignored.

@@ -29,7 +29,7 @@ pub const MAX_GRACE_S: u64 = 30 * 86_400;
 pub const DEFAULT_PAGE: usize = 100;
 pub const MAX_PAGE: usize = 1000;
 
-fn bad(field: &str, why: impl std::fmt::Display) -> Problem {
+pub(super) fn bad(field: &str, why: impl std::fmt::Display) -> Problem {
     Problem::status(400, format!("{field}: {why}")).with("field", json!(field))
 }
 
@@ -62,7 +62,7 @@ pub fn id_from_segment(segment: &str) -> Result<String, Problem> {
 
 /// A JSON object body with only `allowed` members (an empty body is `{}` when `empty_ok`).
 /// Errors: 400 naming the body or the first unknown member.
-fn object(
+pub(super) fn object(
     body: &[u8],
     allowed: &[&str],
     empty_ok: bool,
@@ -85,7 +85,7 @@ fn object(
 }
 
 /// Member `name` as a string. Errors: 400 naming it when missing (and `required`) or not one.
-fn string(map: &serde_json::Map<String, Value>, name: &str) -> Result<String, Problem> {
+pub(super) fn string(map: &serde_json::Map<String, Value>, name: &str) -> Result<String, Problem> {
     match map.get(name) {
         Some(Value::String(s)) => Ok(s.clone()),
         Some(_) => Err(bad(name, "must be a string")),
@@ -94,7 +94,7 @@ fn string(map: &serde_json::Map<String, Value>, name: &str) -> Result<String, Pr
 }
 
 /// Member `name` as a whole number from `min` to `max`, if present. Errors: 400 naming it.
-fn uint(
+pub(super) fn uint(
     map: &serde_json::Map<String, Value>,
     name: &str,
     (min, max): (u64, u64),

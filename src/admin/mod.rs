@@ -8,6 +8,7 @@
 //! keep answering 503 through the grace period.
 
 pub mod audit;
+pub mod blocks;
 pub mod config_view;
 pub mod console;
 pub mod explain;

@@ -22,10 +22,17 @@
 //! | GET    | `/v1/keys/{id}`           | [`super::keys::get`]          |
 //! | DELETE | `/v1/keys/{id}`           | [`super::keys::revoke`]       |
 //! | POST   | `/v1/keys/{id}/rotate`    | [`super::keys::rotate`]       |
+//! | GET    | `/v1/blocks`              | [`super::blocks::list`]       |
+//! | GET    | `/v1/blocks/{type}/{id}`  | [`super::blocks::get`]        |
+//! | PUT    | `/v1/blocks/{type}/{id}`  | [`super::blocks::put`]        |
+//! | DELETE | `/v1/blocks/{type}/{id}`  | [`super::blocks::remove`]     |
+//!
+//! (`{type}` is one route per type, `ip`, `tenant` and `key`, so the document can state each
+//! value's form; another type is a 400 naming `type`.)
 
 use super::audit::{self, Change};
 use super::reply::{json_reply, problem_reply, raw_json_reply};
-use super::{config_view, explain, keys, status, tenants};
+use super::{blocks, config_view, explain, keys, status, tenants};
 use crate::config::AdminScope;
 use crate::identity::admin_token::Caller;
 use crate::response::Problem;
@@ -59,6 +66,10 @@ pub enum Endpoint {
     Key,
     KeyRevoke,
     KeyRotate,
+    Blocks,
+    Block,
+    BlockPut,
+    BlockRemove,
 }
 
 impl Endpoint {
@@ -73,17 +84,21 @@ impl Endpoint {
             | Endpoint::Tenant
             | Endpoint::WhoAmI
             | Endpoint::Keys
-            | Endpoint::Key => None,
+            | Endpoint::Key
+            | Endpoint::Blocks
+            | Endpoint::Block => None,
             Endpoint::TenantReset => Some("tenant_reset"),
             Endpoint::KeyCreate => Some("key_create"),
             Endpoint::KeyRevoke => Some("key_revoke"),
             Endpoint::KeyRotate => Some("key_rotate"),
+            Endpoint::BlockPut => Some("block_put"),
+            Endpoint::BlockRemove => Some("block_remove"),
         }
     }
 }
 
 /// Every route of the API: method, path template (`{id}` stands for one path segment, the
-/// tenant id) and what answers it. Nothing else under `/v1` is served.
+/// tenant id, key id or block value) and what answers it. Nothing else under `/v1` is served.
 pub const ROUTES: &[(&str, &str, Endpoint)] = &[
     ("GET", "/v1/config", Endpoint::Config),
     ("POST", "/v1/explain", Endpoint::Explain),
@@ -97,6 +112,16 @@ pub const ROUTES: &[(&str, &str, Endpoint)] = &[
     ("GET", "/v1/keys/{id}", Endpoint::Key),
     ("DELETE", "/v1/keys/{id}", Endpoint::KeyRevoke),
     ("POST", "/v1/keys/{id}/rotate", Endpoint::KeyRotate),
+    ("GET", "/v1/blocks", Endpoint::Blocks),
+    ("GET", "/v1/blocks/ip/{id}", Endpoint::Block),
+    ("PUT", "/v1/blocks/ip/{id}", Endpoint::BlockPut),
+    ("DELETE", "/v1/blocks/ip/{id}", Endpoint::BlockRemove),
+    ("GET", "/v1/blocks/tenant/{id}", Endpoint::Block),
+    ("PUT", "/v1/blocks/tenant/{id}", Endpoint::BlockPut),
+    ("DELETE", "/v1/blocks/tenant/{id}", Endpoint::BlockRemove),
+    ("GET", "/v1/blocks/key/{id}", Endpoint::Block),
+    ("PUT", "/v1/blocks/key/{id}", Endpoint::BlockPut),
+    ("DELETE", "/v1/blocks/key/{id}", Endpoint::BlockRemove),
 ];
 
 /// Where [`route`] sends a request.
@@ -203,9 +228,20 @@ pub fn admit(
     }
 }
 
-/// The id segment of a routed path for the audit log (as sent, still percent-encoded).
-fn audit_target(id: Option<&str>) -> &str {
-    id.unwrap_or("")
+/// The type segment of a `/v1/blocks/<type>/{id}` path.
+fn type_segment(path: &str) -> &str {
+    path.split('/').nth(3).unwrap_or_default()
+}
+
+/// The target of a write for the audit log: the id segment as sent (still percent-encoded),
+/// after its type for a block.
+fn audit_target(endpoint: Endpoint, path: &str, id: Option<&str>) -> String {
+    match endpoint {
+        Endpoint::BlockPut | Endpoint::BlockRemove => {
+            format!("{}:{}", type_segment(path), id.unwrap_or(""))
+        }
+        _ => id.unwrap_or("").to_string(),
+    }
 }
 
 /// Answers one admitted `/v1` request (see [`admit`]) from `caller`: a write by a `read`
@@ -225,12 +261,13 @@ pub async fn handle(
         return json_reply(200, &status::whoami(caller.scope));
     }
     let Routed::Found(endpoint, id) = routed else {
-        return reply(answer(app, snap, routed, query, body).await);
+        return reply(answer(app, snap, routed, path, query, body).await);
     };
     let Some(operation) = endpoint.write_operation() else {
-        return reply(answer(app, snap, routed, query, body).await);
+        return reply(answer(app, snap, routed, path, query, body).await);
     };
-    let target = audit_target(id);
+    let target = audit_target(endpoint, path, id);
+    let target = target.as_str();
     if caller.scope < AdminScope::Write {
         let detail = format!(
             "the token {:?} has the read scope; {operation} needs a write token",
@@ -240,7 +277,7 @@ pub async fn handle(
         audit::record(caller, operation, target, 403, true, None, Some(&p.detail));
         return problem_reply(&p, &[]);
     }
-    let result = write(app, snap, endpoint, id, query, body).await;
+    let result = write(app, snap, endpoint, path, id, query, body).await;
     match &result {
         Ok((_, change)) => audit::record(caller, operation, target, 200, false, Some(change), None),
         Err(p) => audit::record(
@@ -275,12 +312,15 @@ async fn write(
     app: &App,
     snap: &Snapshot,
     endpoint: Endpoint,
+    path: &str,
     id: Option<&str>,
     _query: Option<&str>,
     body: Bytes,
 ) -> Result<(serde_json::Value, Change), Problem> {
     let id = id.unwrap_or_default();
     match endpoint {
+        Endpoint::BlockPut => blocks::put(snap, type_segment(path), id, &body).await,
+        Endpoint::BlockRemove => blocks::remove(snap, type_segment(path), id).await,
         Endpoint::KeyCreate => keys::create(snap, &body).await,
         Endpoint::KeyRevoke => keys::revoke(snap, id).await,
         Endpoint::KeyRotate => keys::rotate(snap, id, &body).await,
@@ -303,6 +343,7 @@ async fn answer(
     app: &App,
     snap: &Snapshot,
     routed: Routed<'_>,
+    path: &str,
     query: Option<&str>,
     body: Bytes,
 ) -> Answer {
@@ -321,12 +362,22 @@ async fn answer(
         },
         Routed::Found(Endpoint::Keys, _) => keys::list(snap, query).await,
         Routed::Found(Endpoint::Key, id) => keys::get(snap, id.unwrap_or_default()).await,
+        Routed::Found(Endpoint::Blocks, _) => blocks::list(snap, query).await,
+        Routed::Found(Endpoint::Block, id) => {
+            blocks::get(snap, type_segment(path), id.unwrap_or_default()).await
+        }
         Routed::Found(
-            Endpoint::TenantReset | Endpoint::KeyCreate | Endpoint::KeyRevoke | Endpoint::KeyRotate,
+            Endpoint::TenantReset
+            | Endpoint::KeyCreate
+            | Endpoint::KeyRevoke
+            | Endpoint::KeyRotate
+            | Endpoint::BlockPut
+            | Endpoint::BlockRemove,
             _,
         ) => Err(Problem::status(500, "a write routed as a read")),
         Routed::MethodNotAllowed(allow) => return Answer::Raw(method_not_allowed(&allow)),
-        Routed::NotFound => Err(Problem::status(404, "no such admin resource")),
+        Routed::NotFound => Err(blocks::unknown_type(path)
+            .unwrap_or_else(|| Problem::status(404, "no such admin resource"))),
     };
     Answer::Json(result)
 }

@@ -5,6 +5,7 @@
 //! stderr); 2 a usage error; 3 the admin API could not be reached. `--json` prints the API's
 //! JSON answer on stdout; without it a short human summary is printed.
 
+pub mod blocks;
 pub mod client;
 pub mod keys;
 
@@ -22,6 +23,13 @@ pub enum AdminCommand {
         admin: AdminArgs,
         #[command(subcommand)]
         command: keys::KeysCommand,
+    },
+    /// Blocks of an address or network, a tenant or a key: add, list, remove.
+    Blocks {
+        #[command(flatten)]
+        admin: AdminArgs,
+        #[command(subcommand)]
+        command: blocks::BlocksCommand,
     },
 }
 
@@ -42,6 +50,13 @@ pub fn run(command: AdminCommand) -> ExitCode {
             let r = runtime.block_on(async {
                 let c = Client::new(&admin)?;
                 keys::run(&c, command).await
+            });
+            (admin, r)
+        }
+        AdminCommand::Blocks { admin, command } => {
+            let r = runtime.block_on(async {
+                let c = Client::new(&admin)?;
+                blocks::run(&c, command).await
             });
             (admin, r)
         }

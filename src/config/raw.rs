@@ -862,6 +862,9 @@ pub struct RawReload {
 pub struct RawStore {
     /// Accept API keys issued through the admin API (default true).
     pub keys: Option<bool>,
+    /// Refuse blocked addresses, networks, tenants and keys set through `/v1/blocks`
+    /// (default false).
+    pub blocks: Option<bool>,
     /// The per-instance cache.
     pub cache: Option<RawStoreCache>,
     /// A change is in force on every instance within this (default 1s).

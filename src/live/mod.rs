@@ -8,6 +8,7 @@
 //! in `runtime::live`) drops the whole cache when it sees a version it has no message for, so a
 //! lost message or a partition delays a change by at most `store.propagation`.
 
+pub mod blocks;
 pub mod cache;
 pub mod keys;
 mod scripts;

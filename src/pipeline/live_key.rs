@@ -40,6 +40,9 @@ pub async fn identify(
             if key.check(&hex::encode(digest), now_s).is_err() {
                 return unknown();
             }
+            if let Some(r) = super::live_block::key(snap, &key.id, now_s) {
+                return Some(Err(r));
+            }
             if !snap.auth.has_tier(&key.tier) {
                 let e = IdentityError::UnknownTier(key.tier.clone());
                 return Some(Err(super::identity::rejection(&e)));

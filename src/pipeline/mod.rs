@@ -15,6 +15,7 @@ pub mod descriptors;
 pub mod edge;
 pub mod identity;
 pub mod inflight;
+pub mod live_block;
 pub mod live_key;
 pub mod route;
 pub mod rules;

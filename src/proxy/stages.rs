@@ -59,6 +59,10 @@ pub(super) async fn edge_stage(
     ctx: &mut Ctx,
     snap: &Snapshot,
 ) -> Result<bool> {
+    // Blocked addresses first: refused before anything is counted for them.
+    if let Some(r) = pipeline::live_block::ip(snap, ctx.client, unix_now_s()) {
+        return refuse(session, ctx, r).await;
+    }
     let Some(settings) = &snap.config.edge else {
         return Ok(false);
     };
@@ -128,6 +132,9 @@ pub(super) async fn identity_stage(
         live.unwrap_or_else(|| pipeline::identity::decide(&snap.auth, route.auth, &credentials));
     match decided {
         Ok(id) => {
+            if let Some(r) = pipeline::live_block::tenant(snap, &id.tenant, credentials.now_s) {
+                return refuse(session, ctx, r).await;
+            }
             let counted = id.method != Method::Anonymous;
             ctx.identity = Some(id);
             if counted {

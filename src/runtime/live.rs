@@ -1,10 +1,10 @@
 //! The live state's subscriber (docs/live-state.md#propagation): the pub/sub subscription that
-//! makes a change (a key created, revoked, rotated) known at once, and the version check every
+//! makes a change (a key created, revoked, rotated; a block set or removed) known at once, and the version check every
 //! `store.propagation` that bounds staleness when a message is lost or the subscription is down.
 //! Both act through the *current* snapshot's live keys (a reload may replace them).
 
 use crate::config::RedisTopology;
-use crate::snapshot::App;
+use crate::snapshot::{App, Snapshot};
 use crate::store::redis::keys::live_channel;
 use async_trait::async_trait;
 use futures_util::StreamExt;
@@ -28,28 +28,12 @@ impl BackgroundService for LiveSync {
         let subscriber = tokio::spawn(async move { subscribe_forever(app).await });
         loop {
             let snap = self.app.snapshot.load_full();
-            let every = match (&snap.live, &snap.quota) {
-                (Some(live), Some(quota)) => {
-                    match live.version(&quota.redis).await {
-                        Ok(v) => {
-                            if live.checked(v) {
-                                tracing::info!(
-                                    version = v,
-                                    "live state: a change came without its message; cache dropped"
-                                );
-                            }
-                        }
-                        Err(fault) => {
-                            tracing::debug!(
-                                kind = fault.as_str(),
-                                "live state version check failed"
-                            )
-                        }
-                    }
-                    live.settings.propagation
-                }
-                _ => Duration::from_secs(1),
-            };
+            check_version(&snap).await;
+            let every = snap
+                .config
+                .store
+                .as_ref()
+                .map_or(Duration::from_secs(1), |s| s.propagation);
             drop(snap);
             tokio::select! {
                 _ = tokio::time::sleep(every) => {}
@@ -64,15 +48,60 @@ impl BackgroundService for LiveSync {
     }
 }
 
+/// One version check: the live keys drop their cache and the blocks load again when the
+/// store's version is not the one they saw.
+async fn check_version(snap: &Snapshot) {
+    let Some(quota) = &snap.quota else { return };
+    let read = match (&snap.live, &snap.blocks) {
+        (Some(live), _) => live.version(&quota.redis).await,
+        (None, Some(blocks)) => blocks.version(&quota.redis).await,
+        (None, None) => return,
+    };
+    let v = match read {
+        Ok(v) => v,
+        Err(fault) => {
+            tracing::debug!(kind = fault.as_str(), "live state version check failed");
+            return;
+        }
+    };
+    if let Some(live) = &snap.live {
+        if live.checked(v) {
+            tracing::info!(
+                version = v,
+                "live state: a change came without its message; cache dropped"
+            );
+        }
+    }
+    if let Some(blocks) = &snap.blocks {
+        if let Err(fault) = blocks.checked(&quota.redis, v).await {
+            tracing::debug!(
+                kind = fault.as_str(),
+                "blocks could not be read; the last set stays"
+            );
+        }
+    }
+}
+
+/// The key prefix of the current live state (keys or blocks), if any.
+fn live_prefix(snap: &Snapshot) -> Option<&str> {
+    match (&snap.live, &snap.blocks) {
+        (Some(l), _) => Some(l.prefix()),
+        (None, Some(b)) => Some(b.prefix()),
+        (None, None) => None,
+    }
+}
+
 /// Subscribes to the current snapshot's channel (standalone and cluster modes; under sentinel
 /// the version check alone propagates) and hands every message to its live keys; connects
 /// again after [`RESUBSCRIBE_AFTER`] when the connection fails or is killed.
 async fn subscribe_forever(app: Arc<App>) {
     loop {
         let snap = app.snapshot.load_full();
-        let target = match (&snap.live, &snap.config.redis) {
-            (Some(live), Some(redis)) if !matches!(redis.mode, RedisTopology::Sentinel { .. }) => {
-                Some((redis.url.clone(), live_channel(live.prefix())))
+        let target = match (live_prefix(&snap), &snap.config.redis) {
+            (Some(prefix), Some(redis))
+                if !matches!(redis.mode, RedisTopology::Sentinel { .. }) =>
+            {
+                Some((redis.url.clone(), live_channel(prefix)))
             }
             _ => None,
         };
@@ -97,10 +126,18 @@ async fn subscribe(app: &App, url: &str, channel: &str) -> redis::RedisResult<()
         let Ok(text) = msg.get_payload::<String>() else {
             continue;
         };
-        let snap = app.snapshot.load();
-        match &snap.live {
-            Some(live) if live_channel(live.prefix()) == channel => live.announced(&text),
-            _ => return Ok(()),
+        let snap = app.snapshot.load_full();
+        if live_prefix(&snap).map(live_channel).as_deref() != Some(channel) {
+            return Ok(());
+        }
+        if let Some(live) = &snap.live {
+            live.announced(&text);
+        }
+        if let (Some(blocks), Some(quota)) = (&snap.blocks, &snap.quota) {
+            if text.ends_with(crate::live::blocks::ANNOUNCED) {
+                // Failing, the next version check loads them.
+                let _ = blocks.reload(&quota.redis).await;
+            }
         }
     }
     Ok(())

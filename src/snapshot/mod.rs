@@ -50,6 +50,9 @@ pub struct Snapshot {
     /// Live API keys (`store.keys`), kept across reloads while `store:` and the key prefix are
     /// unchanged; `None` when off (or without a quota store).
     pub live: Option<Arc<crate::live::LiveKeys>>,
+    /// Blocks set through the admin API (`store.blocks`), kept across reloads while the key
+    /// prefix is unchanged (the set in force survives a reload); `None` when off.
+    pub blocks: Option<Arc<crate::live::blocks::LiveBlocks>>,
 }
 
 impl Snapshot {
@@ -127,8 +130,10 @@ impl Snapshot {
         let route_ids = config.routes.iter().map(|r| r.id.as_str());
         let route_series = route_ids.chain(["none"]).map(RouteSeries::new).collect();
         let live = Self::live(&config, quota.is_some(), previous);
+        let blocks = Self::blocks(&config, quota.is_some(), previous);
         Ok(Snapshot {
             live,
+            blocks,
             route_series,
             decision_series: DecisionSeries::new(config.tiers.keys()),
             rule_series: RuleSeries::new(config.limits.iter().map(|r| r.name.as_str())),
@@ -162,6 +167,21 @@ impl Snapshot {
         match previous.and_then(|p| p.live.as_ref()) {
             Some(l) if l.settings == *store && l.prefix() == prefix => Some(l.clone()),
             _ => Some(Arc::new(crate::live::LiveKeys::new(store, prefix))),
+        }
+    }
+
+    /// The blocks of `config` (`store.blocks` with a quota store), kept from `previous` while
+    /// the key prefix is unchanged.
+    fn blocks(
+        config: &Config,
+        has_quota: bool,
+        previous: Option<&Snapshot>,
+    ) -> Option<Arc<crate::live::blocks::LiveBlocks>> {
+        config.store.as_ref().filter(|s| s.blocks && has_quota)?;
+        let prefix = config.redis.as_ref()?.key_prefix.as_str();
+        match previous.and_then(|p| p.blocks.as_ref()) {
+            Some(b) if b.prefix() == prefix => Some(b.clone()),
+            _ => Some(Arc::new(crate::live::blocks::LiveBlocks::new(prefix))),
         }
     }
 

@@ -29,6 +29,9 @@ impl Default for StoreCacheSettings {
 pub struct StoreSettings {
     /// API keys issued through `/v1/keys` are accepted (default true when `store:` is present).
     pub keys: bool,
+    /// Blocks set through `/v1/blocks` are enforced (default false): held in memory per
+    /// instance, refreshed on every change (docs/live-state.md#blocks).
+    pub blocks: bool,
     pub cache: StoreCacheSettings,
     /// The version check's interval: a change is in force on every instance within this even
     /// when its pub/sub message is lost. Default 1s.

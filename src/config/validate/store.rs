@@ -48,6 +48,7 @@ pub(super) fn settings(
         .unwrap_or(Duration::from_secs(1));
     Some(StoreSettings {
         keys: raw.keys.unwrap_or(true),
+        blocks: raw.blocks.unwrap_or(false),
         cache,
         propagation,
     })

@@ -56,6 +56,12 @@ pub fn live_tenant_keys(prefix: &str, tenant: &str) -> String {
     format!("{prefix}:{LIVE_TAG}:tenant:{}", tenant_tag(tenant))
 }
 
+/// `<prefix>:{live:store}:blocks`: hash of the blocks set through the admin API, block id
+/// (`ip:<network>`, `tenant:<id>`, `key:<key id>`) → its record (JSON).
+pub fn live_blocks(prefix: &str) -> String {
+    format!("{prefix}:{LIVE_TAG}:blocks")
+}
+
 /// `<prefix>:{live:store}:version`: the live state's version, incremented by every change.
 pub fn live_version(prefix: &str) -> String {
     format!("{prefix}:{LIVE_TAG}:version")
