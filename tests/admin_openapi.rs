@@ -39,7 +39,7 @@ const EXTRA: &str = "edge: { limit: 1000, per: 1m, burst: 1000 }\n\
     store: { blocks: true }\n";
 
 struct Rig {
-    _redis: RedisServer,
+    redis: RedisServer,
     _backend: Backend,
     gw: Gateway,
 }
@@ -53,7 +53,7 @@ impl Rig {
         let yaml = admin_yaml(&redis.url(), &backend.addr(), TIERS, &tenants, true, &extra);
         let gw = Gateway::start_with_env(&yaml, &[(ADMIN_TOKEN_ENV, ADMIN_TOKEN)]);
         Rig {
-            _redis: redis,
+            redis,
             _backend: backend,
             gw,
         }
@@ -270,6 +270,26 @@ fn schemathesis_finds_every_answer_documented_and_every_unauthenticated_call_401
         runtime
             .block_on(common::admin::admin(admin, "PUT", &path, Some(&body)))
             .expect_ok();
+    }
+
+    // The keys the document's examples of GET, DELETE and rotate name (ids are random when
+    // issued through the API, so they are written to the store as the API writes them).
+    let mut conn = rig.redis.conn();
+    for (i, id) in [
+        "key_00000000000000b1",
+        "key_00000000000000b2",
+        "key_00000000000000b3",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let record = json!({"id": id, "tenant": "acme", "tier": "free", "name": format!("ex{i}"),
+            "created_at": 1, "digest": format!("{i:064}")});
+        let _: () = redis::cmd("SET")
+            .arg(format!("tollgate:{{live:store}}:id:{id}"))
+            .arg(record.to_string())
+            .query(&mut conn)
+            .expect("SET key record");
     }
 
     // Beyond the answers' conformance: valid inputs are accepted and invalid ones refused with
