@@ -154,7 +154,7 @@ fn insert<T: std::hash::Hash + Eq>(
         Some((_, m)) => drop(m.insert(bits, b)),
         None => {
             by_len.push((len, HashMap::from([(bits, b)])));
-            by_len.sort_by(|a, b| b.0.cmp(&a.0));
+            by_len.sort_by_key(|e| std::cmp::Reverse(e.0));
         }
     }
 }
