@@ -406,8 +406,13 @@ async fn tenant_layer(
     tier: &str,
     cost: u64,
 ) -> Value {
-    let Some(limits) = crate::policy::resolve(&snap.config, snap.region.as_deref(), tenant, tier)
-    else {
+    let Some(limits) = crate::policy::resolve(
+        &snap.config,
+        snap.region.as_deref(),
+        snap.live_limits(tenant).as_deref(),
+        tenant,
+        tier,
+    ) else {
         return json!({"layer": "tenant", "decision": "rejected", "status": 403, "detail": format!("tier \"{tier}\" does not exist")});
     };
     let (t, rate, policy) = (limits.tier, limits.rate, limits.policy());

@@ -40,7 +40,7 @@ fn now_s() -> u64 {
 /// The live keys and the store, or the 404 while `store.keys` is off.
 fn live(snap: &Snapshot) -> Result<(&Arc<LiveKeys>, &Arc<QuotaService>), Problem> {
     match (&snap.live, &snap.quota) {
-        (Some(l), Some(q)) => Ok((l, q)),
+        (Some(l), Some(q)) if l.settings.keys => Ok((l, q)),
         _ => Err(Problem::status(
             404,
             "API keys through the admin API are off (store.keys, with redis: and tiers:)",

@@ -13,6 +13,7 @@ pub mod config_view;
 pub mod console;
 pub mod explain;
 pub mod keys;
+pub mod limits;
 pub mod reply;
 pub mod rules_view;
 pub mod status;

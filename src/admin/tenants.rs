@@ -128,6 +128,7 @@ pub async fn inspect(
     cost: u64,
 ) -> Result<Inspected, Problem> {
     let config = &snap.config;
+    let live = snap.live_limits(tenant);
     if let Some(t) = asked.filter(|t| !config.tiers.contains_key(*t)) {
         return Err(Problem::status(404, format!("no tier named {t:?} (tier=)")));
     }
@@ -156,8 +157,9 @@ pub async fn inspect(
         (None, Some(_)) if !must_have_state => return Ok(Inspected::TierUnknown),
         (None, Some(Known::Configured(t) | Known::IfSeen(t))) => {
             // Whether it has state, read with the configured tier's keys.
-            let limits = policy::resolve(config, snap.region.as_deref(), tenant, t)
-                .ok_or_else(|| not_found(true))?;
+            let limits =
+                policy::resolve(config, snap.region.as_deref(), live.as_deref(), tenant, t)
+                    .ok_or_else(|| not_found(true))?;
             let quota = snap.quota.as_ref().ok_or_else(no_store)?;
             let policy = limits.policy();
             let raw = peek::read(&quota.redis, tenant, policy.algorithm, &policy.quotas)
@@ -169,8 +171,14 @@ pub async fn inspect(
             };
         }
     };
-    let limits = policy::resolve(config, snap.region.as_deref(), tenant, &tier_name)
-        .ok_or_else(|| not_found(true))?;
+    let limits = policy::resolve(
+        config,
+        snap.region.as_deref(),
+        live.as_deref(),
+        tenant,
+        &tier_name,
+    )
+    .ok_or_else(|| not_found(true))?;
     let quota = snap.quota.as_ref().ok_or_else(no_store)?;
     let (rate, policy) = (limits.rate, limits.policy().clone());
     let raw = peek::read(&quota.redis, tenant, policy.algorithm, &policy.quotas)
@@ -299,8 +307,14 @@ pub async fn get(
         None => Vec::new(),
     };
     // This region's share of the cap under `multi_region:`, as the proxy enforces it.
-    let max_in_flight = policy::resolve(&snap.config, snap.region.as_deref(), tenant, &tier)
-        .and_then(|a| a.max_in_flight);
+    let max_in_flight = policy::resolve(
+        &snap.config,
+        snap.region.as_deref(),
+        snap.live_limits(tenant).as_deref(),
+        tenant,
+        &tier,
+    )
+    .and_then(|a| a.max_in_flight);
     let in_flight = match (&snap.quota, max_in_flight) {
         (Some(q), Some(max)) => match q.inflight_of(tenant).await {
             Ok(held) => json!({"max": max, "held": held}),

@@ -26,13 +26,16 @@
 //! | GET    | `/v1/blocks/{type}/{id}`  | [`super::blocks::get`]        |
 //! | PUT    | `/v1/blocks/{type}/{id}`  | [`super::blocks::put`]        |
 //! | DELETE | `/v1/blocks/{type}/{id}`  | [`super::blocks::remove`]     |
+//! | GET    | `/v1/tenants/{id}/limits` | [`super::limits::get`]        |
+//! | PUT    | `/v1/tenants/{id}/limits` | [`super::limits::set`]        |
+//! | DELETE | `/v1/tenants/{id}/limits` | [`super::limits::clear`]      |
 //!
 //! (`{type}` is one route per type, `ip`, `tenant` and `key`, so the document can state each
 //! value's form; another type is a 400 naming `type`.)
 
 use super::audit::{self, Change};
 use super::reply::{json_reply, problem_reply, raw_json_reply};
-use super::{blocks, config_view, explain, keys, status, tenants};
+use super::{blocks, config_view, explain, keys, limits, status, tenants};
 use crate::config::AdminScope;
 use crate::identity::admin_token::Caller;
 use crate::response::Problem;
@@ -70,6 +73,9 @@ pub enum Endpoint {
     Block,
     BlockPut,
     BlockRemove,
+    Limits,
+    LimitsSet,
+    LimitsClear,
 }
 
 impl Endpoint {
@@ -86,13 +92,16 @@ impl Endpoint {
             | Endpoint::Keys
             | Endpoint::Key
             | Endpoint::Blocks
-            | Endpoint::Block => None,
+            | Endpoint::Block
+            | Endpoint::Limits => None,
             Endpoint::TenantReset => Some("tenant_reset"),
             Endpoint::KeyCreate => Some("key_create"),
             Endpoint::KeyRevoke => Some("key_revoke"),
             Endpoint::KeyRotate => Some("key_rotate"),
             Endpoint::BlockPut => Some("block_put"),
             Endpoint::BlockRemove => Some("block_remove"),
+            Endpoint::LimitsSet => Some("limits_set"),
+            Endpoint::LimitsClear => Some("limits_clear"),
         }
     }
 }
@@ -122,6 +131,9 @@ pub const ROUTES: &[(&str, &str, Endpoint)] = &[
     ("GET", "/v1/blocks/key/{id}", Endpoint::Block),
     ("PUT", "/v1/blocks/key/{id}", Endpoint::BlockPut),
     ("DELETE", "/v1/blocks/key/{id}", Endpoint::BlockRemove),
+    ("GET", "/v1/tenants/{id}/limits", Endpoint::Limits),
+    ("PUT", "/v1/tenants/{id}/limits", Endpoint::LimitsSet),
+    ("DELETE", "/v1/tenants/{id}/limits", Endpoint::LimitsClear),
 ];
 
 /// Where [`route`] sends a request.
@@ -189,6 +201,12 @@ pub fn tenant_from_segment(segment: &str) -> Result<String, Problem> {
     }
     tenant_id::validate(&id).map_err(|e| bad(e.to_string()))?;
     Ok(id)
+}
+
+/// The tenant id of a `/v1/tenants/{id}/limits` path ([`tenant_from_segment`]); a bad one is
+/// a 400 naming the field `tenant`.
+fn limits_tenant(segment: &str) -> Result<String, Problem> {
+    tenant_from_segment(segment).map_err(|p| p.with("field", serde_json::json!("tenant")))
 }
 
 /// The `tier` parameter of a query string (percent-decoded; other parameters are ignored).
@@ -324,6 +342,8 @@ async fn write(
         Endpoint::KeyCreate => keys::create(snap, &body).await,
         Endpoint::KeyRevoke => keys::revoke(snap, id).await,
         Endpoint::KeyRotate => keys::rotate(snap, id, &body).await,
+        Endpoint::LimitsSet => limits::set(snap, &limits_tenant(id)?, &body).await,
+        Endpoint::LimitsClear => limits::clear(snap, &limits_tenant(id)?).await,
         Endpoint::TenantReset => {
             let t = tenant_from_segment(id)?;
             let v = tenants::reset(app, snap, &t).await?;
@@ -366,13 +386,19 @@ async fn answer(
         Routed::Found(Endpoint::Block, id) => {
             blocks::get(snap, type_segment(path), id.unwrap_or_default()).await
         }
+        Routed::Found(Endpoint::Limits, id) => match limits_tenant(id.unwrap_or_default()) {
+            Ok(t) => limits::get(snap, &t).await,
+            Err(p) => Err(p),
+        },
         Routed::Found(
             Endpoint::TenantReset
             | Endpoint::KeyCreate
             | Endpoint::KeyRevoke
             | Endpoint::KeyRotate
             | Endpoint::BlockPut
-            | Endpoint::BlockRemove,
+            | Endpoint::BlockRemove
+            | Endpoint::LimitsSet
+            | Endpoint::LimitsClear,
             _,
         ) => Err(Problem::status(500, "a write routed as a read")),
         Routed::MethodNotAllowed(allow) => return Answer::Raw(method_not_allowed(&allow)),

@@ -10,6 +10,8 @@ pub mod raw;
 pub mod schema;
 pub mod source;
 mod validate;
+
+pub use validate::{live_override, RawLimitOverride};
 pub mod warnings;
 mod yaml_error;
 

@@ -865,6 +865,8 @@ pub struct RawStore {
     /// Refuse blocked addresses, networks, tenants and keys set through `/v1/blocks`
     /// (default false).
     pub blocks: Option<bool>,
+    /// Accept limit overrides set through the admin API (default true).
+    pub overrides: Option<bool>,
     /// The per-instance cache.
     pub cache: Option<RawStoreCache>,
     /// A change is in force on every instance within this (default 1s).

@@ -11,6 +11,7 @@
 pub mod blocks;
 pub mod cache;
 pub mod keys;
+pub mod overrides;
 mod scripts;
 
 use crate::config::StoreSettings;
@@ -45,7 +46,8 @@ pub enum Resolved {
     Unavailable(RedisFault),
 }
 
-/// The live keys of one instance: settings, cache, the version last seen, the scripts.
+/// The live state of one instance: settings, the key cache, the version last seen, the
+/// scripts, and the limit overrides.
 pub struct LiveKeys {
     pub settings: StoreSettings,
     prefix: String,
@@ -53,6 +55,8 @@ pub struct LiveKeys {
     seen: AtomicU64,
     epoch: Instant,
     scripts: scripts::Scripts,
+    /// The live limit overrides (`store.overrides`), `None` when off.
+    pub overrides: Option<overrides::Overrides>,
 }
 
 impl LiveKeys {
@@ -70,6 +74,9 @@ impl LiveKeys {
             seen: AtomicU64::new(UNSEEN),
             epoch: Instant::now(),
             scripts: scripts::Scripts::new(),
+            overrides: settings
+                .overrides
+                .then(|| overrides::Overrides::new(prefix, c.max_entries)),
         }
     }
 

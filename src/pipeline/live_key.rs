@@ -23,6 +23,9 @@ pub async fn identify(
     now_s: u64,
 ) -> Option<Result<Identity, Rejection>> {
     let (live, quota) = (snap.live.as_ref()?, snap.quota.as_ref()?);
+    if !live.settings.keys {
+        return None;
+    }
     let header = snap.auth.live_key_header();
     let mut values = headers.get_all(&header).iter();
     let value = values.next()?;

@@ -57,7 +57,15 @@ pub fn plan<'a>(
         return Ok(None);
     };
     let region = snap.region.as_deref();
-    let Some(limits) = policy::resolve(&snap.config, region, &identity.tenant, tier_name) else {
+    let live = snap.live_limits(&identity.tenant);
+    let resolved = policy::resolve(
+        &snap.config,
+        region,
+        live.as_deref(),
+        &identity.tenant,
+        tier_name,
+    );
+    let Some(limits) = resolved else {
         let p = Problem::status(403, format!("tier \"{tier_name}\" does not exist"));
         return Err(Rejection::new(Layer::Identity, Outcome::Rejected, p));
     };

@@ -8,7 +8,7 @@
 pub mod descriptor;
 pub mod rules;
 
-use crate::config::{Config, Tier, TierPolicy};
+use crate::config::{Config, LimitOverride, Tier, TierPolicy};
 use crate::limit::share::Share;
 use crate::limit::Rate;
 use crate::region::RegionBudget;
@@ -35,34 +35,59 @@ impl Applied<'_> {
 }
 
 /// The limits `tenant` is held to in tier `tier`, in this region (`region`: the snapshot's
-/// budget under `multi_region:`). `None` when the tier does not exist. Pure: it reads the
-/// region's current shares and records nothing.
+/// budget under `multi_region:`), with `live` (the tenant's limits set through the admin API)
+/// over the file's numbers: most specific wins, field by field (live override > `tenants:` >
+/// tier). `None` when the tier does not exist. Pure: it reads the region's current shares and
+/// records nothing.
 pub fn resolve<'a>(
     config: &'a Config,
     region: Option<&RegionBudget>,
+    live: Option<&LimitOverride>,
     tenant: &str,
     tier: &str,
 ) -> Option<Applied<'a>> {
     let t = config.tiers.get(tier)?;
-    let rate = match config.tenants.get(tenant) {
+    let mut rate = match config.tenants.get(tenant) {
         Some(o) => o.merged(t.rate),
         None => t.rate,
     };
+    let mut max_in_flight = t.max_in_flight;
+    let mut policy = None;
+    if let Some(l) = live {
+        rate = l.rate.merged(rate);
+        max_in_flight = l.max_in_flight.or(max_in_flight);
+        policy = with_quotas(&t.policy, l);
+    }
     let Some(region) = region else {
         return Some(Applied {
             tier: t,
             rate,
-            max_in_flight: t.max_in_flight,
-            regional: None,
+            max_in_flight,
+            regional: policy,
         });
     };
     let share = region.share(tenant);
+    let base = policy.as_ref().unwrap_or(&t.policy);
     Some(Applied {
         tier: t,
         rate: share.apply(rate),
-        max_in_flight: t.max_in_flight.map(|m| share.of(m)),
-        regional: cut_quotas(share, &t.policy),
+        max_in_flight: max_in_flight.map(|m| share.of(m)),
+        regional: cut_quotas(share, base).or(policy),
     })
+}
+
+/// `policy` with the quota limits `live` sets (by period; a period `policy` has no quota of
+/// is not added); `None` when that changes nothing.
+fn with_quotas(policy: &TierPolicy, live: &LimitOverride) -> Option<TierPolicy> {
+    let mut changed = policy.clone();
+    let mut any = false;
+    for q in &mut changed.quotas {
+        if let Some(o) = live.quotas.iter().find(|o| o.period == q.period) {
+            any |= o.limit != q.limit;
+            q.limit = o.limit;
+        }
+    }
+    any.then_some(changed)
 }
 
 /// `policy` with every calendar quota's limit cut to `share` (`floor`, at least 1); `None` when

@@ -1,10 +1,13 @@
 //! The live state's subscriber (docs/live-state.md#propagation): the pub/sub subscription that
 //! makes a change (a key created, revoked, rotated; a block set or removed) known at once, and the version check every
 //! `store.propagation` that bounds staleness when a message is lost or the subscription is down.
-//! Both act through the *current* snapshot's live keys (a reload may replace them).
+//! Both act through the *current* snapshot's live state (a reload may replace it); a change of
+//! the limit overrides (message `<version> overrides`) has them read again.
 
 use crate::config::RedisTopology;
+use crate::live::overrides::{announces_overrides, Overrides};
 use crate::snapshot::{App, Snapshot};
+use crate::store::redis::client::RedisStore;
 use crate::store::redis::keys::live_channel;
 use async_trait::async_trait;
 use futures_util::StreamExt;
@@ -48,10 +51,13 @@ impl BackgroundService for LiveSync {
     }
 }
 
-/// One version check: the live keys drop their cache and the blocks load again when the
-/// store's version is not the one they saw.
+/// One version check: the limit overrides are read again when they changed; the live keys
+/// drop their cache and the blocks load again when the store's version is not the one they saw.
 async fn check_version(snap: &Snapshot) {
     let Some(quota) = &snap.quota else { return };
+    if let Some(o) = snap.live.as_ref().and_then(|l| l.overrides.as_ref()) {
+        refresh_overrides(o, &quota.redis).await;
+    }
     let read = match (&snap.live, &snap.blocks) {
         (Some(live), _) => live.version(&quota.redis).await,
         (None, Some(blocks)) => blocks.version(&quota.redis).await,
@@ -88,6 +94,18 @@ fn live_prefix(snap: &Snapshot) -> Option<&str> {
         (Some(l), _) => Some(l.prefix()),
         (None, Some(b)) => Some(b.prefix()),
         (None, None) => None,
+    }
+}
+
+/// Reads the limit overrides again when they changed; on a fault the copy held stays in force.
+async fn refresh_overrides(o: &Overrides, redis: &RedisStore) {
+    match o.refresh(redis).await {
+        Ok(true) => tracing::debug!(held = o.held(), "live limit overrides read again"),
+        Ok(false) => {}
+        Err(fault) => tracing::debug!(
+            kind = fault.as_str(),
+            "live limit overrides not read; the copy held stays in force"
+        ),
     }
 }
 
@@ -132,6 +150,14 @@ async fn subscribe(app: &App, url: &str, channel: &str) -> redis::RedisResult<()
         }
         if let Some(live) = &snap.live {
             live.announced(&text);
+            if let (true, Some(quota)) = (announces_overrides(&text), &snap.quota) {
+                let (live, quota) = (live.clone(), quota.clone());
+                tokio::spawn(async move {
+                    if let Some(o) = &live.overrides {
+                        refresh_overrides(o, &quota.redis).await;
+                    }
+                });
+            }
         }
         if let (Some(blocks), Some(quota)) = (&snap.blocks, &snap.quota) {
             if text.ends_with(crate::live::blocks::ANNOUNCED) {

@@ -155,14 +155,24 @@ impl Snapshot {
         })
     }
 
-    /// The live keys of `config` (`store.keys` with a quota store), kept from `previous` (its
+    /// The limits set live for `tenant` (`store.overrides`) in force now: from this instance's
+    /// copy, no Redis call.
+    pub fn live_limits(&self, tenant: &str) -> Option<Arc<crate::config::LimitOverride>> {
+        let o = self.live.as_ref()?.overrides.as_ref()?;
+        o.of(tenant, crate::observe::tier_fit::unix_ms() / 1000)
+    }
+
+    /// The live state of `config` (`store.keys` or `store.overrides` with a quota store), kept from `previous` (its
     /// cache and version) while `store:` and the key prefix are unchanged.
     fn live(
         config: &Config,
         has_quota: bool,
         previous: Option<&Snapshot>,
     ) -> Option<Arc<crate::live::LiveKeys>> {
-        let store = config.store.as_ref().filter(|s| s.keys && has_quota)?;
+        let store = config
+            .store
+            .as_ref()
+            .filter(|s| (s.keys || s.overrides) && has_quota)?;
         let prefix = config.redis.as_ref()?.key_prefix.as_str();
         match previous.and_then(|p| p.live.as_ref()) {
             Some(l) if l.settings == *store && l.prefix() == prefix => Some(l.clone()),

@@ -32,6 +32,9 @@ pub struct StoreSettings {
     /// Blocks set through `/v1/blocks` are enforced (default false): held in memory per
     /// instance, refreshed on every change (docs/live-state.md#blocks).
     pub blocks: bool,
+    /// Limits set through `/v1/tenants/{id}/limits` replace the file's numbers (default true
+    /// when `store:` is present; docs/live-state.md#live-limit-overrides).
+    pub overrides: bool,
     pub cache: StoreCacheSettings,
     /// The version check's interval: a change is in force on every instance within this even
     /// when its pub/sub message is lost. Default 1s.

@@ -3,7 +3,7 @@
 use crate::limit::Rate;
 
 /// Per-tenant override of tier and bucket size.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct TenantOverride {
     pub tier: Option<String>,
     pub limit: Option<u64>,
@@ -21,4 +21,18 @@ impl TenantOverride {
             burst: self.burst.unwrap_or(base.burst),
         }
     }
+}
+
+/// Limits set live for one tenant through the admin API (docs/live-state.md#live-limit-overrides),
+/// applied over the tier and the file's `tenants:` entry, field by field. Checked by
+/// [`crate::config::validate::live_override`] exactly as the file's `tenants:` entries are.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LimitOverride {
+    /// The main limit's fields (`limit`, `per` in ms, `burst`); `tier` is never set.
+    pub rate: TenantOverride,
+    /// Calendar quota limits by period: each replaces the limit of the tier's quota of that
+    /// period (a period the tier has no quota of is not added).
+    pub quotas: Vec<crate::limit::calendar::CalendarQuota>,
+    /// Replaces the tier's `max_in_flight` (and sets one where the tier has none).
+    pub max_in_flight: Option<u64>,
 }

@@ -21,6 +21,7 @@ mod identity;
 mod lease;
 mod limits;
 mod listen;
+mod live;
 mod multi_region;
 mod observability;
 mod policy;
@@ -35,6 +36,8 @@ mod tiers;
 mod tls;
 mod upstreams;
 mod usage;
+
+pub use live::{live_override, RawLimitOverride};
 
 /// Validates a parsed file. Returns every error found, each naming its field path.
 pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {

@@ -49,6 +49,7 @@ pub(super) fn settings(
     Some(StoreSettings {
         keys: raw.keys.unwrap_or(true),
         blocks: raw.blocks.unwrap_or(false),
+        overrides: raw.overrides.unwrap_or(true),
         cache,
         propagation,
     })

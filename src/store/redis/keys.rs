@@ -67,6 +67,18 @@ pub fn live_version(prefix: &str) -> String {
     format!("{prefix}:{LIVE_TAG}:version")
 }
 
+/// `<prefix>:{live:store}:overrides`: hash of the live limit overrides, target (`t:<tenant
+/// id>`) → the override's JSON.
+pub fn live_overrides(prefix: &str) -> String {
+    format!("{prefix}:{LIVE_TAG}:overrides")
+}
+
+/// `<prefix>:{live:store}:overrides:generation`: incremented by every override change (beside
+/// the shared [`live_version`]), so an instance reads the overrides again only when they changed.
+pub fn live_overrides_generation(prefix: &str) -> String {
+    format!("{prefix}:{LIVE_TAG}:overrides:generation")
+}
+
 /// `<prefix>:live:changes`: the pub/sub channel every change is announced on (the message:
 /// the changed keys' digests, comma-separated).
 pub fn live_channel(prefix: &str) -> String {

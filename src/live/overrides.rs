@@ -1,0 +1,352 @@
+//! Live limit overrides (docs/live-state.md#live-limit-overrides): a tenant's limits set through
+//! `PUT /v1/tenants/{id}/limits`, kept in one Redis hash beside the live keys and held by every
+//! instance as a full in-memory copy, so the request path reads them without a Redis call.
+//!
+//! The copy is bounded: the hash holds at most `store.cache.max_entries` overrides (a write
+//! beyond is refused). Every change increments the overrides' generation and the shared live
+//! version and announces `<version> overrides` on the live channel; an instance reads the hash
+//! again on that message, and its version check (every `store.propagation`) reads it again
+//! whenever the generation differs from the one it holds, so a lost message delays a change by
+//! at most `store.propagation`. When Redis does not answer, the copy held stays in force. An
+//! expired override stops applying on every instance at its expiry (each checks the time).
+
+use crate::config::{LimitOverride, TenantOverride};
+use crate::limit::calendar::{CalendarQuota, Period};
+use crate::store::redis::client::{LuaScript, RedisFault, RedisStore};
+use crate::store::redis::keys as rkeys;
+use arc_swap::ArcSwap;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The kind of change in a live channel message (`<version> overrides`).
+pub const KIND: &str = "overrides";
+
+/// No generation read yet.
+const UNSEEN: u64 = u64::MAX;
+
+/// One calendar quota limit of an override, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredQuota {
+    pub limit: u64,
+    /// `hour`, `day`, `week` or `month`.
+    pub period: String,
+}
+
+/// A tenant's override as stored in Redis (JSON). Times are Unix seconds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredOverride {
+    pub tenant: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    /// `per` as it was written (`"1d"`), shown back as is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quotas: Vec<StoredQuota>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_in_flight: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<u64>,
+    pub updated_at: u64,
+}
+
+impl StoredOverride {
+    /// Whether it applies at `now_s` (not expired).
+    pub fn in_force(&self, now_s: u64) -> bool {
+        self.expires_at.is_none_or(|t| now_s < t)
+    }
+
+    /// The limits it sets (a quota of an unknown period, which validation never stores, is
+    /// skipped).
+    pub fn limits(&self) -> LimitOverride {
+        LimitOverride {
+            rate: TenantOverride {
+                tier: None,
+                limit: self.limit,
+                per_ms: self.per_ms,
+                burst: self.burst,
+            },
+            quotas: self
+                .quotas
+                .iter()
+                .filter_map(|q| {
+                    Period::parse(&q.period).map(|period| CalendarQuota {
+                        limit: q.limit,
+                        period,
+                    })
+                })
+                .collect(),
+            max_in_flight: self.max_in_flight,
+        }
+    }
+
+    /// The JSON shown by the admin API: the fields set, `expires_at` and `updated_at` as
+    /// RFC 3339 text.
+    pub fn view(&self) -> Value {
+        let mut v = json!({
+            "tenant": self.tenant,
+            "updated_at": super::rfc3339(self.updated_at),
+        });
+        let set = |v: &mut Value, k: &str, x: Option<Value>| {
+            if let Some(x) = x {
+                v[k] = x;
+            }
+        };
+        set(&mut v, "limit", self.limit.map(|x| json!(x)));
+        set(&mut v, "per", self.per.as_ref().map(|x| json!(x)));
+        set(&mut v, "burst", self.burst.map(|x| json!(x)));
+        if !self.quotas.is_empty() {
+            v["quotas"] = json!(self.quotas);
+        }
+        set(
+            &mut v,
+            "max_in_flight",
+            self.max_in_flight.map(|x| json!(x)),
+        );
+        set(
+            &mut v,
+            "expires_at",
+            self.expires_at.map(|t| json!(super::rfc3339(t))),
+        );
+        v
+    }
+}
+
+/// An override held in memory: the record and the limits it sets.
+#[derive(Debug)]
+struct Held {
+    stored: StoredOverride,
+    limits: Arc<LimitOverride>,
+}
+
+/// KEYS: hash, generation. ARGV: the generation held. `{generation}` when it is the one held,
+/// else `{generation, record...}`.
+const LOAD: &str = r#"
+local g = redis.call('GET', KEYS[2]) or '0'
+if g == ARGV[1] then return {g} end
+local out = {g}
+for _, r in ipairs(redis.call('HVALS', KEYS[1])) do out[#out + 1] = r end
+return out
+"#;
+
+/// KEYS: hash. ARGV: field. The record, or nil.
+const GET: &str = r#"return redis.call('HGET', KEYS[1], ARGV[1])"#;
+
+/// KEYS: hash, generation, version. ARGV: field, record, most entries, channel. -1 when the
+/// hash is full, else the new version.
+const PUT: &str = r#"
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0
+   and redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[3]) then return -1 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('INCR', KEYS[2])
+local v = redis.call('INCR', KEYS[3])
+redis.call('PUBLISH', ARGV[4], v .. ' overrides')
+return v
+"#;
+
+/// KEYS: hash, generation, version. ARGV: field, channel. 0 when there was none, else the new
+/// version.
+const DELETE: &str = r#"
+if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('INCR', KEYS[2])
+local v = redis.call('INCR', KEYS[3])
+redis.call('PUBLISH', ARGV[2], v .. ' overrides')
+return v
+"#;
+
+/// The hash field of tenant `id`'s override.
+fn field(tenant: &str) -> String {
+    format!("t:{tenant}")
+}
+
+/// The overrides of one instance: the in-memory copy and the generation it was read at.
+pub struct Overrides {
+    prefix: String,
+    max_entries: usize,
+    held: ArcSwap<HashMap<String, Held>>,
+    generation: AtomicU64,
+    load: LuaScript,
+    get: LuaScript,
+    put: LuaScript,
+    delete: LuaScript,
+}
+
+impl Overrides {
+    /// The overrides under `prefix` (`redis.key_prefix`), at most `max_entries` of them.
+    pub fn new(prefix: &str, max_entries: usize) -> Self {
+        Overrides {
+            prefix: prefix.to_string(),
+            max_entries: max_entries.max(1),
+            held: ArcSwap::from_pointee(HashMap::new()),
+            generation: AtomicU64::new(UNSEEN),
+            load: LuaScript::new(LOAD),
+            get: LuaScript::new(GET),
+            put: LuaScript::new(PUT),
+            delete: LuaScript::new(DELETE),
+        }
+    }
+
+    /// Most overrides the store holds.
+    pub fn max_entries(&self) -> usize {
+        self.max_entries
+    }
+
+    /// The limits set for `tenant` in force at `now_s` (from memory; no Redis call).
+    pub fn of(&self, tenant: &str, now_s: u64) -> Option<Arc<LimitOverride>> {
+        let held = self.held.load();
+        let h = held.get(tenant)?;
+        h.stored.in_force(now_s).then(|| h.limits.clone())
+    }
+
+    /// Overrides held now (expired ones included until the next read).
+    pub fn held(&self) -> usize {
+        self.held.load().len()
+    }
+
+    fn keys(&self) -> [String; 3] {
+        [
+            rkeys::live_overrides(&self.prefix),
+            rkeys::live_overrides_generation(&self.prefix),
+            rkeys::live_version(&self.prefix),
+        ]
+    }
+
+    /// Reads the overrides again when their generation in Redis differs from the one held
+    /// (one call; the records only when they changed). Returns whether the copy changed. On
+    /// a fault the copy held stays.
+    pub async fn refresh(&self, redis: &RedisStore) -> Result<bool, RedisFault> {
+        let [hash, generation, _] = self.keys();
+        let held = self.generation.load(Ordering::Acquire);
+        let known = if held == UNSEEN {
+            String::new()
+        } else {
+            held.to_string()
+        };
+        let out: Vec<String> = redis
+            .eval(&self.load, &[hash, generation], &[known])
+            .await?;
+        let Some((g, records)) = out.split_first() else {
+            return Ok(false);
+        };
+        let g: u64 = g.parse().unwrap_or(0);
+        if g == held {
+            return Ok(false);
+        }
+        let map: HashMap<String, Held> = records
+            .iter()
+            .filter_map(|r| serde_json::from_str::<StoredOverride>(r).ok())
+            .map(|stored| {
+                let limits = Arc::new(stored.limits());
+                (stored.tenant.clone(), Held { stored, limits })
+            })
+            .collect();
+        self.held.store(Arc::new(map));
+        self.generation.store(g, Ordering::Release);
+        Ok(true)
+    }
+
+    /// The stored override of `tenant` (expired or not), read from Redis.
+    pub async fn get(
+        &self,
+        redis: &RedisStore,
+        tenant: &str,
+    ) -> Result<Option<StoredOverride>, RedisFault> {
+        let [hash, _, _] = self.keys();
+        let text: Option<String> = redis.eval(&self.get, &[hash], &[field(tenant)]).await?;
+        Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
+    }
+
+    /// Stores `o` (replacing the tenant's override). `Ok(false)`: the store is full.
+    pub async fn put(&self, redis: &RedisStore, o: &StoredOverride) -> Result<bool, RedisFault> {
+        let record = serde_json::to_string(o).unwrap_or_default();
+        let args = [
+            field(&o.tenant),
+            record,
+            self.max_entries.to_string(),
+            rkeys::live_channel(&self.prefix),
+        ];
+        let v: i64 = redis.eval(&self.put, &self.keys(), &args).await?;
+        if v > 0 {
+            self.refresh(redis).await.ok();
+        }
+        Ok(v > 0)
+    }
+
+    /// Removes `tenant`'s override. `Ok(false)`: it had none.
+    pub async fn delete(&self, redis: &RedisStore, tenant: &str) -> Result<bool, RedisFault> {
+        let args = [field(tenant), rkeys::live_channel(&self.prefix)];
+        let v: i64 = redis.eval(&self.delete, &self.keys(), &args).await?;
+        if v > 0 {
+            self.refresh(redis).await.ok();
+        }
+        Ok(v > 0)
+    }
+}
+
+/// Whether a live channel message announces an override change.
+pub fn announces_overrides(message: &str) -> bool {
+    message
+        .split_once(' ')
+        .is_some_and(|(_, kind)| kind == KIND)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(expires_at: Option<u64>) -> StoredOverride {
+        StoredOverride {
+            tenant: "acme".into(),
+            limit: Some(6),
+            per: Some("1d".into()),
+            per_ms: Some(86_400_000),
+            burst: None,
+            quotas: vec![StoredQuota {
+                limit: 9,
+                period: "month".into(),
+            }],
+            max_in_flight: Some(2),
+            expires_at,
+            updated_at: 100,
+        }
+    }
+
+    #[test]
+    fn expiry_ends_an_override() {
+        let s = stored(Some(200));
+        assert!(s.in_force(199));
+        assert!(!s.in_force(200));
+        assert!(stored(None).in_force(u64::MAX));
+    }
+
+    #[test]
+    fn limits_and_view_carry_the_fields_set() {
+        let s = stored(None);
+        let l = s.limits();
+        assert_eq!(l.rate.limit, Some(6));
+        assert_eq!(l.rate.burst, None);
+        assert_eq!(l.quotas[0].period, Period::Month);
+        assert_eq!(l.max_in_flight, Some(2));
+        let v = s.view();
+        assert_eq!(v["per"], "1d");
+        assert!(v.get("burst").is_none());
+        assert_eq!(v["quotas"][0]["limit"], 9);
+        let back: StoredOverride =
+            serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
+    }
+
+    #[test]
+    fn messages_of_the_overrides_kind() {
+        assert!(announces_overrides("7 overrides"));
+        assert!(!announces_overrides("7 abcdef"));
+        assert!(!announces_overrides("overrides"));
+    }
+}

@@ -1,0 +1,396 @@
+//! Limits set live through the admin API (`/v1/tenants/{id}/limits`, docs/live-state.md#live-limit-overrides),
+//! black-box: one real `redis-server`, the echo backend and two real `tollgate` gateways on that
+//! Redis. Every change is written on gateway A and observed on gateway B.
+//!
+//! Margins: every tier refills 3 tokens a day, so the seconds the test takes never refill a
+//! token and every count is exact. Propagation is waited for by polling a probe tenant whose
+//! override is written last (B reads the whole set of overrides at once, so when it sees the
+//! probe's it sees every earlier one), never timed.
+
+mod common;
+
+use common::admin::*;
+use common::*;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+const ALGORITHMS: [&str; 6] = [
+    "token_bucket",
+    "gcra",
+    "fixed_window",
+    "sliding_window_log",
+    "sliding_window_counter",
+    "leaky_bucket",
+];
+
+/// How long a change may take to be seen (the contract is `store.propagation`, 1 s by default;
+/// a loaded CI machine gets a wide margin).
+const SEEN_WITHIN: Duration = Duration::from_secs(20);
+
+const READ_ENV: &str = "TOLLGATE_TEST_READ_TOKEN";
+const READ_TOKEN: &str = "read-token-51be07";
+
+fn yaml(redis: &RedisServer, backend: &Backend) -> String {
+    let mut c = GatewayConfig::new()
+        .redis(&redis.url(), STRICT_REDIS)
+        .admin(&format!(
+            "{{ listen: \"{{admin}}\", token_env: {ADMIN_TOKEN_ENV}, tokens: [\
+             {{ token_env: {READ_ENV}, scope: read, name: dashboard }}] }}"
+        ))
+        .upstream("echo", &backend.addr())
+        .route("{ path_prefix: \"/\", upstream: echo, auth: required }")
+        .raw("store: { cache: { ttl: 1h, negative_ttl: 1h } }\n");
+    for alg in ALGORITHMS {
+        let tier = format!("T_{alg}");
+        c = c.tier(
+            &tier,
+            &format!("{{ limit: 3, per: 1d, burst: 3, algorithm: {alg} }}"),
+        );
+        for role in ["raise", "lower"] {
+            let t = format!("{role}-{alg}");
+            c = c.api_key(&api_key_of(&t), &t, &tier);
+        }
+    }
+    c.tier(
+        "Q",
+        "{ limit: 100, per: 1d, burst: 100, quotas: [{ limit: 3, period: month }] }",
+    )
+    .api_key(&api_key_of("quota"), "quota", "Q")
+    .api_key(&api_key_of("probe"), "probe", "Q")
+    .api_key(&api_key_of("expiring"), "expiring", "T_token_bucket")
+    .api_key(&api_key_of("filed"), "filed", "T_gcra")
+    .tenant("filed", "{ burst: 2 }")
+    .yaml()
+}
+
+struct Rig {
+    _redis: RedisServer,
+    _backend: Backend,
+    a: Gateway,
+    b: Gateway,
+    probes: u64,
+}
+
+impl Rig {
+    fn start() -> Rig {
+        let redis = RedisServer::start();
+        let backend = Backend::start("echo");
+        let y = yaml(&redis, &backend);
+        let env = [(ADMIN_TOKEN_ENV, ADMIN_TOKEN), (READ_ENV, READ_TOKEN)];
+        let a = Gateway::start_with_env(&y, &env);
+        let b = Gateway::start_with_env(&y, &env);
+        Rig {
+            _redis: redis,
+            _backend: backend,
+            a,
+            b,
+            probes: 0,
+        }
+    }
+
+    /// Writes a new probe override on A and waits until B applies it: then B applies every
+    /// change written on A before it.
+    async fn synced(&mut self) {
+        self.probes += 1;
+        let burst = 100 + self.probes;
+        put(&self.a, "probe", json!({ "burst": burst })).await;
+        let want = format!("q={burst};");
+        let deadline = Instant::now() + SEEN_WITHIN;
+        loop {
+            let r = call(&self.b, "probe").await;
+            if policy(&r).contains(&want) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "B never applied the probe's burst {burst}: {r:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+async fn call(gw: &Gateway, tenant: &str) -> Reply {
+    try_get_with_key(&client(), &gw.url("/"), Some(&api_key_of(tenant)))
+        .await
+        .expect("proxied request")
+}
+
+fn policy(r: &Reply) -> String {
+    r.header("ratelimit-policy").unwrap_or_default().to_string()
+}
+
+async fn put(gw: &Gateway, tenant: &str, body: Value) -> Value {
+    let path = format!("/v1/tenants/{tenant}/limits");
+    admin(gw.admin_addr(), "PUT", &path, Some(&body))
+        .await
+        .expect_ok()
+        .clone()
+}
+
+/// The statuses of `n` calls in a row.
+async fn statuses(gw: &Gateway, tenant: &str, n: usize) -> Vec<u16> {
+    let mut s = vec![];
+    for _ in 0..n {
+        s.push(call(gw, tenant).await.status);
+    }
+    s
+}
+
+/// Calls until the first refusal (at most `max` admissions); the admissions and the refusal.
+async fn admitted_until_refused(gw: &Gateway, tenant: &str, max: usize) -> (usize, Reply) {
+    for n in 0..=max {
+        let r = call(gw, tenant).await;
+        if r.status != 200 {
+            return (n, r);
+        }
+    }
+    panic!("{tenant}: more than {max} admitted");
+}
+
+/// Asserts a refusal names `tier` with `q` in `RateLimit-Policy` and the tokens in its detail.
+fn names_limit(r: &Reply, tier: &str, q: u64, who: &str) {
+    assert_eq!(r.status, 429, "{who}: {r:?}");
+    let p = policy(r);
+    assert!(
+        p.contains(&format!("\"{tier}\";q={q};")),
+        "{who}: RateLimit-Policy {p:?} does not name q={q}"
+    );
+    let detail: Value = serde_json::from_str(&r.body).expect("problem JSON");
+    let d = detail["detail"].as_str().unwrap_or_default();
+    assert!(
+        d.contains(&format!("of {q} tokens")),
+        "{who}: detail {d:?} does not name {q}"
+    );
+}
+
+/// Every algorithm and a calendar quota, on two gateways: a raised limit admits at once what
+/// the new numbers allow beyond what was spent, exactly; a lowered one never admits more than
+/// the new numbers allow; every refusal names the override's numbers; DELETE restores the
+/// file's; an override lands on the file's `tenants:` entry field by field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raised_and_lowered_limits_apply_to_live_buckets_on_every_instance() {
+    let mut rig = Rig::start();
+    // Spent on B under the file's numbers (3 a day).
+    for alg in ALGORITHMS {
+        let t = format!("raise-{alg}");
+        assert_eq!(statuses(&rig.b, &t, 4).await, [200, 200, 200, 429], "{t}");
+        let t = format!("lower-{alg}");
+        assert_eq!(statuses(&rig.b, &t, 1).await, [200], "{t}");
+    }
+    let q = statuses(&rig.b, "quota", 4).await;
+    assert_eq!(q, [200, 200, 200, 429], "quota");
+    assert_eq!(statuses(&rig.b, "filed", 3).await, [200, 200, 429], "filed");
+
+    // Written on A.
+    for alg in ALGORITHMS {
+        let v = put(
+            &rig.a,
+            &format!("raise-{alg}"),
+            json!({"limit": 6, "burst": 6}),
+        )
+        .await;
+        assert_eq!(
+            (v["limit"].clone(), v["burst"].clone()),
+            (json!(6), json!(6))
+        );
+        put(
+            &rig.a,
+            &format!("lower-{alg}"),
+            json!({"limit": 2, "burst": 2}),
+        )
+        .await;
+    }
+    put(
+        &rig.a,
+        "quota",
+        json!({"quotas": [{"limit": 5, "period": "month"}]}),
+    )
+    .await;
+    // Only `limit` set: the file's `burst: 2` for this tenant stays.
+    put(&rig.a, "filed", json!({"limit": 5})).await;
+    rig.synced().await;
+
+    for alg in ALGORITHMS {
+        let tier = format!("T_{alg}");
+        // Raised from 3 to 6 after spending 3: the spent 3 carry over, 3 more now. The token
+        // bucket carries its level (0 tokens left), refilled at the new rate.
+        let t = format!("raise-{alg}");
+        let (n, refusal) = admitted_until_refused(&rig.b, &t, 6).await;
+        let want = if alg == "token_bucket" { 0 } else { 3 };
+        assert_eq!(n, want, "{t}: admitted after the raise");
+        names_limit(&refusal, &tier, 6, &t);
+        // Lowered from 3 to 2 after spending 1: one more (the token bucket: its 2 tokens left,
+        // at most the new burst).
+        let t = format!("lower-{alg}");
+        let (n, refusal) = admitted_until_refused(&rig.b, &t, 3).await;
+        let want = if alg == "token_bucket" { 2 } else { 1 };
+        assert_eq!(n, want, "{t}: admitted after the lowering");
+        names_limit(&refusal, &tier, 2, &t);
+    }
+    let (n, refusal) = admitted_until_refused(&rig.b, "quota", 5).await;
+    assert_eq!(n, 2, "quota raised from 3 to 5 after 3 used");
+    assert_eq!(refusal.status, 429);
+    let p = policy(&refusal);
+    assert!(p.contains("\"Q.month\";q=5;"), "quota refusal names {p:?}");
+    let filed = call(&rig.b, "filed").await;
+    names_limit(&filed, "T_gcra", 2, "filed (burst from the file)");
+    assert!(policy(&filed).contains("q=2;"));
+
+    // Removed on A: the file's numbers apply again on B.
+    for alg in ALGORITHMS {
+        let path = format!("/v1/tenants/raise-{alg}/limits");
+        let v = admin(rig.a.admin_addr(), "DELETE", &path, None).await;
+        assert_eq!(v.expect_ok()["removed"], true);
+    }
+    rig.synced().await;
+    for alg in ALGORITHMS {
+        let t = format!("raise-{alg}");
+        let r = call(&rig.b, &t).await;
+        names_limit(&r, &format!("T_{alg}"), 3, &format!("{t} after DELETE"));
+    }
+    let path = "/v1/tenants/raise-gcra/limits";
+    admin(rig.a.admin_addr(), "GET", path, None)
+        .await
+        .expect_problem(404);
+    let again = admin(rig.a.admin_addr(), "DELETE", path, None).await;
+    assert_eq!(again.expect_ok()["removed"], false);
+}
+
+/// An override with an expiry stops applying on every instance when it expires; reads need
+/// the read scope, writes the write scope; bad input is a 400 naming the field and changes
+/// nothing; every write is counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expiry_scopes_and_bad_input() {
+    let rig = Rig::start();
+    // Lowered to 1 for two seconds: 1 admitted, refused naming 1; once expired, the file's 3.
+    let v = put(
+        &rig.a,
+        "expiring",
+        json!({"limit": 1, "burst": 1, "expires_in_s": 2}),
+    )
+    .await;
+    assert!(v["expires_at"].is_string(), "{v}");
+    let deadline = Instant::now() + SEEN_WITHIN;
+    let mut saw_override = false;
+    loop {
+        let r = call(&rig.b, "expiring").await;
+        let p = policy(&r);
+        if p.contains("q=1;") {
+            saw_override = true;
+        }
+        if saw_override && p.contains("q=3;") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "override seen: {saw_override}; last answer {r:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    admin(
+        rig.a.admin_addr(),
+        "GET",
+        "/v1/tenants/expiring/limits",
+        None,
+    )
+    .await
+    .expect_problem(404);
+
+    // Scopes: the read token reads, its writes are 403 and change nothing.
+    put(&rig.a, "scoped", json!({"burst": 9})).await;
+    let read = format!("Bearer {READ_TOKEN}");
+    let path = "/v1/tenants/scoped/limits";
+    let got = admin_call(rig.b.admin_addr(), "GET", path, Some(&read), None).await;
+    assert_eq!(got.expect_ok()["burst"], 9);
+    let body = json!({"burst": 1});
+    admin_call(rig.b.admin_addr(), "PUT", path, Some(&read), Some(&body))
+        .await
+        .expect_problem(403);
+    admin_call(rig.b.admin_addr(), "DELETE", path, Some(&read), None)
+        .await
+        .expect_problem(403);
+    let got = admin(rig.a.admin_addr(), "GET", path, None).await;
+    assert_eq!(got.expect_ok()["burst"], 9);
+
+    // Bad input: 400 naming the field; the stored override is unchanged.
+    let long = "t".repeat(10_000);
+    let cases: Vec<(String, Value, &str)> = vec![
+        (path.into(), json!({"limit": -1}), "limit"),
+        (path.into(), json!({"burst": 0}), "burst"),
+        (path.into(), json!({"limit": 1e300}), "limit"),
+        (
+            path.into(),
+            json!({"burst": 9_000_000_000_000_000_000u64}),
+            "burst",
+        ),
+        (path.into(), json!({"per": "soon"}), "per"),
+        (path.into(), json!({"per": "0s"}), "per"),
+        (path.into(), json!({"limit": 1, "bogus": 1}), "bogus"),
+        (path.into(), json!({}), "body"),
+        (
+            path.into(),
+            json!({"burst": 1, "expires_in_s": 0}),
+            "expires_in_s",
+        ),
+        (
+            path.into(),
+            json!({"burst": 1, "expires_at": "2001-01-01T00:00:00Z"}),
+            "expires_at",
+        ),
+        (
+            path.into(),
+            json!({"quotas": [{"limit": 5, "period": "fortnight"}]}),
+            "quotas[0].period",
+        ),
+        (
+            path.into(),
+            json!({"quotas": [{"limit": 0, "period": "day"}]}),
+            "quotas[0].limit",
+        ),
+        (path.into(), json!({"max_in_flight": -3}), "max_in_flight"),
+        (
+            path.into(),
+            json!({"max_in_flight": 1u64 << 40}),
+            "max_in_flight",
+        ),
+        (
+            format!("/v1/tenants/{long}/limits"),
+            json!({"burst": 1}),
+            "tenant",
+        ),
+        (
+            "/v1/tenants/ip:nonsense/limits".into(),
+            json!({"burst": 1}),
+            "tenant",
+        ),
+    ];
+    for (p, body, field) in cases {
+        let r = admin(rig.a.admin_addr(), "PUT", &p, Some(&body)).await;
+        let problem = r.expect_problem(400);
+        assert_eq!(problem["field"], field, "{body}: {problem}");
+    }
+    let got = admin(rig.a.admin_addr(), "GET", path, None).await;
+    let got = got.expect_ok();
+    assert_eq!((got["burst"].clone(), got.get("limit")), (json!(9), None));
+
+    // Every write counted by operation and outcome.
+    let ok = metric(
+        &rig.a,
+        "tollgate_admin_writes_total",
+        &[("operation", "limits_set"), ("outcome", "ok")],
+    );
+    assert_eq!(ok, Some(2.0));
+    let refused = metric(
+        &rig.a,
+        "tollgate_admin_writes_total",
+        &[("operation", "limits_set"), ("outcome", "refused")],
+    );
+    assert_eq!(refused, Some(16.0));
+    let forbidden = metric(
+        &rig.b,
+        "tollgate_admin_writes_total",
+        &[("operation", "limits_clear"), ("outcome", "forbidden")],
+    );
+    assert_eq!(forbidden, Some(1.0));
+}
