@@ -2,7 +2,7 @@
 //! in Redis and in force on every instance within `store.propagation` ([`crate::live::overrides`]).
 //!
 //! `PUT` replaces the tenant's override with the body's fields (`limit`, `per`, `burst`,
-//! `quotas`, `max_in_flight`, and `expires_in_s` or `expires_at`), checked exactly like the
+//! `quotas`, `max_in_flight`, `expires_in_s`), checked exactly like the
 //! file's `tenants:` entry for the tenant (against every tier) and a tier's `quotas`; `GET`
 //! answers it; `DELETE` removes it (the file's numbers apply again). A tenant id need not be in
 //! the file (a tenant known from an API key or a JWT has no `tenants:` entry). Bad input is a
@@ -22,8 +22,37 @@ use std::sync::Arc;
 
 /// Furthest expiry from now, seconds (10 years).
 pub const MAX_EXPIRY_S: u64 = 10 * 365 * 86_400;
-/// Most quotas in one override (one per period).
-const MAX_QUOTAS: usize = 4;
+/// Largest `limit` of a live override (a limit per day within every algorithm's bounds).
+pub const MAX_LIMIT: i64 = 50_000_000;
+/// Largest `burst` of a live override (within every algorithm's bounds, the sliding window
+/// log's 10 000 entries included).
+pub const MAX_BURST: i64 = 10_000;
+/// Largest quota limit (2^52, as in the file).
+const MAX_QUOTA: i64 = 1 << 52;
+/// The `per` forms a live override takes (all within 1 day; the OpenAPI document's pattern).
+const PER_FORMS: &str =
+    "a duration of 1 to 7 digits and ms, 1 to 4 digits and s, 1 to 3 digits and m, 1h to 24h, or 1d (no leading zero)";
+
+/// Whether `per` is one of [`PER_FORMS`].
+fn per_documented(per: &str) -> bool {
+    let split = per.find(|c: char| !c.is_ascii_digit()).unwrap_or(per.len());
+    let (digits, unit) = per.split_at(split);
+    if digits.is_empty() || digits.starts_with('0') {
+        return false;
+    }
+    let n: u64 = digits.parse().unwrap_or(u64::MAX);
+    match unit {
+        "ms" => digits.len() <= 7,
+        "s" => digits.len() <= 4,
+        "m" => digits.len() <= 3,
+        "h" => n <= 24,
+        "d" => n == 1,
+        _ => false,
+    }
+}
+
+/// The periods of calendar quotas.
+const PERIODS: &[&str] = &["hour", "day", "week", "month"];
 
 const MEMBERS: &[&str] = &[
     "limit",
@@ -32,7 +61,6 @@ const MEMBERS: &[&str] = &[
     "quotas",
     "max_in_flight",
     "expires_in_s",
-    "expires_at",
 ];
 
 fn now_s() -> u64 {
@@ -53,10 +81,11 @@ fn store(snap: &Snapshot) -> Result<(&Overrides, &Arc<QuotaService>), Problem> {
     }
 }
 
-/// Member `name` as a whole number (`i64`, its sign kept for the config's own message).
+/// Member `name` as a whole number (`i64`, its sign kept for the config's own message), if
+/// present. Errors: 400 naming it (`null` included).
 fn int(map: &Map<String, Value>, name: &str) -> Result<Option<i64>, Problem> {
     match map.get(name) {
-        None | Some(Value::Null) => Ok(None),
+        None => Ok(None),
         Some(v) => v
             .as_i64()
             .or_else(|| {
@@ -69,97 +98,80 @@ fn int(map: &Map<String, Value>, name: &str) -> Result<Option<i64>, Problem> {
     }
 }
 
-/// Member `name` as a string, if present.
+/// [`int`] at most `max` (the config's own check takes the lower bound).
+fn int_at_most(map: &Map<String, Value>, name: &str, max: i64) -> Result<Option<i64>, Problem> {
+    match int(map, name)? {
+        Some(n) if n > max => Err(bad(
+            name,
+            format!("at most {max} in a live override (larger numbers belong in the file)"),
+        )),
+        n => Ok(n),
+    }
+}
+
+/// Member `name` as a string, if present. Errors: 400 naming it (`null` included).
 fn text(map: &Map<String, Value>, name: &str) -> Result<Option<String>, Problem> {
     match map.get(name) {
-        None | Some(Value::Null) => Ok(None),
+        None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
         Some(_) => Err(bad(name, "must be a string")),
     }
 }
 
-/// `quotas`: a list of `{limit, period}`.
+/// `quotas`: an object of period → limit (`{"month": 100000}`), at least one.
 fn quotas(map: &Map<String, Value>) -> Result<Vec<RawQuota>, Problem> {
     let items = match map.get("quotas") {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(a)) => a,
-        Some(_) => return Err(bad("quotas", "must be a list of {limit, period}")),
-    };
-    if items.len() > MAX_QUOTAS {
-        return Err(bad(
-            "quotas",
-            format!("at most {MAX_QUOTAS} (one per period)"),
-        ));
-    }
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, q)| {
-            let path = format!("quotas[{i}]");
-            let Value::Object(m) = q else {
-                return Err(bad(&path, "must be {limit, period}"));
-            };
-            if let Some(k) = m
-                .keys()
-                .find(|k| !["limit", "period"].contains(&k.as_str()))
-            {
-                return Err(bad(
-                    &format!("{path}.{k}"),
-                    "unknown member; expected limit, period",
-                ));
-            }
-            let limit = int(m, "limit")
-                .map_err(|_| bad(&format!("{path}.limit"), "must be a whole number"))?
-                .ok_or_else(|| bad(&format!("{path}.limit"), "required"))?;
-            let period = text(m, "period")
-                .map_err(|_| bad(&format!("{path}.period"), "must be a string"))?
-                .ok_or_else(|| bad(&format!("{path}.period"), "required"))?;
-            Ok(RawQuota { limit, period })
-        })
-        .collect()
-}
-
-/// The expiry (Unix seconds) of `expires_in_s` or `expires_at` (RFC 3339), in the future and
-/// at most [`MAX_EXPIRY_S`] away.
-fn expiry(map: &Map<String, Value>, now: u64) -> Result<Option<u64>, Problem> {
-    let in_s = uint(map, "expires_in_s", (1, MAX_EXPIRY_S))?;
-    let at = text(map, "expires_at")?;
-    match (in_s, at) {
-        (Some(_), Some(_)) => Err(bad(
-            "expires_at",
-            "give expires_in_s or expires_at, not both",
-        )),
-        (Some(s), None) => Ok(Some(now + s)),
-        (None, Some(t)) => {
-            use time::format_description::well_known::Rfc3339;
-            let at = time::OffsetDateTime::parse(&t, &Rfc3339)
-                .map_err(|_| bad("expires_at", "an RFC 3339 time (2030-01-31T00:00:00Z)"))?
-                .unix_timestamp();
-            if at <= now as i64 {
-                return Err(bad("expires_at", "is in the past"));
-            }
-            if at as u64 > now + MAX_EXPIRY_S {
-                return Err(bad("expires_at", "more than 10 years away"));
-            }
-            Ok(Some(at as u64))
+        None => return Ok(Vec::new()),
+        Some(Value::Object(m)) if !m.is_empty() => m,
+        Some(_) => {
+            return Err(bad(
+                "quotas",
+                "an object of period (hour, day, week, month) to limit, at least one",
+            ))
         }
-        (None, None) => Ok(None),
+    };
+    let mut out = Vec::new();
+    for period in items.keys() {
+        if !PERIODS.contains(&period.as_str()) {
+            let path = format!("quotas.{period}");
+            return Err(bad(&path, "unknown period; expected hour, day, week, month"));
+        }
+        let path = format!("quotas.{period}");
+        let limit = int(items, period)
+            .map_err(|_| bad(&path, "must be a whole number"))?
+            .unwrap_or(0);
+        if !(1..=MAX_QUOTA).contains(&limit) {
+            return Err(bad(&path, format!("a whole number from 1 to {MAX_QUOTA}")));
+        }
+        out.push(RawQuota {
+            limit,
+            period: period.clone(),
+        });
     }
+    Ok(out)
 }
 
 /// `PUT /v1/tenants/{id}/limits`: replaces `tenant`'s override; answers it.
 pub async fn set(snap: &Snapshot, tenant: &str, body: &[u8]) -> Result<(Value, Change), Problem> {
     let (overrides, quota) = store(snap)?;
     let m = object(body, MEMBERS, false)?;
+    if let Some(per) = m.get("per").and_then(Value::as_str) {
+        if !per_documented(per) {
+            return Err(bad("per", PER_FORMS));
+        }
+    }
     let raw = RawLimitOverride {
-        limit: int(&m, "limit")?,
+        limit: int_at_most(&m, "limit", MAX_LIMIT)?,
         per: text(&m, "per")?,
-        burst: int(&m, "burst")?,
+        burst: int_at_most(&m, "burst", MAX_BURST)?,
         quotas: quotas(&m)?,
         max_in_flight: int(&m, "max_in_flight")?,
     };
     let now = now_s();
-    let expires_at = expiry(&m, now)?;
+    if m.get("expires_in_s").is_some_and(Value::is_null) {
+        return Err(bad("expires_in_s", "must be a whole number"));
+    }
+    let expires_at = uint(&m, "expires_in_s", (1, MAX_EXPIRY_S))?.map(|s| now + s);
     let nothing = raw.limit.is_none()
         && raw.per.is_none()
         && raw.burst.is_none()
@@ -172,17 +184,17 @@ pub async fn set(snap: &Snapshot, tenant: &str, body: &[u8]) -> Result<(Value, C
         ));
     }
     let config = &snap.config;
-    let checked = live_override(tenant, &raw, config.tenants.get(tenant), &config.tiers).map_err(
-        |errors| {
+    let checked = live_override(tenant, &raw, config.tenants.get(tenant), &config.tiers)
+        .map_err(|errors| {
             let first = &errors[0];
+            let field = quota_field(&first.path, &raw.quotas);
             let detail = errors
                 .iter()
                 .map(|e| format!("{}: {}", e.path, e.reason))
                 .collect::<Vec<_>>()
                 .join("; ");
-            Problem::status(400, detail).with("field", json!(first.path))
-        },
-    )?;
+            Problem::status(400, detail).with("field", json!(field))
+        })?;
     let stored = StoredOverride {
         tenant: tenant.to_string(),
         limit: checked.rate.limit,
@@ -216,35 +228,26 @@ pub async fn set(snap: &Snapshot, tenant: &str, body: &[u8]) -> Result<(Value, C
         );
         return Err(Problem::status(409, detail));
     }
-    let out = stored.view();
+    let out = json!({ "tenant": tenant, "override": stored.view() });
     let before = before.map_or(Value::Null, |b| b.view());
-    let change = Change::new("limits_set", tenant).states(before, out.clone());
+    let change = Change::new("limits_set", tenant).states(before, out["override"].clone());
     Ok((out, change))
 }
 
-/// `GET /v1/tenants/{id}/limits`: the tenant's override in force. Errors: 404 when it has
-/// none (or it expired).
+/// `GET /v1/tenants/{id}/limits`: the tenant's override in force (`override: null` when it
+/// has none or it expired: the file's numbers apply).
 pub async fn get(snap: &Snapshot, tenant: &str) -> Result<Value, Problem> {
     let (overrides, quota) = store(snap)?;
-    match overrides
+    let stored = overrides
         .get(&quota.redis, tenant)
         .await
         .map_err(store_problem)?
-    {
-        Some(o) if o.in_force(now_s()) => Ok(o.view()),
-        Some(_) => Err(Problem::status(
-            404,
-            format!("the override of tenant {tenant:?} expired; the file's limits apply"),
-        )),
-        None => Err(Problem::status(
-            404,
-            format!("tenant {tenant:?} has no live override; the file's limits apply"),
-        )),
-    }
+        .filter(|o| o.in_force(now_s()));
+    Ok(json!({ "tenant": tenant, "override": stored.map(|o| o.view()) }))
 }
 
 /// `DELETE /v1/tenants/{id}/limits`: removes the tenant's override (the file's numbers apply
-/// again). Idempotent: `removed` says whether there was one.
+/// again). Idempotent: `removed` says whether there was one (an expired one counts).
 pub async fn clear(snap: &Snapshot, tenant: &str) -> Result<(Value, Change), Problem> {
     let (overrides, quota) = store(snap)?;
     let before = overrides
@@ -255,8 +258,32 @@ pub async fn clear(snap: &Snapshot, tenant: &str) -> Result<(Value, Change), Pro
         .delete(&quota.redis, tenant)
         .await
         .map_err(store_problem)?;
-    let out = json!({ "tenant": tenant, "removed": removed });
+    let out = json!({ "tenant": tenant, "override": null, "removed": removed });
     let before = before.map_or(Value::Null, |b| b.view());
     let change = Change::new("limits_clear", tenant).states(before, Value::Null);
     Ok((out, change))
+}
+
+/// The API's name of a config error's field: `quotas[i].limit` is `quotas.<period>`.
+fn quota_field(path: &str, quotas: &[RawQuota]) -> String {
+    path.strip_prefix("quotas[")
+        .and_then(|r| r.split_once(']'))
+        .and_then(|(i, _)| i.parse::<usize>().ok())
+        .and_then(|i| quotas.get(i))
+        .map_or_else(|| path.to_string(), |q| format!("quotas.{}", q.period))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_forms_are_the_documented_ones() {
+        for ok in ["1ms", "9999999ms", "1s", "9999s", "999m", "1h", "24h", "1d"] {
+            assert!(per_documented(ok), "{ok}");
+        }
+        for bad in ["0s", "01s", "10000s", "25h", "2d", "1", "s", " 1s", "1w", "99999999ms"] {
+            assert!(!per_documented(bad), "{bad}");
+        }
+    }
 }

@@ -87,13 +87,10 @@ impl StoredOverride {
         }
     }
 
-    /// The JSON shown by the admin API: the fields set, `expires_at` and `updated_at` as
-    /// RFC 3339 text.
+    /// The JSON shown by the admin API: the fields set (`quotas` as period → limit),
+    /// `expires_at` and `updated_at` as RFC 3339 text.
     pub fn view(&self) -> Value {
-        let mut v = json!({
-            "tenant": self.tenant,
-            "updated_at": super::rfc3339(self.updated_at),
-        });
+        let mut v = json!({ "updated_at": super::rfc3339(self.updated_at) });
         let set = |v: &mut Value, k: &str, x: Option<Value>| {
             if let Some(x) = x {
                 v[k] = x;
@@ -103,13 +100,14 @@ impl StoredOverride {
         set(&mut v, "per", self.per.as_ref().map(|x| json!(x)));
         set(&mut v, "burst", self.burst.map(|x| json!(x)));
         if !self.quotas.is_empty() {
-            v["quotas"] = json!(self.quotas);
+            let by_period: serde_json::Map<String, Value> = self
+                .quotas
+                .iter()
+                .map(|q| (q.period.clone(), json!(q.limit)))
+                .collect();
+            v["quotas"] = Value::Object(by_period);
         }
-        set(
-            &mut v,
-            "max_in_flight",
-            self.max_in_flight.map(|x| json!(x)),
-        );
+        set(&mut v, "max_in_flight", self.max_in_flight.map(|x| json!(x)));
         set(
             &mut v,
             "expires_at",
@@ -292,9 +290,7 @@ impl Overrides {
 
 /// Whether a live channel message announces an override change.
 pub fn announces_overrides(message: &str) -> bool {
-    message
-        .split_once(' ')
-        .is_some_and(|(_, kind)| kind == KIND)
+    message.split_once(' ').is_some_and(|(_, kind)| kind == KIND)
 }
 
 #[cfg(test)]
@@ -337,9 +333,8 @@ mod tests {
         let v = s.view();
         assert_eq!(v["per"], "1d");
         assert!(v.get("burst").is_none());
-        assert_eq!(v["quotas"][0]["limit"], 9);
-        let back: StoredOverride =
-            serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(v["quotas"]["month"], 9);
+        let back: StoredOverride = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back, s);
     }
 
