@@ -114,9 +114,12 @@ async fn the_served_document_is_the_repository_file_and_needs_the_token() {
         let path = template.replace("{id}", "acme");
         let body = json!({ "path": "/orders/1" });
         let r = admin(addr, &method, &path, Some(&body)).await;
-        if template.starts_with("/v1/keys") || template.starts_with("/v1/blocks/") {
-            // Served, though this body is not a key's or a block's (400/404 problems of their
-            // own).
+        if template.starts_with("/v1/keys")
+            || template.starts_with("/v1/blocks/")
+            || template.ends_with("/limits")
+        {
+            // Served, though this body is not a key's, a block's or a limit's (their own
+            // 400/404 problems).
             assert!(
                 r.status() != 405 && !r.reply.body.contains("no such admin resource"),
                 "{method} {path}: {:?}",

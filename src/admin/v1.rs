@@ -203,10 +203,20 @@ pub fn tenant_from_segment(segment: &str) -> Result<String, Problem> {
     Ok(id)
 }
 
-/// The tenant id of a `/v1/tenants/{id}/limits` path ([`tenant_from_segment`]); a bad one is
-/// a 400 naming the field `tenant`.
+/// The tenant id of a `/v1/tenants/{id}/limits` path ([`tenant_from_segment`], at most
+/// [`keys::MAX_TENANT_CHARS`] characters as for a live key); a bad one is a 400 naming the
+/// field `tenant`.
 fn limits_tenant(segment: &str) -> Result<String, Problem> {
-    tenant_from_segment(segment).map_err(|p| p.with("field", serde_json::json!("tenant")))
+    let field = |p: Problem| p.with("field", serde_json::json!("tenant"));
+    let id = tenant_from_segment(segment).map_err(field)?;
+    if id.chars().count() > keys::MAX_TENANT_CHARS {
+        let detail = format!(
+            "tenant id in the path has more than {} characters",
+            keys::MAX_TENANT_CHARS
+        );
+        return Err(field(Problem::status(400, detail)));
+    }
+    Ok(id)
 }
 
 /// The `tier` parameter of a query string (percent-decoded; other parameters are ignored).

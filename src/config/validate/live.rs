@@ -27,7 +27,8 @@ pub struct RawLimitOverride {
 /// The override of tenant `id` from `raw`, checked like `tenants.<id>` of the file (the merged
 /// rate in every tier within the algorithm's bounds) and like a tier's `quotas`. `file` is the
 /// tenant's `tenants:` entry, if any. Errors name the override's own fields (`limit`, `per`,
-/// `burst`, `quotas[0].period`, `max_in_flight`; `tenant` for the id).
+/// `burst`, `quotas[0].period`, `max_in_flight`; `tenant` for the id). An `ip:<address>` id
+/// (an anonymous client's) is taken as valid.
 pub fn live_override(
     id: &str,
     raw: &RawLimitOverride,
@@ -35,6 +36,12 @@ pub fn live_override(
     tiers: &BTreeMap<String, Tier>,
 ) -> Result<LimitOverride, Vec<ConfigError>> {
     let mut c = Check::default();
+    // An anonymous client's id (`ip:<address>`, checked by the caller) is never a `tenants:`
+    // key; its override is checked like any other tenant's.
+    let id = match id.starts_with(crate::tenant_id::ANONYMOUS_PREFIX) {
+        true => "anonymous",
+        false => id,
+    };
     // What the override lands on: each tier with the file's entry for this tenant merged in.
     let landed: BTreeMap<String, Tier> = tiers
         .iter()
