@@ -184,17 +184,25 @@ async fn raised_and_lowered_limits_apply_to_live_buckets_on_every_instance() {
 
     // Written on A.
     for alg in ALGORITHMS {
-        let v = put(&rig.a, &format!("raise-{alg}"), json!({"limit": 6, "burst": 6})).await;
+        let v = put(
+            &rig.a,
+            &format!("raise-{alg}"),
+            json!({"limit": 6, "burst": 6}),
+        )
+        .await;
         let o = &v["override"];
-        assert_eq!((o["limit"].clone(), o["burst"].clone()), (json!(6), json!(6)));
-        put(&rig.a, &format!("lower-{alg}"), json!({"limit": 2, "burst": 2})).await;
+        assert_eq!(
+            (o["limit"].clone(), o["burst"].clone()),
+            (json!(6), json!(6))
+        );
+        put(
+            &rig.a,
+            &format!("lower-{alg}"),
+            json!({"limit": 2, "burst": 2}),
+        )
+        .await;
     }
-    put(
-        &rig.a,
-        "quota",
-        json!({"quotas": {"month": 5}}),
-    )
-    .await;
+    put(&rig.a, "quota", json!({"quotas": {"month": 5}})).await;
     // Only `limit` set: the file's `burst: 2` for this tenant stays.
     put(&rig.a, "filed", json!({"limit": 5})).await;
     rig.synced().await;
@@ -301,20 +309,40 @@ async fn expiry_scopes_and_bad_input() {
         (path.into(), json!({"limit": -1}), "limit"),
         (path.into(), json!({"burst": 0}), "burst"),
         (path.into(), json!({"limit": 1e300}), "limit"),
-        (path.into(), json!({"burst": 9_000_000_000_000_000_000u64}), "burst"),
+        (
+            path.into(),
+            json!({"burst": 9_000_000_000_000_000_000u64}),
+            "burst",
+        ),
         (path.into(), json!({"burst": 10_001}), "burst"),
         (path.into(), json!({"limit": null}), "limit"),
         (path.into(), json!({"per": "soon"}), "per"),
         (path.into(), json!({"per": "0s"}), "per"),
         (path.into(), json!({"limit": 1, "bogus": 1}), "bogus"),
         (path.into(), json!({}), "body"),
-        (path.into(), json!({"burst": 1, "expires_in_s": 0}), "expires_in_s"),
-        (path.into(), json!({"burst": 1, "expires_in_s": -60}), "expires_in_s"),
-        (path.into(), json!({"quotas": {"fortnight": 5}}), "quotas.fortnight"),
+        (
+            path.into(),
+            json!({"burst": 1, "expires_in_s": 0}),
+            "expires_in_s",
+        ),
+        (
+            path.into(),
+            json!({"burst": 1, "expires_in_s": -60}),
+            "expires_in_s",
+        ),
+        (
+            path.into(),
+            json!({"quotas": {"fortnight": 5}}),
+            "quotas.fortnight",
+        ),
         (path.into(), json!({"quotas": {"day": 0}}), "quotas.day"),
         (path.into(), json!({"quotas": []}), "quotas"),
         (path.into(), json!({"max_in_flight": -3}), "max_in_flight"),
-        (path.into(), json!({"max_in_flight": 1u64 << 40}), "max_in_flight"),
+        (
+            path.into(),
+            json!({"max_in_flight": 1u64 << 40}),
+            "max_in_flight",
+        ),
         (
             format!("/v1/tenants/{long}/limits"),
             json!({"burst": 1}),

@@ -134,7 +134,10 @@ fn quotas(map: &Map<String, Value>) -> Result<Vec<RawQuota>, Problem> {
     for period in items.keys() {
         if !PERIODS.contains(&period.as_str()) {
             let path = format!("quotas.{period}");
-            return Err(bad(&path, "unknown period; expected hour, day, week, month"));
+            return Err(bad(
+                &path,
+                "unknown period; expected hour, day, week, month",
+            ));
         }
         let path = format!("quotas.{period}");
         let limit = int(items, period)
@@ -184,8 +187,8 @@ pub async fn set(snap: &Snapshot, tenant: &str, body: &[u8]) -> Result<(Value, C
         ));
     }
     let config = &snap.config;
-    let checked = live_override(tenant, &raw, config.tenants.get(tenant), &config.tiers)
-        .map_err(|errors| {
+    let checked = live_override(tenant, &raw, config.tenants.get(tenant), &config.tiers).map_err(
+        |errors| {
             let first = &errors[0];
             let field = quota_field(&first.path, &raw.quotas);
             let detail = errors
@@ -194,7 +197,8 @@ pub async fn set(snap: &Snapshot, tenant: &str, body: &[u8]) -> Result<(Value, C
                 .collect::<Vec<_>>()
                 .join("; ");
             Problem::status(400, detail).with("field", json!(field))
-        })?;
+        },
+    )?;
     let stored = StoredOverride {
         tenant: tenant.to_string(),
         limit: checked.rate.limit,
@@ -282,7 +286,18 @@ mod tests {
         for ok in ["1ms", "9999999ms", "1s", "9999s", "999m", "1h", "24h", "1d"] {
             assert!(per_documented(ok), "{ok}");
         }
-        for bad in ["0s", "01s", "10000s", "25h", "2d", "1", "s", " 1s", "1w", "99999999ms"] {
+        for bad in [
+            "0s",
+            "01s",
+            "10000s",
+            "25h",
+            "2d",
+            "1",
+            "s",
+            " 1s",
+            "1w",
+            "99999999ms",
+        ] {
             assert!(!per_documented(bad), "{bad}");
         }
     }

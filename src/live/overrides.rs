@@ -107,7 +107,11 @@ impl StoredOverride {
                 .collect();
             v["quotas"] = Value::Object(by_period);
         }
-        set(&mut v, "max_in_flight", self.max_in_flight.map(|x| json!(x)));
+        set(
+            &mut v,
+            "max_in_flight",
+            self.max_in_flight.map(|x| json!(x)),
+        );
         set(
             &mut v,
             "expires_at",
@@ -290,7 +294,9 @@ impl Overrides {
 
 /// Whether a live channel message announces an override change.
 pub fn announces_overrides(message: &str) -> bool {
-    message.split_once(' ').is_some_and(|(_, kind)| kind == KIND)
+    message
+        .split_once(' ')
+        .is_some_and(|(_, kind)| kind == KIND)
 }
 
 #[cfg(test)]
@@ -334,7 +340,8 @@ mod tests {
         assert_eq!(v["per"], "1d");
         assert!(v.get("burst").is_none());
         assert_eq!(v["quotas"]["month"], 9);
-        let back: StoredOverride = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        let back: StoredOverride =
+            serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back, s);
     }
 
