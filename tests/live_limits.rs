@@ -110,6 +110,23 @@ impl Rig {
     }
 }
 
+/// `tollgate limits ARGS` against the admin API at `url` with the write token: exit code,
+/// stdout, stderr.
+fn cli(url: &str, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(GATEWAY_BIN)
+        .arg("limits")
+        .args(args)
+        .args(["--admin-url", url, "--token", ADMIN_TOKEN])
+        .output()
+        .expect("run tollgate limits");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (
+        out.status.code().unwrap_or(-1),
+        text(&out.stdout),
+        text(&out.stderr),
+    )
+}
+
 async fn call(gw: &Gateway, tenant: &str) -> Reply {
     try_get_with_key(&client(), &gw.url("/"), Some(&api_key_of(tenant)))
         .await
@@ -229,6 +246,11 @@ async fn raised_and_lowered_limits_apply_to_live_buckets_on_every_instance() {
     assert_eq!(refusal.status, 429);
     let p = policy(&refusal);
     assert!(p.contains("\"Q.month\";q=5;"), "quota refusal names {p:?}");
+    assert!(
+        refusal.body.contains("(0 of 5 left)"),
+        "quota refusal's detail: {}",
+        refusal.body
+    );
     let filed = call(&rig.b, "filed").await;
     names_limit(&filed, "T_gcra", 2, "filed (burst from the file)");
     assert!(policy(&filed).contains("q=2;"));
@@ -363,19 +385,47 @@ async fn expiry_scopes_and_bad_input() {
     let got = &got.expect_ok()["override"];
     assert_eq!((got["burst"].clone(), got.get("limit")), (json!(9), None));
 
+    // The command line: set on A, read on B, clear; exit codes a script can use.
+    let a_url = format!("http://{}", rig.a.admin_addr());
+    let b_url = format!("http://{}", rig.b.admin_addr());
+    let (code, out, _) = cli(
+        &a_url,
+        &[
+            "set", "cli-t", "--limit", "5", "--burst", "5", "--quota", "month=7",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("limit 5") && out.contains("month=7"), "{out}");
+    let (code, out, _) = cli(&b_url, &["get", "cli-t", "--json"]);
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(&out).expect("--json prints the API's JSON");
+    assert_eq!(v["override"]["burst"], 5);
+    let (code, _, err) = cli(&a_url, &["set", "cli-t", "--burst", "0"]);
+    assert_eq!(code, 1, "an API error");
+    assert!(err.contains("burst"), "{err}");
+    let (code, _, _) = cli(&a_url, &["set", "cli-t", "--quota", "month"]);
+    assert_eq!(code, 2, "a usage error");
+    let (code, _, _) = cli("http://127.0.0.1:9", &["get", "cli-t"]);
+    assert_eq!(code, 3, "the admin API unreachable");
+    let (code, out, _) = cli(&a_url, &["clear", "cli-t"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("removed"), "{out}");
+    let (_, out, _) = cli(&b_url, &["get", "cli-t"]);
+    assert!(out.contains("no live override"), "{out}");
+
     // Every write counted by operation and outcome.
     let ok = metric(
         &rig.a,
         "tollgate_admin_writes_total",
         &[("operation", "limits_set"), ("outcome", "ok")],
     );
-    assert_eq!(ok, Some(2.0));
+    assert_eq!(ok, Some(3.0));
     let refused = metric(
         &rig.a,
         "tollgate_admin_writes_total",
         &[("operation", "limits_set"), ("outcome", "refused")],
     );
-    assert_eq!(refused, Some(19.0));
+    assert_eq!(refused, Some(20.0));
     let forbidden = metric(
         &rig.b,
         "tollgate_admin_writes_total",

@@ -1,5 +1,5 @@
-//! The admin commands of the command line (docs/admin-api.md#command-line): `tollgate keys ...`
-//! and `tollgate blocks ...` talk to a running gateway's admin API through [`client`].
+//! The admin commands of the command line (docs/admin-api.md#command-line): `tollgate keys ...`,
+//! `tollgate limits ...` and `tollgate blocks ...` talk to a running gateway's admin API through [`client`].
 //!
 //! Exit codes, for scripts: 0 success; 1 the API answered an error (its problem `detail` on
 //! stderr); 2 a usage error; 3 the admin API could not be reached. `--json` prints the API's
@@ -8,6 +8,7 @@
 pub mod blocks;
 pub mod client;
 pub mod keys;
+pub mod limits;
 
 use clap::Subcommand;
 use client::{AdminArgs, Client, Failure};
@@ -30,6 +31,13 @@ pub enum AdminCommand {
         admin: AdminArgs,
         #[command(subcommand)]
         command: blocks::BlocksCommand,
+    },
+    /// A tenant's limits set live through the admin API: set, get, clear.
+    Limits {
+        #[command(flatten)]
+        admin: AdminArgs,
+        #[command(subcommand)]
+        command: limits::LimitsCommand,
     },
 }
 
@@ -57,6 +65,13 @@ pub fn run(command: AdminCommand) -> ExitCode {
             let r = runtime.block_on(async {
                 let c = Client::new(&admin)?;
                 blocks::run(&c, command).await
+            });
+            (admin, r)
+        }
+        AdminCommand::Limits { admin, command } => {
+            let r = runtime.block_on(async {
+                let c = Client::new(&admin)?;
+                limits::run(&c, command).await
             });
             (admin, r)
         }
