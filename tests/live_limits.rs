@@ -57,6 +57,7 @@ fn yaml(redis: &RedisServer, backend: &Backend) -> String {
     )
     .api_key(&api_key_of("quota"), "quota", "Q")
     .api_key(&api_key_of("probe"), "probe", "Q")
+    .api_key(&api_key_of("held"), "held", "Q")
     .api_key(&api_key_of("expiring"), "expiring", "T_token_bucket")
     .api_key(&api_key_of("filed"), "filed", "T_gcra")
     .tenant("filed", "{ burst: 2 }")
@@ -64,7 +65,7 @@ fn yaml(redis: &RedisServer, backend: &Backend) -> String {
 }
 
 struct Rig {
-    _redis: RedisServer,
+    redis: RedisServer,
     _backend: Backend,
     a: Gateway,
     b: Gateway,
@@ -80,7 +81,7 @@ impl Rig {
         let a = Gateway::start_with_env(&y, &env);
         let b = Gateway::start_with_env(&y, &env);
         Rig {
-            _redis: redis,
+            redis,
             _backend: backend,
             a,
             b,
@@ -220,6 +221,8 @@ async fn raised_and_lowered_limits_apply_to_live_buckets_on_every_instance() {
         .await;
     }
     put(&rig.a, "quota", json!({"quotas": {"month": 5}})).await;
+    // A fleet-wide concurrency cap where the tier has none.
+    put(&rig.a, "held", json!({"max_in_flight": 1})).await;
     // Only `limit` set: the file's `burst: 2` for this tenant stays.
     put(&rig.a, "filed", json!({"limit": 5})).await;
     rig.synced().await;
@@ -254,6 +257,29 @@ async fn raised_and_lowered_limits_apply_to_live_buckets_on_every_instance() {
     let filed = call(&rig.b, "filed").await;
     names_limit(&filed, "T_gcra", 2, "filed (burst from the file)");
     assert!(policy(&filed).contains("q=2;"));
+
+    // One slow request of `held` in flight on B: a second one is refused by the override's cap.
+    let slow_url = rig.b.url("/s?delay_ms=3000");
+    let slow = tokio::spawn(async move {
+        try_get_with_key(&client(), &slow_url, Some(&api_key_of("held")))
+            .await
+            .expect("slow request")
+    });
+    let holding = || {
+        redis::cmd("ZCARD")
+            .arg("tollgate:{held}:inflight")
+            .query::<u64>(&mut rig.redis.conn())
+            .expect("ZCARD")
+            == 1
+    };
+    assert!(
+        eventually(SEEN_WITHIN, holding).await,
+        "the slow request holds no lease"
+    );
+    let second = call(&rig.b, "held").await;
+    assert_eq!(second.status, 429, "{second:?}");
+    assert_eq!(policy(&second), "\"Q.concurrency\";q=1");
+    assert_eq!(slow.await.expect("slow task").status, 200);
 
     // Removed on A: the file's numbers apply again on B.
     for alg in ALGORITHMS {
