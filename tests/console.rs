@@ -3,10 +3,14 @@
 //!
 //! The browser test runs `tests/console/console_test.py` (Selenium, pinned in
 //! `tests/console/requirements.txt`, in the repository's venv by `scripts/venv.sh`) in one
-//! headless Chromium session (Debian's `chromium` and `chromium-driver`): sign in, find the
-//! refused tenant on the overview, see its policy and Retry-After, reset it and see it admitted,
-//! explain a request, and show a tenant id made of markup and quotes as text. Screenshots of
-//! each page go to `target/console-screenshots/` (test artefacts; docs/img/ holds copies).
+//! headless Chromium session (Debian's `chromium` and `chromium-driver`) against one gateway:
+//! sign in, find the refused tenant on the overview (with the last minutes' refusals as the API
+//! counts them), see its policy and Retry-After, reset it and see it admitted, explain a
+//! request, show a tenant id made of markup and quotes as text; on the keys page create a key
+//! (its secret shown once), use it through the proxy, rotate it with a grace period, revoke it
+//! and see it refused, page through a tenant's keys; then sign in with a read token and find no
+//! write control on any page, and the API refusing its writes. Screenshots of each page go to
+//! `target/console-screenshots/` (test artefacts; docs/img/ holds copies).
 
 mod common;
 
@@ -24,24 +28,39 @@ const BURST: u64 = 2;
 /// shows on the overview and its own page.
 const XSS_ID: &str = "\"><script>alert(1)</script>";
 
+/// A read-scoped admin token beside the write token of `ADMIN_TOKEN_ENV`.
+const READ_ENV: &str = "TOLLGATE_TEST_READ_TOKEN";
+const READ_TOKEN: &str = "console-read-token-5c1e93";
+
+/// The tenant (not in the file) and tier of the keys the browser issues.
+const KEY_TENANT: &str = "keyco";
+const KEY_TIER: &str = "pro";
+
 /// An edge limit, a queued upstream and a limit rule keyed by the tenant.
 const EXTRA: &str = "edge: { limit: 1000, per: 1m, burst: 1000 }\n\
     upstreams:\n  echo: { backends: [\"BACKEND\"], max_concurrency: 8, queue: { max: 4, timeout: 1s } }\n\
     routes:\n  - { path_prefix: \"/\", upstream: echo, auth: required }\n\
-    limits:\n  - { name: per-tenant, key: [tenant], limit: 1, per: 1h, burst: 50 }\n";
+    limits:\n  - { name: per-tenant, key: [tenant], limit: 1, per: 1h, burst: 50 }\n\
+    store: {}\n";
 
-fn yaml(redis: &RedisServer, backend: &Backend, token_env: bool) -> String {
-    let extra = EXTRA.replace("BACKEND", &backend.addr());
-    let tenants = [("acme", "free"), ("bob", "pro"), (XSS_ID, "free")];
-    admin_yaml(
-        &redis.url(),
-        &backend.addr(),
-        TIERS,
-        &tenants,
-        token_env,
-        &extra,
-    )
+/// The admin API is on when [`ADMIN_TOKEN_ENV`] (write) or [`READ_ENV`] (read) is set.
+fn yaml(redis: &RedisServer, backend: &Backend) -> String {
+    let mut config = GatewayConfig::new()
+        .redis(&redis.url(), STRICT_REDIS)
+        .tier_lines(TIERS)
+        .admin(&format!(
+            "{{ listen: \"{{admin}}\", token_env: \"{ADMIN_TOKEN_ENV}\", tokens: [\
+             {{ token_env: \"{READ_ENV}\", scope: read, name: console-read }}] }}"
+        ));
+    for (tenant, tier) in [("acme", "free"), ("bob", "pro"), (XSS_ID, "free")] {
+        config = config.api_key(&api_key_of(tenant), tenant, tier);
+    }
+    config
+        .raw(&EXTRA.replace("BACKEND", &backend.addr()))
+        .yaml()
 }
+
+const TOKENS: [(&str, &str); 2] = [(ADMIN_TOKEN_ENV, ADMIN_TOKEN), (READ_ENV, READ_TOKEN)];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -70,10 +89,7 @@ async fn proxy(gw: &Gateway, tenant: &str) -> Reply {
 async fn the_console_carries_its_security_headers_and_exists_only_with_the_api() {
     let redis = RedisServer::start();
     let backend = Backend::start("echo");
-    let gw = Gateway::start_with_env(
-        &yaml(&redis, &backend, true),
-        &[(ADMIN_TOKEN_ENV, ADMIN_TOKEN)],
-    );
+    let gw = Gateway::start_with_env(&yaml(&redis, &backend), &TOKENS);
     let base = format!("http://{}", gw.admin_addr());
     for (path, method, status, content_type) in [
         ("/ui", reqwest::Method::GET, 200, "text/html; charset=utf-8"),
@@ -132,7 +148,7 @@ async fn the_console_carries_its_security_headers_and_exists_only_with_the_api()
     assert_eq!(who.expect_ok()["scope"], "write");
 
     // The API off (token_env names an unset variable): no console either.
-    let off = Gateway::start(&yaml(&redis, &backend, true));
+    let off = Gateway::start(&yaml(&redis, &backend));
     for path in ["/ui", "/ui/console.js"] {
         let r = get(
             &format!("http://{}{path}", off.admin_addr()),
@@ -148,10 +164,7 @@ async fn the_console_carries_its_security_headers_and_exists_only_with_the_api()
 async fn the_status_lists_refusals_by_tier_and_the_refused_tenant() {
     let redis = RedisServer::start();
     let backend = Backend::start("echo");
-    let gw = Gateway::start_with_env(
-        &yaml(&redis, &backend, true),
-        &[(ADMIN_TOKEN_ENV, ADMIN_TOKEN)],
-    );
+    let gw = Gateway::start_with_env(&yaml(&redis, &backend), &TOKENS);
     for expected in [200, 200, 429] {
         assert_eq!(proxy(&gw, "acme").await.status, expected);
     }
@@ -166,6 +179,22 @@ async fn the_status_lists_refusals_by_tier_and_the_refused_tenant() {
         assert_eq!(free["last_hour"]["refused"], 1, "{s}");
         assert_eq!(free["decisions"]["tenant"]["admitted"], 2, "{s}");
         assert_eq!(free["decisions"]["tenant"]["limited"], 1, "{s}");
+        // The last minutes, oldest first: their sums are the counters' (the process is younger
+        // than the window).
+        let minutes = free["last_minutes"].as_array().expect("last_minutes");
+        assert_eq!(minutes.len(), 10, "{s}");
+        let sum = |k: &str| minutes.iter().filter_map(|m| m[k].as_u64()).sum::<u64>();
+        assert_eq!((sum("decisions"), sum("limited")), (3, 1), "{s}");
+        assert_eq!(
+            sum("failed_open") + sum("failed_closed") + sum("fallback"),
+            0
+        );
+        let starts: Vec<&str> = minutes
+            .iter()
+            .filter_map(|m| m["minute"].as_str())
+            .collect();
+        assert!(starts.windows(2).all(|w| w[0] < w[1]), "{starts:?}");
+        assert!(starts.iter().all(|m| m.ends_with(":00Z")), "{starts:?}");
         assert_eq!(s["refused_tenants"][0]["tenant"], "acme", "{s}");
         assert_eq!(s["redis"]["breaker"], "closed");
         assert_eq!(s["config"]["last_reload"]["ok"], true);
@@ -197,14 +226,11 @@ async fn the_status_lists_refusals_by_tier_and_the_refused_tenant() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_console_in_a_browser_finds_a_refused_tenant_resets_it_and_escapes_ids() {
+async fn the_console_in_a_browser_finds_a_refused_tenant_resets_it_manages_keys_and_escapes_ids() {
     let venv = venv_with("tests/console/requirements.txt");
     let redis = RedisServer::start();
     let backend = Backend::start("echo");
-    let gw = Gateway::start_with_env(
-        &yaml(&redis, &backend, true),
-        &[(ADMIN_TOKEN_ENV, ADMIN_TOKEN)],
-    );
+    let gw = Gateway::start_with_env(&yaml(&redis, &backend), &TOKENS);
     // Spend acme's burst: the third request is refused, with its Retry-After.
     for _ in 0..BURST {
         assert_eq!(proxy(&gw, "acme").await.status, 200);
@@ -233,6 +259,9 @@ async fn the_console_in_a_browser_finds_a_refused_tenant_resets_it_and_escapes_i
         .env("CONSOLE_RETRY_AFTER", &retry_after)
         .env("CONSOLE_BURST", BURST.to_string())
         .env("CONSOLE_XSS_ID", XSS_ID)
+        .env("CONSOLE_READ_TOKEN", READ_TOKEN)
+        .env("CONSOLE_KEY_TENANT", KEY_TENANT)
+        .env("CONSOLE_KEY_TIER", KEY_TIER)
         .env("CONSOLE_SHOTS", &shots)
         // The browser and driver are Debian's: Selenium Manager must fetch nothing.
         .env("SE_OFFLINE", "true")
@@ -247,7 +276,16 @@ async fn the_console_in_a_browser_finds_a_refused_tenant_resets_it_and_escapes_i
     );
     assert!(out.status.success(), "the browser test failed:\n{said}");
     assert!(said.contains("every check passed"), "{said}");
-    for page in ["login", "overview", "tenant", "explain", "tenant-escaping"] {
+    for page in [
+        "login",
+        "overview",
+        "tenant",
+        "explain",
+        "tenant-escaping",
+        "keys",
+        "keys-escaping",
+        "keys-read-only",
+    ] {
         let png = shots.join(format!("console-{page}.png"));
         let bytes = std::fs::read(&png).unwrap_or_else(|e| panic!("{}: {e}", png.display()));
         assert!(

@@ -14,6 +14,7 @@ pub mod console;
 pub mod explain;
 pub mod keys;
 pub mod limits;
+pub mod recent;
 pub mod reply;
 pub mod rules_view;
 pub mod status;
@@ -207,8 +208,12 @@ impl BackgroundService for AdminService {
             }
         };
         tracing::info!(addr = %self.listen, "admin listener ready");
+        // The per-minute decisions of `GET /v1/status` sample the counters each second.
+        let mut sampling = tokio::time::interval(std::time::Duration::from_secs(1));
+        sampling.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
             tokio::select! {
+                _ = sampling.tick() => recent::sample_now(crate::observe::tier_fit::unix_ms()),
                 accepted = listener.accept() => {
                     let Ok((stream, _)) = accepted else { continue };
                     let app = self.app.clone();

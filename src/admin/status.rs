@@ -1,14 +1,17 @@
 //! `GET /v1/status` (this instance at a glance: config version and last reload, Redis mode and
-//! breaker, decisions per tier, the tenants refused in the last hour, upstream slots and queues)
-//! and `GET /v1/whoami` (what the presented token may do).
+//! breaker, decisions per tier since start and per minute over the last minutes, the tenants
+//! refused in the last hour, upstream slots and queues) and `GET /v1/whoami` (what the presented
+//! token may do).
 //!
 //! Read-only, and nothing is computed twice: decision and rejection counts are read from the
-//! same Prometheus counters `/metrics` exports, the last hour's requests and refusals from the
+//! same Prometheus counters `/metrics` exports (the last minutes as differences of samples of
+//! them, [`super::recent`]), the last hour's requests and refusals from the
 //! [tier fit](crate::observe::tier_fit) tracker `GET /v1/tenants/{id}` reports, slots and queues
 //! from the upstreams' live [`Slots`](crate::concurrency::slots::Slots), as `POST /v1/explain`
 //! reads them. No Redis call is made: the page that polls it costs the store nothing.
 
 use super::config_view::rfc3339;
+use super::recent::{Minute, OUTCOMES};
 use crate::observe::metrics::METRICS;
 use crate::observe::tier_fit::{unix_ms, FitReport};
 use crate::snapshot::{App, Snapshot};
@@ -93,6 +96,16 @@ pub fn last_hour(all: &[(String, FitReport, String)]) -> (BTreeMap<String, Value
     (tiers, tenants)
 }
 
+/// One minute of `last_minutes`: its start (RFC 3339), every tenant decision of the tier in
+/// it, and those of each failure-policy and refusal outcome.
+pub fn minute_json(m: &Minute) -> Value {
+    let mut v = json!({"minute": rfc3339(m.minute * 60), "decisions": m.decisions});
+    for (name, n) in OUTCOMES.iter().zip(m.outcomes) {
+        v[*name] = json!(n);
+    }
+    v
+}
+
 /// The body of `GET /v1/status`.
 pub fn status(app: &App, snap: &Snapshot) -> Value {
     let config = &snap.config;
@@ -126,6 +139,8 @@ pub fn status(app: &App, snap: &Snapshot) -> Value {
         })
         .collect();
     let (hour, refused_tenants) = last_hour(&tracked);
+    let names: Vec<&str> = config.tiers.keys().map(String::as_str).collect();
+    let minutes = super::recent::report_now(now, &names);
     let tiers: Vec<Value> = config
         .tiers
         .values()
@@ -137,6 +152,9 @@ pub fn status(app: &App, snap: &Snapshot) -> Value {
                 "decisions": decisions.get(&t.name).cloned().unwrap_or_default(),
                 "last_hour": hour.get(&t.name).cloned()
                     .unwrap_or_else(|| json!({"requests": 0, "refused": 0, "tenants": 0})),
+                "last_minutes": minutes.get(&t.name).map_or_else(Vec::new, |m| {
+                    m.iter().map(minute_json).collect()
+                }),
             })
         })
         .collect();

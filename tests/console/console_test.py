@@ -6,14 +6,18 @@ Retry-After of that refusal.
 Environment: CONSOLE_ADMIN (http://127.0.0.1:P of the admin listener), CONSOLE_TOKEN,
 CONSOLE_PROXY (http://127.0.0.1:P of the proxy), CONSOLE_API_KEY (the refused tenant's key),
 CONSOLE_REFUSED, CONSOLE_RETRY_AFTER, CONSOLE_BURST, CONSOLE_XSS_ID (a tenant id full of markup
-and quotes), CONSOLE_SHOTS (where the screenshots go). Exit status 0 when every check passed;
+and quotes), CONSOLE_READ_TOKEN (a read-scoped token), CONSOLE_KEY_TENANT and CONSOLE_KEY_TIER
+(of the keys the test issues), CONSOLE_SHOTS (where the screenshots go). Exit status 0 when every check passed;
 on failure the message and a screenshot of the page at the time (failure.png).
 """
 
+import json
 import os
 import shutil
 import sys
 import tempfile
+import time
+import urllib.parse
 import urllib.request
 
 from selenium import webdriver
@@ -21,13 +25,16 @@ from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 ENV = os.environ
 ADMIN = ENV["CONSOLE_ADMIN"]
 SHOTS = ENV["CONSOLE_SHOTS"]
 PROFILE = tempfile.mkdtemp(prefix="console-chromium-")  # removed on exit
 WAIT_S = 30  # generous: the machine may be loaded; the checks are on content, not timing
+# Any element that writes: every write control carries data-write; the ids and actions are named
+# too, so a control made without the marker is still found.
+WRITE_CONTROLS = "[data-write], #reset-button, #reset-confirm, #key-create, [data-action]"
 
 
 def log(msg):
@@ -94,6 +101,41 @@ class Console:
     def nav(self, title):
         self.d.find_element(By.LINK_TEXT, title).click()
 
+    def write_controls(self):
+        return self.d.find_elements(By.CSS_SELECTOR, WRITE_CONTROLS)
+
+    def minute_sums(self):
+        """{(tier, outcome): sum over the minutes} of the overview's last-minutes table."""
+        out = {}
+        for row in self.find("#per-minute").find_elements(By.CSS_SELECTOR, "tbody tr"):
+            cells = [td.text for td in row.find_elements(By.CSS_SELECTOR, "td")]
+            key = (row.get_attribute("data-tier"), row.get_attribute("data-outcome"))
+            out[key] = sum(int(x) for x in cells[2:])
+        return out
+
+    def key_row(self, name):
+        rows = self.d.find_elements(By.CSS_SELECTOR, f"#keys tr[data-key-name='{name}']")
+        return rows[0] if rows else None
+
+    def create_key(self, tenant, tier, name, expires=None):
+        """Creates a key through the form; its secret, read from the shown-once field."""
+        form = self.find("#key-create")
+        field = form.find_element(By.NAME, "tenant")
+        field.clear()
+        field.send_keys(tenant)
+        Select(form.find_element(By.NAME, "tier")).select_by_value(tier)
+        form.find_element(By.NAME, "name").send_keys(name)
+        if expires:
+            Select(form.find_element(By.NAME, "expires")).select_by_visible_text(expires)
+        form.find_element(By.ID, "key-create-button").click()
+        self.wait(EC.text_to_be_present_in_element((By.CSS_SELECTOR, "#key-secret-box h2"), name))
+        note = self.find("#key-secret-note").text
+        assert note.startswith("Shown once"), note
+        secret = self.find("#key-secret").get_attribute("value")
+        assert secret.startswith("tg_") and len(secret) == 46, secret
+        assert self.key_row(name) is not None, f"{name} not listed"
+        return secret
+
 
 def proxy_get(path, key):
     req = urllib.request.Request(ENV["CONSOLE_PROXY"] + path, headers={"x-api-key": key})
@@ -102,6 +144,62 @@ def proxy_get(path, key):
             return r.status
     except urllib.error.HTTPError as e:
         return e.code
+
+
+def proxy_becomes(key, status):
+    """Polls the proxy with `key` until it answers `status` (a change reaches the instance
+    within store.propagation; a generous deadline); whether it did."""
+    deadline = time.monotonic() + 20
+    while True:
+        if proxy_get("/orders/1", key) == status:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+
+
+def api(method, path, token, body=None):
+    """The admin API, outside the browser: (status, JSON body)."""
+    req = urllib.request.Request(ADMIN + path, method=method, headers={"Authorization": "Bearer " + token})
+    if body is not None:
+        req.data = json.dumps(body).encode()
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, None
+
+
+def page_fetch(d, method, path, body=None):
+    """A call from the page's own script context with the tab's token: the status."""
+    return d.execute_async_script(
+        """
+        const [method, path, body, done] = arguments;
+        const headers = { Authorization: 'Bearer ' + sessionStorage.getItem('tollgate-admin-token') };
+        const init = { method, headers };
+        if (body !== null) { headers['Content-Type'] = 'application/json'; init.body = JSON.stringify(body); }
+        fetch(path, init).then((r) => done(r.status), (e) => done(String(e)));
+        """,
+        method,
+        path,
+        body,
+    )
+
+
+def check_minutes(c, token):
+    """The overview's last minutes are the API's: the same sums, and the sum of the refusals
+    is the counter's total (the process is younger than the window)."""
+    status, s = api("GET", "/v1/status", token)
+    assert status == 200, status
+    shown = c.minute_sums()
+    for tier in s["tiers"]:
+        for outcome in ("decisions", "limited", "fallback", "failed_open", "failed_closed"):
+            want = sum(m[outcome] for m in tier["last_minutes"])
+            assert shown[(tier["name"], outcome)] == want, (tier["name"], outcome, shown, want)
+        limited = tier["decisions"].get("tenant", {}).get("limited", 0)
+        assert shown[(tier["name"], "limited")] == limited, (tier["name"], shown, limited)
+    return shown
 
 
 def main(c):
@@ -130,7 +228,19 @@ def main(c):
     c.no_alert()
     assert c.find("#breaker").text == "closed"
     assert c.find("#reload-result").text == "succeeded"
+    # Refusals per tier over the last minutes: both refused free tenants, as the API counts them.
+    shown = check_minutes(c, ENV["CONSOLE_TOKEN"])
+    assert shown[("free", "limited")] == 2, shown
+    # A refresh reads again and debits nothing: the same numbers.
+    d.find_element(By.XPATH, "//button[normalize-space()='Refresh']").click()
+    c.find("#tiers")
+    assert check_minutes(c, ENV["CONSOLE_TOKEN"]) == shown
     c.shot("overview")
+    link = c.wait(
+        EC.element_to_be_clickable(
+            (By.XPATH, f"//*[@id='refused-tenants']//a[normalize-space()='{refused}']")
+        )
+    )
     link.click()
 
     # Tenant: the main policy refuses, with the Retry-After the proxy gave.
@@ -192,12 +302,145 @@ def main(c):
     assert len(scripts) == 1, f"{len(scripts)} script elements"
     c.shot("tenant-escaping")
 
+    keys(c)
+    read_only(c)
+
     # The Content-Security-Policy was never violated (nothing inline, nothing remote).
     violations = [
         e["message"] for e in d.get_log("browser") if "Content Security Policy" in e["message"]
     ]
     assert not violations, violations
     log("every check passed")
+
+
+def keys(c):
+    """The keys page: create (secret shown once), use, rotate with grace, revoke; paging; an id
+    of markup."""
+    d = c.d
+    tenant, tier = ENV["CONSOLE_KEY_TENANT"], ENV["CONSOLE_KEY_TIER"]
+    c.nav("Keys")
+    search = c.find("#keys-search")
+    search.find_element(By.NAME, "tenant").send_keys(tenant)
+    search.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    c.wait(EC.text_to_be_present_in_element((By.ID, "keys-tenant"), tenant))
+    assert c.find("#keys").text.startswith("No keys"), c.find("#keys").text
+    assert c.write_controls(), "a write token sees the create form"
+
+    # Create: the secret is in a field of its own, with the note; the list has the key, not it.
+    spare = c.create_key(tenant, tier, "deploy", expires="30 days")
+    c.find("#key-secret-done").click()
+    secret = c.create_key(tenant, tier, "ci")
+    assert secret != spare
+    row = c.key_row("ci")
+    assert secret not in row.text and "active" in row.text, row.text
+    assert "never" in row.text and "never" not in c.key_row("deploy").text
+    c.shot("keys")
+    assert proxy_becomes(secret, 200), "the new key was not admitted"
+    # Shown once: gone with Done, and not on the page again after a reload.
+    c.find("#key-secret-done").click()
+    c.wait(EC.invisibility_of_element_located((By.ID, "key-secret")))
+    assert secret not in d.page_source
+    d.refresh()
+    c.find("#keys")
+    assert not d.find_elements(By.ID, "key-secret") and secret not in d.page_source
+
+    # Rotate with a grace period: a new secret, shown once; both work during the grace.
+    c.key_row("ci").find_element(By.CSS_SELECTOR, "[data-action=rotate]").click()
+    grace = c.key_row("ci").find_element(By.NAME, "grace")
+    grace.clear()
+    grace.send_keys("600")
+    c.key_row("ci").find_element(By.CSS_SELECTOR, "[data-action=rotate-confirm]").click()
+    c.wait(EC.text_to_be_present_in_element((By.CSS_SELECTOR, "#key-secret-box h2"), "New secret"))
+    rotated = c.find("#key-secret").get_attribute("value")
+    assert rotated.startswith("tg_") and rotated != secret
+    assert c.cells("#keys", "old secret until")[c.cells("#keys", "name").index("ci")] != "—"
+    assert proxy_becomes(rotated, 200), "the rotated secret was not admitted"
+    assert proxy_get("/orders/1", secret) == 200, "the old secret within its grace"
+
+    # Revoke (two clicks): gone from the list, and both secrets are refused.
+    c.key_row("ci").find_element(By.CSS_SELECTOR, "[data-action=revoke]").click()
+    c.key_row("ci").find_element(By.CSS_SELECTOR, "[data-action=revoke-confirm]").click()
+    assert "Revoked key ci" in c.find("#keys-notice").text
+    assert c.key_row("ci") is None and c.key_row("deploy") is not None
+    assert rotated not in d.page_source
+    assert proxy_becomes(rotated, 401), "the revoked key is still admitted"
+    assert proxy_becomes(secret, 401), "the revoked key's old secret is still admitted"
+
+    # An id of markup and quotes: shown as text; two keys, one a page.
+    xss = ENV["CONSOLE_XSS_ID"]
+    search = c.find("#keys-search")
+    field = search.find_element(By.NAME, "tenant")
+    field.clear()
+    field.send_keys(xss)
+    limit = search.find_element(By.NAME, "limit")
+    limit.clear()
+    limit.send_keys("1")
+    search.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    c.wait(EC.text_to_be_present_in_element((By.ID, "keys-tenant"), xss))
+    c.create_key(xss, "free", "b")
+    c.find("#key-secret-done").click()
+    c.create_key(xss, "free", "a")
+    c.no_alert()
+    assert c.find("#keys-tenant").text == xss
+    # A name of markup is refused by the API; its problem is text too.
+    form = c.find("#key-create")
+    form.find_element(By.NAME, "name").send_keys(xss)
+    form.find_element(By.ID, "key-create-button").click()
+    error = c.find("#key-create-result .error").text
+    assert error.startswith("HTTP 400: name:"), error
+    c.no_alert()
+    assert len(d.find_elements(By.TAG_NAME, "script")) == 1
+    c.shot("keys-escaping")
+    # Paging: the per-page limit survives the secret's re-render only through the hash.
+    d.get(ADMIN + "/ui#/keys/" + urllib.parse.quote(xss, safe="") + "?limit=1")
+    d.refresh()
+    c.wait(EC.text_to_be_present_in_element((By.ID, "keys-tenant"), xss))
+    assert c.cells("#keys", "name") == ["a"], c.cells("#keys", "name")
+    c.find("#keys-next").click()
+    c.wait(EC.presence_of_element_located((By.ID, "keys-first")))
+    assert c.cells("#keys", "name") == ["b"], c.cells("#keys", "name")
+    assert not d.find_elements(By.ID, "keys-next")
+    c.no_alert()
+
+
+def read_only(c):
+    """With a read token: no write control on any page; the API refuses its writes (403)."""
+    d = c.d
+    c.find("#logout").click()
+    c.find("#login input[name=token]").send_keys(ENV["CONSOLE_READ_TOKEN"])
+    c.find("#login button").click()
+    # Signed in again on the page that was shown.
+    c.wait(EC.text_to_be_present_in_element((By.ID, "who"), "token scope: read"))
+    pages = [
+        ("overview", "#tiers"),
+        ("tenant/" + ENV["CONSOLE_REFUSED"], "#policies"),
+        ("explain", "#explain-form"),
+        ("keys/" + ENV["CONSOLE_KEY_TENANT"], "#keys"),
+    ]
+    for page, ready in pages:
+        d.get(ADMIN + "/ui#/" + page)
+        d.refresh()  # a fresh load: the scope is asked again
+        c.find(ready)
+        assert "token scope: read" in c.find("#who").text
+        found = [e.get_attribute("outerHTML")[:120] for e in c.write_controls()]
+        assert not found, (page, found)
+        assert not d.find_elements(By.CSS_SELECTOR, "button.danger"), page
+    # The list is there, without its actions.
+    assert c.key_row("deploy") is not None
+    assert "" not in [th.text for th in d.find_elements(By.CSS_SELECTOR, "#keys thead th")]
+    c.shot("keys-read-only")
+    # The server refuses writes all the same.
+    key_id = c.key_row("deploy").get_attribute("data-key-id")
+    for method, path, body in [
+        ("POST", "/v1/keys", {"tenant": ENV["CONSOLE_KEY_TENANT"], "tier": ENV["CONSOLE_KEY_TIER"], "name": "nope"}),
+        ("DELETE", "/v1/keys/" + key_id, None),
+        ("POST", "/v1/keys/" + key_id + "/rotate", {"grace_s": 0}),
+        ("POST", "/v1/tenants/" + ENV["CONSOLE_REFUSED"] + "/reset", None),
+    ]:
+        status = page_fetch(d, method, path, body)
+        assert status == 403, (method, path, status)
+    status, k = api("GET", "/v1/keys/" + key_id, ENV["CONSOLE_TOKEN"])
+    assert status == 200 and k["status"] == "active" and k["rotated_at"] is None, k
 
 
 if __name__ == "__main__":

@@ -47,11 +47,12 @@
     return (s / 3600).toFixed(1) + ' h';
   }
 
-  // A table of rows (objects) with columns [[heading, row => cell value or Node, class]].
-  function table(columns, rows, attrs) {
+  // A table of rows (objects) with columns [[heading, row => cell value or Node, class]];
+  // rowAttrs(row): the attributes of the row's <tr>.
+  function table(columns, rows, attrs, rowAttrs) {
     const head = el('tr', {}, columns.map(([h]) => el('th', {}, h)));
     const body = rows.map((row) =>
-      el('tr', {}, columns.map(([, cell, cls]) => {
+      el('tr', rowAttrs ? rowAttrs(row) : {}, columns.map(([, cell, cls]) => {
         const v = cell(row);
         return el('td', { class: cls }, v instanceof Node ? v : text(v));
       })));
@@ -98,13 +99,26 @@
     if (res.status === 401) {
       logout('The token was refused; enter it again.');
     } else if (res.status === 403 && method !== 'GET') {
-      state.scope = 'read';
-      renderWho();
+      readOnly();
     }
     return { status: res.status, json };
   }
 
+  // Write controls exist only for a write token: every one is made through writeControl (the
+  // attribute data-write marks it), and none is made while canWrite() is false.
   const canWrite = () => state.scope === 'write';
+
+  function writeControl(tag, attrs, ...children) {
+    return canWrite() ? el(tag, Object.assign({ 'data-write': true }, attrs), ...children) : null;
+  }
+
+  // A write was refused (403): the token is a read token after all; its write controls go.
+  function readOnly() {
+    state.scope = 'read';
+    renderWho();
+    for (const node of document.querySelectorAll('[data-write]')) node.remove();
+    main.prepend(el('div', { class: 'error', role: 'alert', id: 'read-only' }, 'This token has the read scope: the write controls are gone.'));
+  }
 
   // ---- Pages ---------------------------------------------------------------------------
   // Each page: an id (the hash #/<id>), a title in the navigation, and render(arg) where arg
@@ -113,6 +127,7 @@
     { id: 'overview', title: 'Overview', render: renderOverview },
     { id: 'tenant', title: 'Tenant', render: renderTenant },
     { id: 'explain', title: 'Explain', render: renderExplain },
+    { id: 'keys', title: 'Keys', render: renderKeys },
   ];
 
   function link(page, arg, label) {
@@ -159,6 +174,9 @@
         ['tenants (1 h)', (t) => t.last_hour.tenants, 'num'],
         ...TENANT_OUTCOMES.map((o) => [o.replace('_', ' '), (t) => ((t.decisions.tenant || {})[o] || 0), 'num']),
       ], s.tiers, { id: 'tiers' }),
+      el('h2', {}, 'Last minutes'),
+      el('p', { class: 'muted' }, 'Tenant decisions per tier and minute (UTC), the current minute last; refusals (limited) and the failure policy\'s decisions while Redis is unavailable.'),
+      lastMinutes(s.tiers),
       el('h2', {}, 'Tenants refused in the last hour'),
       s.refused_tenants.length
         ? table([
@@ -179,6 +197,21 @@
       ], s.upstreams, { id: 'upstreams' }),
       el('p', {}, el('button', { type: 'button', class: 'secondary', onclick: () => renderOverview() }, 'Refresh')),
     );
+  }
+
+  // The outcomes of each minute of /v1/status's last_minutes, as rows.
+  const MINUTE_ROWS = [['decisions', 'decisions'], ['limited', 'refused (limited)'], ['fallback', 'fallback'], ['failed_open', 'failed open'], ['failed_closed', 'failed closed']];
+
+  // Rows: tier × outcome; columns: the minutes, oldest first (as the API lists them).
+  function lastMinutes(tiers) {
+    if (!tiers.length) return el('p', { class: 'muted', id: 'per-minute' }, 'No tiers.');
+    const minutes = tiers[0].last_minutes.map((m) => m.minute);
+    const rows = tiers.flatMap((t) => MINUTE_ROWS.map(([key, label]) => ({ tier: t.name, key, label, counts: t.last_minutes.map((m) => m[key]) })));
+    return table([
+      ['tier', (r) => r.tier],
+      ['', (r) => r.label],
+      ...minutes.map((m, i) => [m.slice(11, 16), (r) => r.counts[i], 'num']),
+    ], rows, { id: 'per-minute', class: 'minutes' }, (r) => ({ 'data-tier': r.tier, 'data-outcome': r.key, class: r.counts.some((n) => n > 0) ? null : 'quiet' }));
   }
 
   function tenantSearch(id, tier) {
@@ -257,6 +290,7 @@
         ['minutes at limit', (w) => w[1].minutes_at_limit, 'num'],
       ], [['hour', t.fit.hour], ['day', t.fit.day]], { id: 'fit' }));
     }
+    out.push(el('p', {}, link('keys', id, 'API keys of this tenant')));
     if (canWrite()) out.push(resetControl(id));
     show(out);
   }
@@ -280,7 +314,7 @@
       box.replaceChildren(el('button', { type: 'button', class: 'danger', id: 'reset-button', onclick: confirmStep }, 'Reset limits…'));
     }
     first();
-    return el('div', {}, el('h2', {}, 'Reset'), box);
+    return writeControl('div', { id: 'reset-control' }, el('h2', {}, 'Reset'), box);
   }
 
   // "Name: value" lines → {name: value or [values]}.
@@ -348,6 +382,177 @@
         'Outcome: ' + text(o.layer) + ' ' + text(o.decision) + ' → ' + text(o.status)),
       (x.layers || []).map((l) => el('div', { class: 'layer ' + String(l.decision).replace(/[^a-z_]/g, ''), 'data-layer': l.layer },
         el('h3', {}, text(l.layer) + ': ' + text(l.decision)), layerDetail(l))));
+  }
+
+  // ---- Keys (/v1/keys) -------------------------------------------------------------------
+  const KEYS_PAGE = 25;
+  // What the next render of the keys page shows once: a new secret, or a notice.
+  let keysOnce = null;
+
+  function keysHash(tenant, limit, after) {
+    const q = new URLSearchParams();
+    if (limit && String(limit) !== String(KEYS_PAGE)) q.set('limit', limit);
+    if (after) q.set('after', after);
+    const query = q.toString();
+    return '#/keys/' + encodeURIComponent(tenant) + (query ? '?' + query : '');
+  }
+
+  // Goes to the keys page of `tenant` (re-rendered even when it is the page shown).
+  function openKeys(tenant, once) {
+    keysOnce = once;
+    const hash = keysHash(tenant);
+    if (location.hash === hash) route();
+    else location.hash = hash;
+  }
+
+  function keysSearch(tenant, limit) {
+    return el('form', {
+      class: 'row', id: 'keys-search',
+      onsubmit: (e) => {
+        e.preventDefault();
+        const f = e.target.elements;
+        location.hash = keysHash(f.tenant.value.trim(), f.limit.value.trim());
+      },
+    },
+    el('label', {}, 'Tenant id', el('input', { name: 'tenant', required: true, size: 34, value: tenant, autocomplete: 'off' })),
+    el('label', {}, 'Per page', el('input', { name: 'limit', type: 'number', min: 1, max: 1000, size: 5, value: limit })),
+    el('button', { type: 'submit' }, 'Show keys'));
+  }
+
+  // The secret of a created or rotated key: the only time it is ever shown.
+  function secretPanel(key, secret, rotated) {
+    const field = el('input', { type: 'text', id: 'key-secret', class: 'mono secret', readonly: true, size: 52, autocomplete: 'off', spellcheck: 'false', 'aria-label': 'secret' });
+    field.value = secret;
+    field.addEventListener('focus', () => field.select());
+    const said = el('span', { class: 'muted', id: 'key-secret-copied', role: 'status' });
+    async function copy() {
+      try {
+        await navigator.clipboard.writeText(field.value);
+        said.textContent = 'Copied.';
+      } catch (e) {
+        field.focus();
+        field.select();
+        said.textContent = 'Selected: press Ctrl+C (or ⌘C) to copy.';
+      }
+    }
+    const panel = el('div', { class: 'once', id: 'key-secret-box' },
+      el('h2', {}, (rotated ? 'New secret of key ' : 'Secret of key ') + key.name + ' (' + key.id + ')'),
+      el('p', { id: 'key-secret-note', class: 'warn' }, 'Shown once: copy it now. Only its SHA-256 is kept; it cannot be shown again (rotate the key for a new secret).'),
+      el('div', { class: 'row' }, field, el('button', { type: 'button', class: 'secondary', id: 'key-secret-copy', onclick: copy }, 'Copy'), said),
+      rotated && key.previous_secret_valid_until
+        ? el('p', { class: 'muted' }, 'The previous secret keeps working until ' + key.previous_secret_valid_until + '.')
+        : null,
+      el('button', { type: 'button', id: 'key-secret-done', onclick: () => panel.remove() }, 'Done: I have stored it'));
+    return panel;
+  }
+
+  function keyCreateForm(tenant, tiers) {
+    const expiries = [['', 'never'], ['86400', '1 day'], ['2592000', '30 days'], ['7776000', '90 days'], ['31536000', '1 year']];
+    const result = el('div', { id: 'key-create-result' });
+    return writeControl('div', { id: 'key-create-box' },
+      el('h2', {}, 'Create a key'),
+      el('form', {
+        class: 'row', id: 'key-create',
+        onsubmit: async (e) => {
+          e.preventDefault();
+          const f = e.target.elements;
+          const body = { tenant: f.tenant.value.trim(), tier: f.tier.value.trim(), name: f.name.value.trim() };
+          if (f.expires.value) body.expires_in_s = Number(f.expires.value);
+          const r = await api('POST', '/v1/keys', body);
+          if (r.status !== 200) return result.replaceChildren(problem(r));
+          const { secret, ...key } = r.json;
+          openKeys(key.tenant, { secret, key, rotated: false });
+        },
+      },
+      el('label', {}, 'Tenant id', el('input', { name: 'tenant', required: true, size: 24, value: tenant, autocomplete: 'off' })),
+      tiers
+        ? el('label', {}, 'Tier', el('select', { name: 'tier', required: true }, tiers.map((t) => el('option', { value: t }, t))))
+        : el('label', {}, 'Tier', el('input', { name: 'tier', required: true, size: 10, autocomplete: 'off' })),
+      el('label', {}, 'Name (A-Z a-z 0-9 . _ -)', el('input', { name: 'name', required: true, size: 16, maxlength: 64, autocomplete: 'off' })),
+      el('label', {}, 'Expires', el('select', { name: 'expires' }, expiries.map(([v, label]) => el('option', { value: v }, label)))),
+      el('button', { type: 'submit', id: 'key-create-button' }, 'Create key')),
+      result);
+  }
+
+  // A row's Rotate and Revoke controls, each confirmed by a second click (no browser dialog).
+  function keyActions(key) {
+    const box = writeControl('div', { class: 'actions' });
+    if (!box) return '';
+    const cancel = () => el('button', { type: 'button', class: 'secondary', onclick: first }, 'Cancel');
+    async function revoke() {
+      const r = await api('DELETE', '/v1/keys/' + encodeURIComponent(key.id));
+      if (r.status !== 200) return box.replaceChildren(problem(r));
+      openKeys(key.tenant, { notice: 'Revoked key ' + key.name + ' (' + key.id + '): every secret of it is refused within store.propagation.' });
+    }
+    async function rotate() {
+      const grace = Number(box.querySelector('input[name=grace]').value || 0);
+      const r = await api('POST', '/v1/keys/' + encodeURIComponent(key.id) + '/rotate', { grace_s: grace });
+      if (r.status !== 200) return box.replaceChildren(problem(r));
+      const { secret, ...rotated } = r.json;
+      openKeys(key.tenant, { secret, key: rotated, rotated: true });
+    }
+    function first() {
+      box.replaceChildren(
+        el('button', { type: 'button', class: 'secondary', 'data-action': 'rotate', onclick: () => box.replaceChildren(
+          el('label', {}, 'Old secret works for (s)', el('input', { name: 'grace', type: 'number', min: 0, max: 2592000, size: 8, value: 3600 })),
+          el('button', { type: 'button', 'data-action': 'rotate-confirm', onclick: rotate }, 'Rotate now'), ' ', cancel()) }, 'Rotate…'),
+        ' ',
+        el('button', { type: 'button', class: 'danger', 'data-action': 'revoke', onclick: () => box.replaceChildren(
+          el('span', {}, 'Revoke every secret of this key? '),
+          el('button', { type: 'button', class: 'danger', 'data-action': 'revoke-confirm', onclick: revoke }, 'Revoke now'), ' ', cancel()) }, 'Revoke…'));
+    }
+    first();
+    return box;
+  }
+
+  // arg: "<tenant>" or "<tenant>?limit=N&after=NAME" (percent-encoded parts).
+  async function renderKeys(arg) {
+    const once = keysOnce;
+    keysOnce = null;
+    const at = (arg || '').indexOf('?');
+    const rawTenant = at < 0 ? (arg || '') : arg.slice(0, at);
+    const q = new URLSearchParams(at < 0 ? '' : arg.slice(at + 1));
+    const tenant = rawTenant ? decodeURIComponent(rawTenant) : '';
+    const limit = q.get('limit') || String(KEYS_PAGE);
+    const after = q.get('after') || '';
+    const heading = el('h1', { id: 'keys-heading' }, 'API keys', tenant ? [' of ', el('code', { id: 'keys-tenant' }, tenant)] : null);
+    const out = [heading, keysSearch(tenant, limit)];
+    if (once && once.secret) out.push(secretPanel(once.key, once.secret, once.rotated));
+    if (once && once.notice) out.push(el('div', { class: 'notice', id: 'keys-notice' }, once.notice));
+    let tiers = null;
+    if (canWrite()) {
+      const st = await api('GET', '/v1/status');
+      if (st.status === 200) tiers = st.json.tiers.map((t) => t.name);
+    }
+    out.push(keyCreateForm(tenant, tiers));
+    if (!tenant) {
+      return show(out, el('p', { class: 'muted' }, 'Keys issued through the admin API (store.keys), listed by tenant; keys of the config file are not listed.'));
+    }
+    const path = '/v1/keys?tenant=' + encodeURIComponent(tenant) + '&limit=' + encodeURIComponent(limit) + (after ? '&after=' + encodeURIComponent(after) : '');
+    const r = await api('GET', path);
+    if (r.status !== 200) return show(out, problem(r));
+    const page = r.json;
+    out.push(el('h2', {}, after ? 'Keys after ' + after : 'Keys'));
+    if (!page.keys.length) {
+      out.push(el('p', { class: 'muted', id: 'keys' }, after ? 'No more keys.' : 'No keys (revoked keys are not listed).'));
+    } else {
+      out.push(table([
+        ['name', (k) => k.name],
+        ['id', (k) => el('span', { class: 'mono' }, k.id)],
+        ['tier', (k) => k.tier],
+        ['status', (k) => el('span', { class: k.status === 'active' ? 'ok' : 'bad' }, k.status)],
+        ['created', (k) => k.created_at],
+        ['expires', (k) => k.expires_at || 'never'],
+        ['rotated', (k) => k.rotated_at],
+        ['old secret until', (k) => k.previous_secret_valid_until],
+        ['', keyActions],
+      ].filter(([h]) => h !== '' || canWrite()), page.keys, { id: 'keys' }, (k) => ({ 'data-key-id': k.id, 'data-key-name': k.name })));
+    }
+    out.push(el('p', { class: 'row', id: 'keys-paging' },
+      after ? el('a', { href: keysHash(tenant, limit), id: 'keys-first' }, 'First page') : null,
+      ' ',
+      page.next ? el('a', { href: keysHash(tenant, limit, page.next), id: 'keys-next' }, 'Next page') : null));
+    show(out);
   }
 
   // ---- Login, navigation, routing ------------------------------------------------------
