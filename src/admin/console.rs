@@ -166,4 +166,68 @@ mod tests {
         }
         assert!(!CONSOLE_JS.contains("http://") && !CONSOLE_JS.contains("https://"));
     }
+
+    /// The lines of the script that contain `needle`.
+    fn lines_with(needle: &str) -> Vec<&'static str> {
+        CONSOLE_JS.lines().filter(|l| l.contains(needle)).collect()
+    }
+
+    /// Values from the API or the address bar reach the page as text or attribute values only:
+    /// a link's target is made by `link` or `keysHash` alone, from `#/` and percent-encoded
+    /// parts (a tenant id or key name can never become a `javascript:` URL or another page's
+    /// path); attributes are set by `el` alone; handlers are listeners (`onclick`, `onsubmit`),
+    /// never `on*` attributes (inline code, which the CSP would block).
+    #[test]
+    fn values_reach_links_and_attributes_only_encoded() {
+        for line in lines_with("href") {
+            let l = line.trim();
+            let allowed = l.starts_with("//")
+                || l == "const href = '#/' + page + (arg !== undefined ? '/' + encodeURIComponent(arg) : '');"
+                || l == "return el('a', { href }, label);"
+                || l.contains("{ href: keysHash(");
+            assert!(allowed, "a link built another way: {l}");
+        }
+        let keys_hash = CONSOLE_JS
+            .split("function keysHash(")
+            .nth(1)
+            .and_then(|rest| rest.split("\n  }").next())
+            .expect("keysHash");
+        assert!(
+            keys_hash.contains("'#/keys/' + encodeURIComponent(tenant)"),
+            "{keys_hash}"
+        );
+        assert!(keys_hash.contains("new URLSearchParams()"), "{keys_hash}");
+        let setters = lines_with("setAttribute(");
+        assert_eq!(setters.len(), 2, "attributes set outside el: {setters:?}");
+        assert!(setters
+            .iter()
+            .any(|l| l.contains("node.setAttribute(name,")));
+        assert!(setters
+            .iter()
+            .any(|l| l.contains("a.setAttribute('class', 'current')")));
+        // Every `on...:` member given to el is a listener el knows.
+        for at in CONSOLE_JS.match_indices(" on").map(|(i, _)| i) {
+            let before = CONSOLE_JS[..at].trim_end_matches(' ');
+            if !(before.ends_with(',') || before.ends_with('{')) {
+                continue;
+            }
+            let rest = &CONSOLE_JS[at + 3..];
+            let name: String = rest.chars().take_while(char::is_ascii_lowercase).collect();
+            if !name.is_empty() && rest[name.len()..].starts_with(": ") {
+                assert!(
+                    ["click", "submit"].contains(&name.as_str()),
+                    "el(..., {{ on{name}: ... }})"
+                );
+            }
+        }
+        // A new secret goes in as the field's value (a property), shown by nothing else.
+        assert_eq!(
+            lines_with("secret")
+                .iter()
+                .filter(|l| l.contains(".value = "))
+                .count(),
+            1
+        );
+        assert!(lines_with("field.value = secret;").len() == 1);
+    }
 }
