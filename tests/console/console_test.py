@@ -336,10 +336,18 @@ def keys(c):
     assert "never" in row.text and "never" not in c.key_row("deploy").text
     c.shot("keys")
     assert proxy_becomes(secret, 200), "the new key was not admitted"
-    # Shown once: gone with Done, and not on the page again after a reload.
+    # Shown once: kept nowhere (the tab's storage holds the token only); gone with Done, and not
+    # shown again on a return to the page or a reload.
+    assert d.execute_script("return sessionStorage.length + localStorage.length") == 1
+    assert d.execute_script("return document.cookie") == ""
     c.find("#key-secret-done").click()
     c.wait(EC.invisibility_of_element_located((By.ID, "key-secret")))
-    assert secret not in d.page_source
+    assert not d.find_elements(By.ID, "key-secret") and secret not in d.page_source
+    c.nav("Overview")
+    c.find("#tiers")
+    d.back()
+    c.find("#keys")
+    assert not d.find_elements(By.ID, "key-secret"), "the secret was shown again"
     d.refresh()
     c.find("#keys")
     assert not d.find_elements(By.ID, "key-secret") and secret not in d.page_source
