@@ -213,7 +213,9 @@ impl BackgroundService for AdminService {
         sampling.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
             tokio::select! {
-                _ = sampling.tick() => recent::sample_now(crate::observe::tier_fit::unix_ms()),
+                _ = sampling.tick() => {
+                    recent::sample_now(crate::observe::tier_fit::unix_ms(), status::tenant_totals)
+                }
                 accepted = listener.accept() => {
                     let Ok((stream, _)) = accepted else { continue };
                     let app = self.app.clone();

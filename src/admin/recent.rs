@@ -4,7 +4,8 @@
 //!
 //! Pure over an injected clock ([`Recent::sample`] and [`Recent::report`] take Unix ms and the
 //! counters' totals); the process-wide sampler is [`sample_now`] / [`report_now`], which the
-//! admin listener calls every second and on each status call. A minute begins at the first
+//! admin listener calls every second and on each status call with
+//! `super::status::tenant_totals`. A minute begins at the first
 //! sample taken in it, so a decision can be counted up to one sampling interval early or late;
 //! the sum over the window is exact. Counters start at 0 with the process, which is the
 //! baseline of the first minute sampled.
@@ -107,28 +108,22 @@ impl Recent {
 
 static RECENT: Lazy<Mutex<Recent>> = Lazy::new(Default::default);
 
-/// The tenant-layer totals of `tollgate_decisions_total` by tier and outcome.
-fn tenant_totals() -> Totals {
-    let mut out = Totals::new();
-    for (tier, layers) in super::status::decisions_by_tier() {
-        for (outcome, n) in layers.get("tenant").into_iter().flatten() {
-            out.insert((tier.clone(), outcome.clone()), *n);
-        }
-    }
-    out
-}
-
-/// Samples the process's counters at Unix time `now_ms` ([`Recent::sample`]).
-pub fn sample_now(now_ms: u64) {
+/// Samples the process's counters (`totals`: their values now) at Unix time `now_ms`
+/// ([`Recent::sample`]).
+pub fn sample_now(now_ms: u64, totals: impl Fn() -> Totals) {
     let mut r = RECENT.lock().unwrap_or_else(|e| e.into_inner());
-    r.sample(now_ms, tenant_totals);
+    r.sample(now_ms, totals);
 }
 
 /// The process's last minutes for `tiers` at `now_ms` ([`Recent::report`]), sampling first.
-pub fn report_now(now_ms: u64, tiers: &[&str]) -> BTreeMap<String, Vec<Minute>> {
+pub fn report_now(
+    now_ms: u64,
+    totals: impl Fn() -> Totals,
+    tiers: &[&str],
+) -> BTreeMap<String, Vec<Minute>> {
     let mut r = RECENT.lock().unwrap_or_else(|e| e.into_inner());
-    r.sample(now_ms, tenant_totals);
-    r.report(now_ms, &tenant_totals(), tiers)
+    r.sample(now_ms, &totals);
+    r.report(now_ms, &totals(), tiers)
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 //! reads them. No Redis call is made: the page that polls it costs the store nothing.
 
 use super::config_view::rfc3339;
-use super::recent::{Minute, OUTCOMES};
+use super::recent::{Minute, Totals, OUTCOMES};
 use crate::observe::metrics::METRICS;
 use crate::observe::tier_fit::{unix_ms, FitReport};
 use crate::snapshot::{App, Snapshot};
@@ -60,6 +60,18 @@ pub fn decisions_by_tier() -> BTreeMap<String, BTreeMap<String, BTreeMap<String,
             .or_default()
             .entry(outcome)
             .or_default() += n;
+    }
+    out
+}
+
+/// The tenant-layer totals of `tollgate_decisions_total` by tier and outcome (what
+/// [`super::recent`] samples).
+pub fn tenant_totals() -> Totals {
+    let mut out = Totals::new();
+    for (tier, layers) in decisions_by_tier() {
+        for (outcome, n) in layers.get("tenant").into_iter().flatten() {
+            out.insert((tier.clone(), outcome.clone()), *n);
+        }
     }
     out
 }
@@ -140,7 +152,7 @@ pub fn status(app: &App, snap: &Snapshot) -> Value {
         .collect();
     let (hour, refused_tenants) = last_hour(&tracked);
     let names: Vec<&str> = config.tiers.keys().map(String::as_str).collect();
-    let minutes = super::recent::report_now(now, &names);
+    let minutes = super::recent::report_now(now, tenant_totals, &names);
     let tiers: Vec<Value> = config
         .tiers
         .values()
