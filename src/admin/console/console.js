@@ -290,7 +290,8 @@
         ['minutes at limit', (w) => w[1].minutes_at_limit, 'num'],
       ], [['hour', t.fit.hour], ['day', t.fit.day]], { id: 'fit' }));
     }
-    out.push(el('p', {}, link('keys', id, 'API keys of this tenant')));
+    // Anonymous clients (ip:<address>) have no keys.
+    if (!id.startsWith('ip:')) out.push(el('p', {}, link('keys', id, 'API keys of this tenant')));
     if (canWrite()) out.push(resetControl(id));
     show(out);
   }
