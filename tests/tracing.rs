@@ -430,3 +430,139 @@ async fn a_leased_admission_makes_no_redis_call_and_the_slot_wait_is_on_the_span
         "{second}"
     );
 }
+
+/// One `ShouldRateLimit` call by `tests/rls/client.py` (its own venv: grpcio) to `target`,
+/// with the gRPC metadata `metadata`: the client's JSON answer.
+fn rls_call(target: &str, user: &str, metadata: &[(&str, &str)]) -> Value {
+    let venv = venv_with("tests/rls/requirements.txt");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/rls/client.py");
+    let mut child = Command::new(format!("{}/bin/python", venv.display()))
+        .arg(script)
+        .arg(target)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn tests/rls/client.py");
+    let cmd = serde_json::json!({
+        "domain": "api",
+        "descriptors": [{ "entries": [["user", user]] }],
+        "metadata": metadata,
+    });
+    use std::io::Write;
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{cmd}").unwrap();
+    drop(stdin);
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .expect("the client's answer");
+    let _ = child.wait();
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+}
+
+/// Waits until `addr` accepts connections.
+fn wait_listening(addr: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(Instant::now() < deadline, "{addr} never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The decision service's calls get server spans like proxied requests: a `ShouldRateLimit`
+/// call (continuing the caller's `traceparent` sent as gRPC metadata) and an HTTP check, each
+/// admitted and then refused (a rule of 1 a day), with the decision, the refusing rule and the
+/// Redis calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decision_service_calls_get_server_spans() {
+    let collector = Receiver_::start(false);
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let grpc = free_addr();
+    let http_addr = free_addr();
+    let tracing = format!(
+        "{{ otlp: {{ endpoint: \"http://127.0.0.1:{}\", protocol: grpc }}, sampling: 1.0 }}",
+        collector.grpc
+    );
+    let yaml = GatewayConfig::echo(&backend.addr(), "optional")
+        .redis(&redis.url(), STRICT_REDIS)
+        .section(
+            "limits",
+            "\n  - { name: per-user, match: { domain: api, descriptors: [user] }, \
+             key: [\"descriptor:user\"], limit: 1, per: 1d }\n",
+        )
+        .section(
+            "decision",
+            &format!(
+                "{{ grpc: {{ listen: \"{grpc}\" }}, \
+                 http: {{ listen: \"{http_addr}\", token_env: TG_TRACE_DECISION_TOKEN }} }}"
+            ),
+        )
+        .section("observability", &observability(&tracing))
+        .yaml();
+    let _gw = Gateway::start_with_env(&yaml, &[("TG_TRACE_DECISION_TOKEN", "s3cret")]);
+    wait_listening(&grpc);
+    wait_listening(&http_addr);
+
+    let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let parent = "00f067aa0ba902b7";
+    let incoming = format!("00-{trace_id}-{parent}-01");
+    let ok = rls_call(
+        &grpc,
+        "u1",
+        &[("traceparent", &incoming), ("x-request-id", "rid-grpc-ok")],
+    );
+    assert_eq!(ok["response"]["overall_code"], "OK", "{ok}");
+    let over = rls_call(&grpc, "u1", &[("x-request-id", "rid-grpc-limited")]);
+    assert_eq!(over["response"]["overall_code"], "OVER_LIMIT", "{over}");
+
+    let check = |rid: &'static str| {
+        http()
+            .post(format!("http://{http_addr}/v1/check"))
+            .header("authorization", "Bearer s3cret")
+            .header("x-request-id", rid)
+            .header("content-type", "application/json")
+            .body(r#"{"domain":"api","descriptors":[{"entries":[{"key":"user","value":"u2"}]}]}"#)
+            .send()
+    };
+    assert_eq!(check("rid-check-ok").await.unwrap().status(), 200);
+    assert_eq!(check("rid-check-limited").await.unwrap().status(), 429);
+
+    let span = collector.server_span("rid-grpc-ok");
+    assert_eq!(span["trace_id"], trace_id, "the caller's trace continues");
+    assert_eq!(span["parent_span_id"], parent);
+    assert_eq!(
+        span["name"],
+        "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+    );
+    assert_eq!(attr(&span, "rpc.system"), "grpc");
+    assert_eq!(attr(&span, "rpc.method"), "ShouldRateLimit");
+    assert_eq!(attr(&span, "rpc.grpc.status_code"), 0);
+    assert_eq!(attr(&span, "tollgate.decision"), "admitted");
+    assert_eq!(attr(&span, "tollgate.domain"), "api");
+    assert_eq!(attr(&span, "tollgate.policy"), "per-user");
+    assert_eq!(attr(&span, "tollgate.redis_calls"), 1);
+    assert_eq!(attr(&span, "client.address"), "127.0.0.1");
+    assert!(attr(&span, "tollgate.refused_by").is_null(), "{span}");
+
+    let span = collector.server_span("rid-grpc-limited");
+    assert_eq!(span["parent_span_id"], "", "a new trace: no parent");
+    assert_eq!(attr(&span, "tollgate.decision"), "rule_limited");
+    assert_eq!(attr(&span, "tollgate.refused_by"), "tenant");
+    assert_eq!(attr(&span, "tollgate.policy"), "per-user");
+
+    let span = collector.server_span("rid-check-ok");
+    assert_eq!(span["name"], "POST /v1/check");
+    assert_eq!(attr(&span, "http.route"), "/v1/check");
+    assert_eq!(attr(&span, "http.request.method"), "POST");
+    assert_eq!(attr(&span, "http.response.status_code"), 200);
+    assert_eq!(attr(&span, "tollgate.decision"), "admitted");
+    assert_eq!(attr(&span, "tollgate.redis_calls"), 1);
+
+    let span = collector.server_span("rid-check-limited");
+    assert_eq!(attr(&span, "http.response.status_code"), 429);
+    assert_eq!(attr(&span, "tollgate.decision"), "rule_limited");
+    assert_eq!(attr(&span, "tollgate.refused_by"), "tenant");
+    assert_eq!(attr(&span, "tollgate.policy"), "per-user");
+}

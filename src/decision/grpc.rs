@@ -9,6 +9,8 @@
 //! most 16 KiB and flow-control windows of 64 KiB per stream and 1 MiB per connection.
 
 use super::rls::{RateLimitRequest, RateLimitResponse, SHOULD_RATE_LIMIT};
+use super::trace::{self, Face};
+use crate::observe::tracing::RedisUse;
 use crate::snapshot::App;
 use async_trait::async_trait;
 use hyper::body::Incoming;
@@ -18,7 +20,7 @@ use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 use tonic::server::{Grpc, UnaryService};
@@ -38,24 +40,38 @@ pub struct GrpcService {
     pub listen: SocketAddr,
 }
 
-/// `ShouldRateLimit` as tonic's unary handler calls it.
-#[derive(Clone)]
+/// `ShouldRateLimit` as tonic's unary handler calls it, for one call: its span (when traced)
+/// and caller.
 struct Rls {
     app: Arc<App>,
+    trace: Option<trace::CallTrace>,
+    facts: trace::CallFacts,
 }
 
 type Answer = Result<tonic::Response<RateLimitResponse>, Status>;
 
-impl UnaryService<RateLimitRequest> for Rls {
+impl UnaryService<RateLimitRequest> for &mut Rls {
     type Response = RateLimitResponse;
     type Future = Pin<Box<dyn Future<Output = Answer> + Send>>;
 
     fn call(&mut self, request: tonic::Request<RateLimitRequest>) -> Self::Future {
         let app = self.app.clone();
+        let span = self.trace.take();
+        let mut facts = std::mem::take(&mut self.facts);
         Box::pin(async move {
-            super::should_rate_limit(&app, request.into_inner())
-                .await
-                .map(tonic::Response::new)
+            let req = request.into_inner();
+            let decided = trace::run(&span, super::should_rate_limit(&app, &req));
+            let (answer, redis) = decided.await;
+            if span.is_some() {
+                facts.domain = Some(req.domain);
+                if let Ok(c) = &answer {
+                    facts.decision = Some(c.outcome);
+                    facts.policy = c.policy.clone();
+                }
+                let code = answer.as_ref().map_or_else(|s| s.code() as i32, |_| 0);
+                trace::finish(span, Face::Grpc { code }, &facts, redis);
+            }
+            answer.map(|c| tonic::Response::new(c.response))
         })
     }
 }
@@ -63,6 +79,7 @@ impl UnaryService<RateLimitRequest> for Rls {
 /// Answers one HTTP/2 request: `ShouldRateLimit`, or `UNIMPLEMENTED` for any other path.
 async fn serve(
     app: Arc<App>,
+    peer: IpAddr,
     req: http::Request<Incoming>,
 ) -> Result<http::Response<tonic::body::Body>, Infallible> {
     if req.uri().path() != SHOULD_RATE_LIMIT {
@@ -72,9 +89,34 @@ async fn serve(
     if let Some(refusal) = not_grpc(&req) {
         return Ok(refusal);
     }
+    let trace = trace::start(req.headers());
+    let facts = match trace {
+        Some(_) => trace::CallFacts {
+            client: Some(peer),
+            request_id: trace::request_id(req.headers()),
+            ..Default::default()
+        },
+        None => trace::CallFacts::default(),
+    };
     let mut grpc = Grpc::new(ProstCodec::<RateLimitResponse, RateLimitRequest>::default())
         .max_decoding_message_size(MAX_MESSAGE_BYTES);
-    Ok(grpc.unary(Rls { app }, req).await)
+    let mut rls = Rls { app, trace, facts };
+    let reply = grpc.unary(&mut rls, req).await;
+    // A call refused before the handler ran (malformed message, too large): its span ends here.
+    if rls.trace.is_some() {
+        let code = reply
+            .headers()
+            .get("grpc-status")
+            .and_then(|v| v.to_str().ok()?.parse().ok())
+            .unwrap_or(2);
+        trace::finish(
+            rls.trace.take(),
+            Face::Grpc { code },
+            &rls.facts,
+            RedisUse::default(),
+        );
+    }
+    Ok(reply)
 }
 
 /// An HTTP answer for a request that is not a gRPC call, as gRPC over HTTP/2 says
@@ -135,7 +177,7 @@ impl BackgroundService for GrpcService {
         loop {
             tokio::select! {
                 accepted = listener.accept() => {
-                    let Ok((stream, _)) = accepted else { continue };
+                    let Ok((stream, peer)) = accepted else { continue };
                     let Ok(slot) = slots.clone().try_acquire_owned() else {
                         tracing::warn!(max = MAX_CONNECTIONS, "decision gRPC connection refused: too many connections");
                         continue;
@@ -144,7 +186,8 @@ impl BackgroundService for GrpcService {
                     let app = self.app.clone();
                     let builder = builder.clone();
                     tokio::spawn(async move {
-                        let svc = hyper::service::service_fn(move |req| serve(app.clone(), req));
+                        let peer = peer.ip();
+                        let svc = hyper::service::service_fn(move |req| serve(app.clone(), peer, req));
                         if let Err(e) = builder.serve_connection(TokioIo::new(stream), svc).await {
                             tracing::debug!(error = %e, "decision gRPC connection ended");
                         }

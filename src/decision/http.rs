@@ -15,7 +15,9 @@
 //! At most [`MAX_CONNECTIONS`] connections are served at once (more are closed at accept).
 
 use super::json;
+use super::trace::{self, Face};
 use crate::config::DecisionFailure;
+use crate::observe::labels::Outcome;
 use crate::response::Problem;
 use crate::snapshot::App;
 use async_trait::async_trait;
@@ -29,7 +31,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,8 +53,35 @@ enum Operation {
     Report,
 }
 
-/// Answers one request (see the module docs).
-pub async fn serve(app: &App, req: Request<Incoming>) -> Response<Full<Bytes>> {
+/// Answers one request from `peer` (see the module docs), in a server span when traced
+/// ([`trace`]: check and report, not a refused path).
+pub async fn serve(app: &App, peer: IpAddr, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let path = match req.uri().path() {
+        "/v1/check" => "/v1/check",
+        "/v1/report" => "/v1/report",
+        _ => return answer(app, req, &mut trace::CallFacts::default()).await,
+    };
+    let span = trace::start(req.headers());
+    if span.is_none() {
+        return answer(app, req, &mut trace::CallFacts::default()).await;
+    }
+    let mut facts = trace::CallFacts {
+        client: Some(peer),
+        request_id: trace::request_id(req.headers()),
+        ..Default::default()
+    };
+    let (reply, redis) = trace::run(&span, answer(app, req, &mut facts)).await;
+    let status = reply.status().as_u16();
+    trace::finish(span, Face::Http { path, status }, &facts, redis);
+    reply
+}
+
+/// Answers one request; what it decided goes into `facts`.
+async fn answer(
+    app: &App,
+    req: Request<Incoming>,
+    facts: &mut trace::CallFacts,
+) -> Response<Full<Bytes>> {
     let op = match req.uri().path() {
         "/v1/check" => Operation::Check,
         "/v1/report" => Operation::Report,
@@ -89,16 +118,25 @@ pub async fn serve(app: &App, req: Request<Incoming>) -> Response<Full<Bytes>> {
         Ok(parsed) => parsed,
         Err(why) => return problem_reply(&Problem::status(400, why), &[]),
     };
+    facts.domain = Some(call.domain.clone());
     match op {
         Operation::Check => {
             // Boxed: the decision's Redis futures are deep (see `pipeline::tenant::run`).
             match Box::pin(super::check(app, &call, DecisionFailure::Rules, dry_run)).await {
-                Ok(checked) => check_reply(&checked, dry_run),
+                Ok(checked) => {
+                    facts.decision = Some(checked.outcome);
+                    facts.policy = checked.policy.clone();
+                    check_reply(&checked, dry_run)
+                }
                 Err(status) => problem_reply(&status_problem(&status), &[]),
             }
         }
         Operation::Report => match Box::pin(super::report(app, &call)).await {
-            Ok(settled) => json_reply(200, &json::report_answer(&settled)),
+            Ok(settled) => {
+                // A report is never refused: it debits, into debt if need be.
+                facts.decision = Some(Outcome::Admitted);
+                json_reply(200, &json::report_answer(&settled))
+            }
             Err(p) => problem_reply(&p, &[]),
         },
     }
@@ -198,7 +236,7 @@ impl BackgroundService for HttpService {
         loop {
             tokio::select! {
                 accepted = listener.accept() => {
-                    let Ok((stream, _)) = accepted else { continue };
+                    let Ok((stream, peer)) = accepted else { continue };
                     let Ok(slot) = slots.clone().try_acquire_owned() else {
                         tracing::warn!(max = MAX_CONNECTIONS, "decision HTTP connection refused: too many connections");
                         continue;
@@ -206,9 +244,10 @@ impl BackgroundService for HttpService {
                     let _ = stream.set_nodelay(true);
                     let app = self.app.clone();
                     tokio::spawn(async move {
+                        let peer = peer.ip();
                         let svc = hyper::service::service_fn(move |req| {
                             let app = app.clone();
-                            async move { Ok::<_, Infallible>(serve(&app, req).await) }
+                            async move { Ok::<_, Infallible>(serve(&app, peer, req).await) }
                         });
                         let conn = http1::Builder::new()
                             .timer(TokioTimer::new())

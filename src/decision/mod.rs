@@ -13,8 +13,10 @@ pub mod grpc;
 pub mod http;
 pub mod json;
 pub mod rls;
+pub mod trace;
 
 use crate::config::{DecisionFailure, FailurePolicy};
+use crate::observe::labels::Outcome;
 use crate::pipeline::descriptors::{self, ReportError};
 use crate::quota::usage::Settled;
 use crate::response::Problem;
@@ -22,13 +24,11 @@ use crate::snapshot::{App, Snapshot};
 use rls::{RateLimitRequest, RateLimitResponse};
 use tonic::Status;
 
-/// Decides one `ShouldRateLimit` call against the current snapshot. Errors: `INVALID_ARGUMENT`
-/// for a malformed call ([`answer::asked`]) or a domain no rule has; `UNAVAILABLE` when Redis
-/// cannot decide and `decision.grpc.on_failure` is `unavailable`.
-pub async fn should_rate_limit(
-    app: &App,
-    req: RateLimitRequest,
-) -> Result<RateLimitResponse, Status> {
+/// Decides one `ShouldRateLimit` call against the current snapshot (the answer is
+/// [`Checked::response`]). Errors: `INVALID_ARGUMENT` for a malformed call
+/// ([`answer::asked`]) or a domain no rule has; `UNAVAILABLE` when Redis cannot decide and
+/// `decision.grpc.on_failure` is `unavailable`.
+pub async fn should_rate_limit(app: &App, req: &RateLimitRequest) -> Result<Checked, Status> {
     let failure = app
         .snapshot
         .load()
@@ -37,15 +37,20 @@ pub async fn should_rate_limit(
         .grpc
         .as_ref()
         .map_or(DecisionFailure::Rules, |g| g.on_failure);
-    check(app, &req, failure, false).await.map(|c| c.response)
+    check(app, req, failure, false).await
 }
 
-/// A decided call: the rate limit service's answer, and per descriptor (in the call's order)
-/// the seconds its refusing buckets ask the caller to wait (`None`: it did not refuse).
+/// A decided call: the rate limit service's answer, per descriptor (in the call's order) the
+/// seconds its refusing buckets ask the caller to wait (`None`: it did not refuse), and how it
+/// was decided (for its trace span, [`trace`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Checked {
     pub response: RateLimitResponse,
     pub retry_after_s: Vec<Option<u64>>,
+    /// `admitted`, `limited`, `failed_open`, `fallback`, ... as on the proxy path.
+    pub outcome: Outcome,
+    /// The rule whose numbers the answer reports (none when no rule applied).
+    pub policy: Option<String>,
 }
 
 /// Decides one call (all its descriptors, all or nothing) for either face of the service;
@@ -95,6 +100,8 @@ pub async fn check(
     Ok(Checked {
         response,
         retry_after_s,
+        outcome: verdict.outcome,
+        policy: verdict.headers.map(|h| h.policy_name),
     })
 }
 

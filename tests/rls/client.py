@@ -8,6 +8,7 @@ tests use are declared; protobuf skips the others.
 Usage: client.py HOST:PORT, then one JSON command per stdin line, one JSON answer per stdout line:
   {"domain": "d", "hits_addend": 0, "descriptors": [{"entries": [["k", "v"]], "hits_addend": 3}]}
       -> {"code": "OK", "response": {...}} or {"code": "INVALID_ARGUMENT", "details": "..."}
+      (optional "metadata": [["traceparent", "00-..."], ...] is sent with the call)
   {"raw": "<hex>"}      the bytes sent as the request message as they are (malformed protobuf)
   {"streams": N, "domain": ..., "descriptors": ...}  N calls at once on one channel
       -> {"codes": {"OK": n, ...}}
@@ -128,7 +129,8 @@ def main():
                 codes[name] = codes.get(name, 0) + 1
             out = {"codes": codes}
         else:
-            out = answer(lambda: typed(request_of(cmd), timeout=30))
+            metadata = [tuple(p) for p in cmd.get("metadata", [])]
+            out = answer(lambda: typed(request_of(cmd), timeout=30, metadata=metadata))
         print(json.dumps(out), flush=True)
 
 
