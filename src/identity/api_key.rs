@@ -1,7 +1,8 @@
 //! API keys: the key arrives in one request header (default `x-api-key`); the config stores only
 //! the lower-case hex SHA-256 digest of each key, never the key itself.
 //!
-//! Lookup hashes the presented key and looks the 32-byte digest up in a hash map built once per
+//! Lookup hashes the presented key (a key the thread saw recently is not hashed again,
+//! [`key_digest`](super::key_digest)) and looks the 32-byte digest up in a hash map built once per
 //! config snapshot. Because the map is keyed by the digest, lookup time reveals nothing useful
 //! about the key, so no constant-time comparison is needed. Keys are never logged.
 
@@ -9,7 +10,6 @@ use super::IdentityError;
 use crate::config::ApiKeySettings;
 use crate::hashing::HashMap;
 use http::header::{HeaderMap, HeaderName};
-use sha2::{Digest, Sha256};
 use std::fmt;
 
 /// Lower-case hex SHA-256 of an API key (64 characters), as stored in
@@ -25,8 +25,9 @@ pub fn key_digest(key: &str) -> [u8; 32] {
     digest(key.as_bytes())
 }
 
+/// SHA-256 of a presented key, remembered per thread for the keys clients repeat.
 fn digest(key: &[u8]) -> [u8; 32] {
-    Sha256::digest(key).into()
+    super::key_digest::digest(key)
 }
 
 /// The configured API keys of one config snapshot, indexed by SHA-256 digest.

@@ -21,6 +21,7 @@ pub mod api_key;
 pub mod issuers;
 pub mod jwks;
 pub mod jwt;
+pub mod key_digest;
 
 pub use api_key::hash_key;
 

@@ -8,7 +8,6 @@ use crate::live::Resolved;
 use crate::response::Problem;
 use crate::snapshot::Snapshot;
 use http::HeaderMap;
-use sha2::{Digest, Sha256};
 
 /// `Retry-After` of the 503 for a key that could not be checked, seconds.
 pub const UNAVAILABLE_RETRY_AFTER_S: u64 = 1;
@@ -32,7 +31,7 @@ pub async fn identify(
     if values.next().is_some() || snap.auth.file_knows_key(headers) {
         return None;
     }
-    let digest: [u8; 32] = Sha256::digest(value.as_bytes()).into();
+    let digest = crate::identity::key_digest::digest(value.as_bytes());
     let unknown = || {
         Some(Err(super::identity::rejection(
             &IdentityError::UnknownApiKey,
