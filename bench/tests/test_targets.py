@@ -113,7 +113,8 @@ class ReferenceRun(unittest.TestCase):
         self.assertEqual([v.key for v in self.verdicts["throughput"]],
                          ["f_over_b", "e_over_d", "evalsha_per_admitted", "commands_per_read",
                           "g_flood", "added_p99", "f_over_t", "d_over_t0", "d_over_p_cpu",
-                          "f_over_p", "l_over_d", "r_over_f"])
+                          "f_over_p", "l_over_d", "r_over_f", "x_cpu", "x_redis_calls",
+                          "h_over_f", "s_over_f"])
         self.assertEqual([v.key for v in self.verdicts["memory"]],
                          ["tracked_plateau", "bytes_per_client"])
 
@@ -386,6 +387,64 @@ class FloorAgainstTraefik(unittest.TestCase):
         self.assertIn(f"the Pingora floor itself: {r['P/T rps']:.3f}", v["f_over_t"].shown)
 
 
+class FeatureTargets(unittest.TestCase):
+    """The variants beside F (decision service X, tracing H/I, counted N, store keys S)."""
+
+    def summary(self, **variants):
+        base = {"F": {"rps": 30000, "proxy_cpu_us_per_req": 30.0, "script_calls_per_req": 0.08}}
+        base.update(variants)
+        return {"summary": base, "records": [], "paced_summary": {}}
+
+    def test_decision_service_against_f(self):
+        res = self.summary(X={"rps": 40000, "proxy_cpu_us_per_req": 12.0,
+                              "script_calls_per_req": 1.0})
+        v = by_key(targets.feature_targets(res))
+        self.assertAlmostEqual(v["x_cpu"].value, 0.4)
+        self.assertIs(v["x_cpu"].ok, True)
+        # One script call per decision against F's coalesced calls: missed.
+        self.assertIs(v["x_redis_calls"].ok, False)
+        self.assertIn("X 1.0000, F 0.0800", v["x_redis_calls"].shown)
+
+    def test_tracing_and_store_keys_against_f(self):
+        res = self.summary(H={"rps": 29000, "proxy_cpu_us_per_req": 31.0},
+                           S={"rps": 27000, "proxy_cpu_us_per_req": 33.0})
+        v = by_key(targets.feature_targets(res))
+        self.assertIs(v["h_over_f"].ok, True)
+        self.assertIs(v["s_over_f"].ok, False)
+        r = targets.throughput_ratios(res["summary"])
+        self.assertAlmostEqual(r["H/F CPU µs/req"], 31.0 / 30.0)
+        self.assertIsNone(r["N/F rps"])
+
+    def test_without_the_variants_nothing_is_judged(self):
+        v = by_key(targets.feature_targets(self.summary()))
+        self.assertEqual({k: x.ok for k, x in v.items()},
+                         {"x_cpu": None, "x_redis_calls": None, "h_over_f": None, "s_over_f": None})
+
+
+class DecisionVariant(unittest.TestCase):
+    """Variant X's request body and h2load's summary."""
+
+    def test_request_is_a_grpc_framed_rate_limit_request(self):
+        from tollgate_bench.decision import grpc_frame, rls_request
+        msg = rls_request("bench", [("tenant", "bench")])
+        # domain = 1 "bench"; descriptors = 2 { entries = 1 { key = 1 "tenant", value = 2 "bench" } }
+        self.assertEqual(msg.hex(), "0a0562656e636812110a0f0a0674656e616e74120562656e6368")
+        frame = grpc_frame(msg)
+        self.assertEqual(frame[:5], b"\x00\x00\x00\x00" + bytes([len(msg)]))
+        self.assertEqual(frame[5:], msg)
+
+    def test_h2load_summary(self):
+        from tollgate_bench.decision import parse_h2load
+        out = """finished in 5.00s, 12345.60 req/s, 1.20MB/s
+requests: 61728 total, 61800 started, 61728 done, 61728 succeeded, 0 failed, 0 errored, 0 timeout
+status codes: 61728 2xx, 0 3xx, 0 4xx, 0 5xx
+"""
+        h = parse_h2load(out)
+        self.assertEqual((h["rps"], h["requests"], h["succeeded"], h["status_2xx"]),
+                         (12345.6, 61728, 61728, 61728))
+        self.assertEqual(h["duration_s"], 5.0)
+
+
 class VariantNames(unittest.TestCase):
     def test_t0_is_one_name(self):
         from tollgate_bench.variants import parse_variants
@@ -395,7 +454,7 @@ class VariantNames(unittest.TestCase):
         from tollgate_bench.common import BenchError
         from tollgate_bench.variants import parse_variants
         with self.assertRaises(BenchError):
-            parse_variants("DX")
+            parse_variants("DZ")
 
 
 class CommittedResults(unittest.TestCase):

@@ -70,9 +70,15 @@ def main(argv=None):
     g.add_argument("--duration", type=int, default=10, help="seconds per measured run (default 10)")
     g.add_argument("--warmup", type=int, default=2, help="warm-up seconds before each run (default 2)")
     g.add_argument("--variants", default="ABCT0TPDKEFRMGL",
-                   help="subset of A B C T0 T P D K E F R M G L, written together (default all)")
+                   help="subset of A B C T0 T P D K E F R M G L H I N S X, written together "
+                        "(default ABCT0TPDKEFRMGL)")
     g.add_argument("--lease-tokens", type=int, default=100, help="L: tier lease tokens (default 100)")
     g.add_argument("--lease-hold", default="250ms", help="L: tier lease max_hold (default 250ms)")
+    g.add_argument("--h2-conns", type=int, default=8,
+                   help="X: h2load connections (-c, default 8)")
+    g.add_argument("--h2-streams", type=int, default=8,
+                   help="X: h2load concurrent streams per connection (-m, default 8; "
+                        "8 x 8 = wrk's 64 requests in flight)")
     g.add_argument("--no-paced", action="store_true", help="skip the constant-rate latency phase")
     g.add_argument("--paced-fraction", type=float, default=0.5,
                    help="constant rate as a fraction of B's median max rate (default 0.5)")

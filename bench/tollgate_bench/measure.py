@@ -88,6 +88,12 @@ def delta_metrics(a, b):
         v = d("tollgate_inflight_lease_events_total", event=event)
         if v:
             out[f"lease_{event}"] = v
+    # Limit rules (R, N, X: the decision service's calls are decided by rules only).
+    for outcome in ("admitted", "rule_limited", "shadow_limited", "fallback", "failed_open",
+                    "failed_closed"):
+        v = d("tollgate_rule_decisions_total", outcome=outcome)
+        if v:
+            out[f"rule_{outcome}"] = v
     out["requests"] = d("tollgate_requests_total")
     out["redis_errors"] = d("tollgate_redis_errors_total")
     out["upstream_rejections"] = d("tollgate_upstream_rejections_total")

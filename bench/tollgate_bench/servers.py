@@ -167,14 +167,14 @@ def tollgate_config(ctx, name, port, admin, backend_port, *, edge=None, concurre
     return cfg
 
 
-def start_tollgate(ctx, name, cfg, rust_log=None):
+def start_tollgate(ctx, name, cfg, rust_log=None, env=None):
     path = ctx.tmp / f"{name}.yaml"
     path.write_text(json.dumps(cfg, indent=2) + "\n")
     check = subprocess.run([ctx.tollgate, "check", "-c", path], capture_output=True, text=True,
                            cwd=ctx.tmp)
     if check.returncode != 0:
         raise BenchError(f"tollgate check rejected {path}:\n{check.stdout}{check.stderr}")
-    env = dict(os.environ)
+    env = dict(os.environ, **(env or {}))
     if rust_log:
         env["RUST_LOG"] = rust_log
     env.setdefault("RUST_LOG", "warn")

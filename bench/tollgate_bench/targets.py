@@ -65,6 +65,19 @@ def throughput_ratios(summary):
         # all P does and more), so D/T0 and F/T cannot exceed these in the same run.
         "P/T0 rps": ratio(g("P", "rps"), g("T0", "rps")),
         "P/T rps": ratio(g("P", "rps"), g("T", "rps")),
+        # F's features off the proxied path, each beside F in the same run: tracing at 1 % (H)
+        # and 100 % (I), a rule counted after the answer (N), keys from the store (S).
+        "H/F rps": ratio(g("H", "rps"), g("F", "rps")),
+        "I/F rps": ratio(g("I", "rps"), g("F", "rps")),
+        "N/F rps": ratio(g("N", "rps"), g("F", "rps")),
+        "S/F rps": ratio(g("S", "rps"), g("F", "rps")),
+        "H/F CPU µs/req": ratio(g("H", "proxy_cpu_us_per_req"), g("F", "proxy_cpu_us_per_req")),
+        "I/F CPU µs/req": ratio(g("I", "proxy_cpu_us_per_req"), g("F", "proxy_cpu_us_per_req")),
+        # The decision service (X): gateway CPU per decision over F's per proxied request, and
+        # Redis script calls per decision over F's per request.
+        "X/F CPU µs/req": ratio(g("X", "proxy_cpu_us_per_req"), g("F", "proxy_cpu_us_per_req")),
+        "X/F script calls/req": ratio(g("X", "script_calls_per_req"),
+                                      g("F", "script_calls_per_req")),
         # "D/P in CPU µs/req": P's CPU per request over D's (1.0 = tollgate's path costs nothing
         # on top of Pingora; 0.95 = D spends 1/0.95 of P's CPU per request).
         "P/D CPU µs/req": ratio(g("P", "proxy_cpu_us_per_req"), g("D", "proxy_cpu_us_per_req")),
@@ -185,7 +198,34 @@ def throughput_targets(res, paced_fraction):
         f"{added:.3f} ms" if added is not None else "needs A, B, F and the paced phase"))
     out.extend(issue18_targets(res))
     out.extend(rules_targets(res))
+    out.extend(feature_targets(res))
     return out
+
+
+def _at_most(key, name, value, bound, shown, missing):
+    return Verdict(key, name, value, None if value is None else value <= bound,
+                   shown.format(value) if value is not None else missing)
+
+
+def feature_targets(res):
+    """Features beside F in one run: the decision service (X) at most half F's gateway CPU per
+    request and no more Redis script calls per decision than F per request; tracing at 1 % (H)
+    >= 0.95 x F req/s; keys from the store (S) >= 0.95 x F req/s."""
+    r = throughput_ratios(res["summary"])
+    x_calls = _get(res["summary"], "X", "script_calls_per_req")
+    f_calls = _get(res["summary"], "F", "script_calls_per_req")
+    calls = None if x_calls is None or f_calls is None else x_calls - f_calls
+    return [
+        _at_most("x_cpu", "X gateway CPU µs per decision <= 0.5 x F's per proxied request",
+                 r["X/F CPU µs/req"], 0.5, "X/F CPU µs = {:.3f}", "needs F and X"),
+        Verdict("x_redis_calls", "X Redis script calls per decision <= F's per request", calls,
+                None if calls is None else calls <= 0,
+                f"X {x_calls:.4f}, F {f_calls:.4f}" if calls is not None else "needs F and X"),
+        _at_least("h_over_f", "tracing at 1 % (H) rps >= 0.95 x F rps", r["H/F rps"], 0.95,
+                  "H/F = {:.3f}", "needs F and H"),
+        _at_least("s_over_f", "keys from the store (S) rps >= 0.95 x F rps", r["S/F rps"], 0.95,
+                  "S/F = {:.3f}", "needs F and S"),
+    ]
 
 
 def _at_least(key, name, value, bound, shown, missing):

@@ -1,9 +1,10 @@
 """Throughput suite: variants interleaved over repetitions, then the paced latency phase."""
 
 from .common import log, median
+from .decision import measure_decision, probe_decision
 from .measure import measure, summarize
 from .servers import start_backend, start_redis
-from .variants import parse_variants, probe, start_variant, stop_variant
+from .variants import REDIS_VARIANTS, parse_variants, probe, start_variant, stop_variant
 
 
 def paced_runs(ctx, backend, redis, rate, suffix):
@@ -27,7 +28,7 @@ def paced_runs(ctx, backend, redis, rate, suffix):
 def throughput(ctx):
     a = ctx.args
     variants = parse_variants(a.variants)
-    need_redis = any(v in ("F", "R", "M", "G", "L") for v in variants)
+    need_redis = any(v in REDIS_VARIANTS for v in variants)
     backend = start_backend(ctx)
     redis = start_redis(ctx) if need_redis else None
     # Traefik's rateLimit gets its own Redis: each variant's Redis counters are its own.
@@ -45,16 +46,21 @@ def throughput(ctx):
             sut = start_variant(ctx, v, backend, redis, g_limit, traefik_redis)
             try:
                 expect = (200, 429) if v == "G" else (200,)
-                probes[v] = probe(sut, expect)
-                rec = measure(ctx, sut, backend, redis, a.duration)
+                if v == "X":
+                    probes[v] = probe_decision(ctx, sut)
+                    rec = measure_decision(ctx, sut, backend)
+                else:
+                    probes[v] = probe(sut, expect)
+                    rec = measure(ctx, sut, backend, redis, a.duration)
             finally:
                 stop_variant(ctx, sut)
             rec["rep"] = rep
             records.append(rec)
             if v == "F":
                 f_rps = rec["rps"]
-            log(f"  rep {rep} {v}: {rec['rps']:.0f} req/s, non-2xx {rec['non2xx']}, "
-                f"p99 {rec['p99_ms']:.2f} ms, sock-err {rec['socket_errors']}")
+            if v != "X":  # measure_decision logs its own line
+                log(f"  rep {rep} {v}: {rec['rps']:.0f} req/s, non-2xx {rec['non2xx']}, "
+                    f"p99 {rec['p99_ms']:.2f} ms, sock-err {rec['socket_errors']}")
     summary = summarize(records)
 
     paced = []

@@ -1,11 +1,15 @@
 """The systems under test (A, B, C, T0, T, P, D-G, R, M, L; table in bench/README.md): start one,
 probe it, stop it."""
 
+import hashlib
 import re
 import signal
+import sys
+from pathlib import Path
 
 from .clients import http_get, redis_cmd
-from .common import API_KEY, HUGE, BenchError
+from .common import API_KEY, HUGE, TENANT, BenchError
+from .decision import decision_rule
 
 # Variant R's `limits:` rules: every one matches every bench request (no `match`) and has
 # `tenant` in its key, so all five share the tenant's hash tag and are decided with the tier in
@@ -33,6 +37,8 @@ def r_rules():
     size = lambda r: GCRA_HUGE if r["algorithm"] == "gcra" else HUGE
     return [dict(r, limit=size(r), per="1s", burst=size(r)) for r in R_RULES]
 from .processes import free_port, wait_port
+
+OTLP_SINK = Path(__file__).resolve().parent / "otlp_sink.py"
 from .servers import start_nginx_proxy, start_tollgate, tollgate_config
 from .traefik import start_traefik
 
@@ -51,7 +57,48 @@ VARIANTS = {
     "M": "tollgate as F with the tier's max_in_flight (a Redis lease per request, refuses nothing)",
     "G": "tollgate as F, one tenant flooding ~10x its limit",
     "L": "tollgate as F with the tier leased (lease: tokens --lease-tokens, max_hold --lease-hold)",
+    "H": "tollgate as F with tracing at sampling 1 % (OTLP/HTTP to a discard sink)",
+    "I": "tollgate as F with tracing at sampling 100 % (OTLP/HTTP to a discard sink)",
+    "N": "tollgate as F plus one rule counted after the answer (count: {status: [500]}: "
+         "every 200 gives its count back)",
+    "S": "tollgate as F with the API key issued through the admin API (store.keys), not the file",
+    "X": "tollgate's decision service: h2load sends one ShouldRateLimit call (gRPC) per request, "
+         "one limits: rule decides it in Redis",
 }
+
+# Variants whose tenant decisions go to Redis (F's tier), and those driven by wrk with F's key.
+REDIS_VARIANTS = ("F", "R", "M", "G", "L", "H", "I", "N", "S", "X")
+# The tracing variants' sampling.
+TRACE_SAMPLING = {"H": 0.01, "I": 1.0}
+# Variant S: the admin token's variable and the issued key's owner (F's tenant and tier).
+ADMIN_TOKEN_ENV = "TOLLGATE_BENCH_ADMIN_TOKEN"
+ADMIN_TOKEN = "tollgate-bench-admin-token"
+
+
+def counted_rule():
+    """Variant N's rule: every request reserves a count at admission, and the backend's 200
+    (not listed) gives it back when its head arrives: two script calls per request."""
+    return [{"name": "n-counted", "key": ["tenant"], "limit": HUGE, "per": "1s", "burst": HUGE,
+             "count": {"status": [500]}}]
+
+
+def tracing_section(port, sampling):
+    """`observability.tracing` to the discard sink on `port`."""
+    return {"otlp": {"endpoint": f"http://127.0.0.1:{port}", "protocol": "http/protobuf"},
+            "sampling": sampling}
+
+
+def issue_key(admin_port):
+    """POST /v1/keys for F's tenant and tier: the issued secret."""
+    import json
+    import urllib.request
+
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{admin_port}/v1/keys", method="POST",
+        data=json.dumps({"tenant": TENANT, "tier": "bench", "name": "bench"}).encode(),
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())["secret"]
 
 
 def parse_variants(text):
@@ -76,6 +123,7 @@ class Sut:
         self.admin = admin
         self.extra = extra or {}
         self.redis = redis  # the redis-server whose counters belong to this variant, or None
+        self.aux = []  # helper processes (an OTLP sink), stopped with it, not accounted
 
     def pids(self):
         return [pid for p in self.procs for pid in p.pids()]
@@ -120,13 +168,14 @@ def start_variant(ctx, v, backend, redis, g_limit=None, traefik_redis=None):
     port, admin = free_port(), free_port()
     name = f"tollgate-{v}"
     extra = {}
+    aux = []
     if v in ("D", "K"):
         cfg = tollgate_config(ctx, name, port, admin, backend.port)
         if v == "K":
             cfg["observability"]["access_log"] = True
     elif v == "E":
         cfg = tollgate_config(ctx, name, port, admin, backend.port, edge=edge, concurrency=conc)
-    elif v in ("F", "R", "M"):
+    elif v in ("F", "R", "M", "H", "I", "N", "S", "X"):
         tier = {"limit": HUGE, "per": "1s", "burst": HUGE}
         if v == "M":
             tier["max_in_flight"] = M_MAX_IN_FLIGHT
@@ -137,6 +186,25 @@ def start_variant(ctx, v, backend, redis, g_limit=None, traefik_redis=None):
         if v == "R":
             cfg["limits"] = r_rules()
             extra["rules"] = len(cfg["limits"])
+        if v == "N":
+            cfg["limits"] = counted_rule()
+        if v == "S":
+            # The file keeps one key nobody sends (auth: required needs an identity method);
+            # the key wrk sends is issued through the admin API below.
+            cfg["identity"]["api_keys"]["keys"][0]["sha256"] = hashlib.sha256(b"unused").hexdigest()
+            cfg["store"] = {"keys": True}
+            cfg["admin"]["token_env"] = ADMIN_TOKEN_ENV
+        if v == "X":
+            extra["grpc_port"] = free_port()
+            cfg["limits"] = [decision_rule()]
+            cfg["decision"] = {"grpc": {"listen": f"127.0.0.1:{extra['grpc_port']}"}}
+        if v in TRACE_SAMPLING:
+            sink_port = free_port()
+            sink = ctx.env.start(f"otlp-sink-{v}", [sys.executable, OTLP_SINK, sink_port])
+            wait_port(sink_port, sink)
+            aux.append(sink)
+            cfg["observability"]["tracing"] = tracing_section(sink_port, TRACE_SAMPLING[v])
+            extra["trace_sampling"] = TRACE_SAMPLING[v]
     elif v == "G":
         cfg = tollgate_config(ctx, name, port, admin, backend.port, edge=edge, concurrency=conc,
                               tier={"limit": g_limit, "per": "1s", "burst": g_limit},
@@ -158,12 +226,18 @@ def start_variant(ctx, v, backend, redis, g_limit=None, traefik_redis=None):
         extra["coalescing"] = True
     if redis is not None:
         redis_cmd(redis.port, "FLUSHALL")
-    p = start_tollgate(ctx, name, cfg, rust_log="warn,tollgate::access=info" if v == "K" else None)
-    headers = key_header if v in ("F", "R", "M", "G", "L") else []
-    return Sut(v, p.port, [p], "tollgate", headers=headers, admin=p.admin, extra=extra,
-               redis=redis if extra.get("redis") else None)
+    env = {ADMIN_TOKEN_ENV: ADMIN_TOKEN} if v == "S" else None
+    p = start_tollgate(ctx, name, cfg, rust_log="warn,tollgate::access=info" if v == "K" else None,
+                       env=env)
+    headers = key_header if v in REDIS_VARIANTS and v != "X" else []
+    if v == "S":
+        headers = [f"X-API-Key: {issue_key(p.admin)}"]
+    sut = Sut(v, p.port, [p], "tollgate", headers=headers, admin=p.admin, extra=extra,
+              redis=redis if extra.get("redis") else None)
+    sut.aux = aux
+    return sut
 
 
 def stop_variant(ctx, sut):
-    for p in sut.procs:
+    for p in sut.procs + sut.aux:
         ctx.env.stop(p)
