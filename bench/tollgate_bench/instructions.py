@@ -24,7 +24,9 @@ from .processes import free_port, wait_port
 from .servers import start_backend, start_redis
 from .variants import parse_variants, start_variant, stop_variant
 
-SUPPORTED = ("P", "D", "K", "E", "F", "L", "G", "R")
+SUPPORTED = ("P", "D", "K", "E", "F", "L", "G", "R", "S", "I", "N")
+# Variants that decide in Redis (the suite starts one for them).
+WITH_REDIS = ("F", "G", "L", "R", "M", "S", "I", "N")
 # G here: F's limiting with a tier of 1 token per second, so nearly every request is a 429
 # (the rejection path: RateLimit headers, problem+json body, the deny cache).
 G_LIMIT_PER_S = 1
@@ -114,7 +116,7 @@ def instructions(ctx):
     if not variants:
         raise BenchError(f"instructions: none of {a.variants} is one of {''.join(SUPPORTED)}")
     backend = start_backend(ctx)
-    redis = start_redis(ctx) if any(v in ("F", "G", "L", "R", "M") for v in variants) else None
+    redis = start_redis(ctx) if any(v in WITH_REDIS for v in variants) else None
     n1, n2 = a.requests_small, a.requests_large
     runs = {}
     for v in variants:
