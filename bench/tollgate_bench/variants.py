@@ -88,17 +88,27 @@ def tracing_section(port, sampling):
             "sampling": sampling}
 
 
-def issue_key(admin_port):
-    """POST /v1/keys for F's tenant and tier: the issued secret."""
+def issue_key(admin_port, attempts=40):
+    """POST /v1/keys for F's tenant and tier: the issued secret. A 503 (the store did not answer
+    in time, e.g. a gateway slowed by callgrind) is retried, half a second apart."""
     import json
+    import time
+    import urllib.error
     import urllib.request
 
-    req = urllib.request.Request(
-        f"http://127.0.0.1:{admin_port}/v1/keys", method="POST",
-        data=json.dumps({"tenant": TENANT, "tier": "bench", "name": "bench"}).encode(),
-        headers={"Authorization": f"Bearer {ADMIN_TOKEN}", "Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.loads(r.read())["secret"]
+    for attempt in range(attempts):
+        # A new name per attempt: a 503 may come after the key was written.
+        body = {"tenant": TENANT, "tier": "bench", "name": f"bench-{attempt}"}
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{admin_port}/v1/keys", method="POST", data=json.dumps(body).encode(),
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}", "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return json.loads(r.read())["secret"]
+        except urllib.error.HTTPError as e:
+            if e.code != 503 or attempt == attempts - 1:
+                raise BenchError(f"POST /v1/keys answered {e.code}: {e.read()[:300]!r}")
+            time.sleep(0.5)
 
 
 def parse_variants(text):
