@@ -13,6 +13,7 @@ pub mod limits;
 use clap::Subcommand;
 use client::{AdminArgs, Client, Failure};
 use serde_json::Value;
+use std::io::Write;
 use std::process::ExitCode;
 
 /// The admin commands (flattened into the binary's subcommands).
@@ -89,10 +90,14 @@ pub struct Output {
 fn finish(admin: &AdminArgs, result: Result<Output, Failure>) -> ExitCode {
     match result {
         Ok(out) => {
-            if admin.json {
-                println!("{}", out.json);
-            } else if !out.human.is_empty() {
-                println!("{}", out.human.trim_end());
+            let text = if admin.json {
+                out.json.to_string()
+            } else {
+                out.human.trim_end().to_string()
+            };
+            // A closed stdout (`| head`) is not the command's failure: the API call succeeded.
+            if !text.is_empty() {
+                let _ = writeln!(std::io::stdout().lock(), "{text}");
             }
             ExitCode::SUCCESS
         }
