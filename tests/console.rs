@@ -8,7 +8,9 @@
 //! counts them), see its policy and Retry-After, reset it and see it admitted, explain a
 //! request, show a tenant id made of markup and quotes as text; on the keys page create a key
 //! (its secret shown once), use it through the proxy, rotate it with a grace period, revoke it
-//! and see it refused, page through a tenant's keys; then sign in with a read token and find no
+//! and see it refused, page through a tenant's keys; on the blocks page block the test's own
+//! network (a reason made of markup, shown as text), see the proxy refuse it and admit it again
+//! once removed; on the limits page set and clear a tenant's override; then sign in with a read token and find no
 //! write control on any page, and the API refusing its writes. Screenshots of each page go to
 //! `target/console-screenshots/` (test artefacts; docs/img/ holds copies).
 
@@ -41,7 +43,7 @@ const EXTRA: &str = "edge: { limit: 1000, per: 1m, burst: 1000 }\n\
     upstreams:\n  echo: { backends: [\"BACKEND\"], max_concurrency: 8, queue: { max: 4, timeout: 1s } }\n\
     routes:\n  - { path_prefix: \"/\", upstream: echo, auth: required }\n\
     limits:\n  - { name: per-tenant, key: [tenant], limit: 1, per: 1h, burst: 50 }\n\
-    store: {}\n";
+    store: { blocks: true }\n";
 
 /// The admin API is on when [`ADMIN_TOKEN_ENV`] (write) or [`READ_ENV`] (read) is set.
 fn yaml(redis: &RedisServer, backend: &Backend) -> String {
@@ -285,6 +287,8 @@ async fn the_console_in_a_browser_finds_a_refused_tenant_resets_it_manages_keys_
         "keys",
         "keys-escaping",
         "keys-read-only",
+        "blocks",
+        "limits",
     ] {
         let png = shots.join(format!("console-{page}.png"));
         let bytes = std::fs::read(&png).unwrap_or_else(|e| panic!("{}: {e}", png.display()));

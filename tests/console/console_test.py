@@ -34,7 +34,9 @@ PROFILE = tempfile.mkdtemp(prefix="console-chromium-")  # removed on exit
 WAIT_S = 30  # generous: the machine may be loaded; the checks are on content, not timing
 # Any element that writes: every write control carries data-write; the ids and actions are named
 # too, so a control made without the marker is still found.
-WRITE_CONTROLS = "[data-write], #reset-button, #reset-confirm, #key-create, [data-action]"
+WRITE_CONTROLS = (
+    "[data-write], #reset-button, #reset-confirm, #key-create, #block-add, #limits-set, [data-action]"
+)
 
 
 def log(msg):
@@ -116,6 +118,12 @@ class Console:
     def key_row(self, name):
         rows = self.d.find_elements(By.CSS_SELECTOR, f"#keys tr[data-key-name='{name}']")
         return rows[0] if rows else None
+
+    def block_row(self, kind, value):
+        for row in self.d.find_elements(By.CSS_SELECTOR, "#blocks tr[data-block-type]"):
+            if row.get_attribute("data-block-type") == kind and row.get_attribute("data-block-value") == value:
+                return row
+        return None
 
     def create_key(self, tenant, tier, name, expires=None):
         """Creates a key through the form; its secret, read from the shown-once field."""
@@ -302,7 +310,9 @@ def main(c):
     assert len(scripts) == 1, f"{len(scripts)} script elements"
     c.shot("tenant-escaping")
 
-    keys(c)
+    spare = keys(c)
+    blocks(c, spare)
+    limits(c)
     read_only(c)
 
     # The Content-Security-Policy was never violated (nothing inline, nothing remote).
@@ -409,6 +419,103 @@ def keys(c):
     assert c.cells("#keys", "name") == ["b"], c.cells("#keys", "name")
     assert not d.find_elements(By.ID, "keys-next")
     c.no_alert()
+    return spare
+
+
+def blocks(c, key):
+    """The blocks page: block the test's own network (a CIDR, sent percent-encoded) with a reason
+    of markup; the proxy refuses `key` (403), and admits it once the block is removed."""
+    d = c.d
+    xss = ENV["CONSOLE_XSS_ID"]
+    assert proxy_get("/orders/1", key) == 200
+    c.nav("Blocks")
+    c.find("#blocks")
+    assert c.write_controls(), "a write token sees the block form"
+    form = c.find("#block-add")
+    Select(form.find_element(By.NAME, "type")).select_by_value("ip")
+    form.find_element(By.NAME, "value").send_keys("127.0.0.0/8")
+    form.find_element(By.NAME, "reason").send_keys(xss)
+    Select(form.find_element(By.NAME, "expires")).select_by_visible_text("1 hour")
+    form.find_element(By.ID, "block-add-button").click()
+    assert "Blocked ip 127.0.0.0/8" in c.find("#blocks-notice").text
+    row = c.block_row("ip", "127.0.0.0/8")
+    assert row is not None, "the block is not listed"
+    assert c.cells("#blocks", "reason") == [xss], c.cells("#blocks", "reason")
+    c.no_alert()
+    assert len(d.find_elements(By.TAG_NAME, "script")) == 1
+    status, listed = api("GET", "/v1/blocks?type=ip", ENV["CONSOLE_TOKEN"])
+    assert status == 200 and [b["reason"] for b in listed["blocks"]] == [xss], listed
+    assert proxy_becomes(key, 403), "the blocked network is still admitted"
+    # The type filter: no tenant blocks.
+    Select(c.find("#blocks-filter select")).select_by_value("tenant")
+    c.find("#blocks-filter button").click()
+    c.wait(EC.text_to_be_present_in_element((By.ID, "blocks"), "No blocks"))
+    Select(c.find("#blocks-filter select")).select_by_value("ip")
+    c.find("#blocks-filter button").click()
+    c.wait(EC.presence_of_element_located((By.CSS_SELECTOR, "#blocks tr[data-block-type=ip]")))
+    c.shot("blocks")
+
+    # Remove (two clicks): gone from the list and admitted again.
+    c.block_row("ip", "127.0.0.0/8").find_element(By.CSS_SELECTOR, "[data-action=unblock]").click()
+    c.block_row("ip", "127.0.0.0/8").find_element(By.CSS_SELECTOR, "[data-action=unblock-confirm]").click()
+    assert "Removed the block" in c.find("#blocks-notice").text
+    assert c.find("#blocks").text.startswith("No blocks"), c.find("#blocks").text
+    assert proxy_becomes(key, 200), "the removed block still refuses"
+
+
+def limits(c):
+    """The limits page: set a tenant's override, see the API return it, clear it; a tenant id of
+    markup as text."""
+    d = c.d
+    tenant, token = ENV["CONSOLE_KEY_TENANT"], ENV["CONSOLE_TOKEN"]
+    c.nav("Limits")
+    field = c.find("#limits-search input[name=tenant]")
+    field.send_keys(tenant)
+    c.find("#limits-search button").click()
+    c.wait(EC.text_to_be_present_in_element((By.ID, "limits-tenant"), tenant))
+    assert c.find("#limits-override").text.startswith("None"), c.find("#limits-override").text
+    form = c.find("#limits-set")
+    for name, value in [("limit", "600"), ("per", "1m"), ("burst", "600"), ("quotas", "month=200000")]:
+        form.find_element(By.NAME, name).send_keys(value)
+    Select(form.find_element(By.NAME, "expires")).select_by_visible_text("1 hour")
+    form.find_element(By.ID, "limits-set-button").click()
+    assert c.find("#limits-notice").text.startswith("Override set"), c.find("#limits-notice").text
+    c.wait(EC.presence_of_element_located((By.CSS_SELECTOR, "#limits-override dl")))
+    assert "600" in c.find("#limits-override").text and "month 200000" in c.find("#limits-override").text
+    status, got = api("GET", "/v1/tenants/" + tenant + "/limits", token)
+    assert status == 200, status
+    o = got["override"]
+    assert (o["limit"], o["per"], o["burst"], o["quotas"]) == (600, "1m", 600, {"month": 200000}), o
+    assert o["expires_at"], o
+    c.shot("limits")
+    # A bad value: the API's problem, as text; the override in force is unchanged.
+    form = c.find("#limits-set")
+    form.find_element(By.NAME, "per").clear()
+    form.find_element(By.NAME, "per").send_keys("2d")
+    form.find_element(By.ID, "limits-set-button").click()
+    error = c.find("#limits-set-result .error").text
+    assert error.startswith("HTTP 400"), error
+    assert api("GET", "/v1/tenants/" + tenant + "/limits", token)[1]["override"]["per"] == "1m"
+
+    # Clear (two clicks): none in force.
+    c.find("[data-action=limits-clear]").click()
+    c.find("[data-action=limits-clear-confirm]").click()
+    c.wait(EC.text_to_be_present_in_element((By.ID, "limits-notice"), "Override cleared"))
+    assert c.find("#limits-override").text.startswith("None")
+    status, got = api("GET", "/v1/tenants/" + tenant + "/limits", token)
+    assert status == 200 and got["override"] is None, got
+
+    # A tenant id of markup and quotes: shown as text, sent percent-encoded.
+    xss = ENV["CONSOLE_XSS_ID"]
+    field = c.find("#limits-search input[name=tenant]")
+    field.clear()
+    field.send_keys(xss)
+    c.find("#limits-search button").click()
+    c.wait(EC.text_to_be_present_in_element((By.ID, "limits-tenant"), xss))
+    c.find("#limits-override")
+    c.no_alert()
+    assert c.find("#limits-tenant").text == xss
+    assert len(d.find_elements(By.TAG_NAME, "script")) == 1
 
 
 def read_only(c):
@@ -423,7 +530,9 @@ def read_only(c):
         ("overview", "#tiers"),
         ("tenant/" + ENV["CONSOLE_REFUSED"], "#policies"),
         ("explain", "#explain-form"),
-        ("keys/" + ENV["CONSOLE_KEY_TENANT"], "#keys"),
+        ("blocks", "#blocks"),
+        ("limits/" + ENV["CONSOLE_KEY_TENANT"], "#limits-override"),
+        ("keys/" + ENV["CONSOLE_KEY_TENANT"], "#keys"),  # last: the checks below are on it
     ]
     for page, ready in pages:
         d.get(ADMIN + "/ui#/" + page)
@@ -444,11 +553,18 @@ def read_only(c):
         ("DELETE", "/v1/keys/" + key_id, None),
         ("POST", "/v1/keys/" + key_id + "/rotate", {"grace_s": 0}),
         ("POST", "/v1/tenants/" + ENV["CONSOLE_REFUSED"] + "/reset", None),
+        ("PUT", "/v1/blocks/ip/127.0.0.0%2F8", {"reason": "read token"}),
+        ("PUT", "/v1/tenants/" + ENV["CONSOLE_KEY_TENANT"] + "/limits", {"limit": 1, "per": "1h"}),
+        ("DELETE", "/v1/tenants/" + ENV["CONSOLE_KEY_TENANT"] + "/limits", None),
     ]:
         status = page_fetch(d, method, path, body)
         assert status == 403, (method, path, status)
     status, k = api("GET", "/v1/keys/" + key_id, ENV["CONSOLE_TOKEN"])
     assert status == 200 and k["status"] == "active" and k["rotated_at"] is None, k
+    status, listed = api("GET", "/v1/blocks", ENV["CONSOLE_TOKEN"])
+    assert status == 200 and listed["blocks"] == [], listed
+    status, got = api("GET", "/v1/tenants/" + ENV["CONSOLE_KEY_TENANT"] + "/limits", ENV["CONSOLE_TOKEN"])
+    assert status == 200 and got["override"] is None, got
 
 
 if __name__ == "__main__":

@@ -128,6 +128,8 @@
     { id: 'tenant', title: 'Tenant', render: renderTenant },
     { id: 'explain', title: 'Explain', render: renderExplain },
     { id: 'keys', title: 'Keys', render: renderKeys },
+    { id: 'blocks', title: 'Blocks', render: renderBlocks },
+    { id: 'limits', title: 'Limits', render: renderLimits },
   ];
 
   function link(page, arg, label) {
@@ -292,6 +294,7 @@
     }
     // Anonymous clients (ip:<address>) have no keys.
     if (!id.startsWith('ip:')) out.push(el('p', {}, link('keys', id, 'API keys of this tenant')));
+    out.push(el('p', {}, link('limits', id, 'Live limits of this tenant')));
     if (canWrite()) out.push(resetControl(id));
     show(out);
   }
@@ -553,6 +556,232 @@
       after ? el('a', { href: keysHash(tenant, limit), id: 'keys-first' }, 'First page') : null,
       ' ',
       page.next ? el('a', { href: keysHash(tenant, limit, page.next), id: 'keys-next' }, 'Next page') : null));
+    show(out);
+  }
+
+  // ---- Blocks (/v1/blocks) ---------------------------------------------------------------
+  const BLOCK_TYPES = ['ip', 'tenant', 'key'];
+  // What the next render of the blocks or limits page shows once: a notice.
+  let blocksNotice = null;
+  let limitsNotice = null;
+
+  // Goes to `hash` (re-rendered even when it is the page shown).
+  function go(hash) {
+    if (location.hash === hash) route();
+    else location.hash = hash;
+  }
+
+  const blocksHash = (type) => '#/blocks' + (type ? '/' + encodeURIComponent(type) : '');
+
+  function blockFilter(type) {
+    return el('form', {
+      class: 'row', id: 'blocks-filter',
+      onsubmit: (e) => {
+        e.preventDefault();
+        go(blocksHash(e.target.elements.type.value));
+      },
+    },
+    el('label', {}, 'Type', el('select', { name: 'type' },
+      el('option', { value: '', selected: !type }, 'all'),
+      BLOCK_TYPES.map((t) => el('option', { value: t, selected: t === type }, t)))),
+    el('button', { type: 'submit' }, 'Show blocks'));
+  }
+
+  function blockAddForm(type) {
+    const expiries = [['', 'until removed'], ['600', '10 minutes'], ['3600', '1 hour'], ['86400', '1 day'], ['2592000', '30 days']];
+    const result = el('div', { id: 'block-add-result' });
+    return writeControl('div', { id: 'block-add-box' },
+      el('h2', {}, 'Add a block'),
+      el('form', {
+        class: 'row', id: 'block-add',
+        onsubmit: async (e) => {
+          e.preventDefault();
+          const f = e.target.elements;
+          const kind = f.type.value;
+          const value = f.value.value.trim();
+          const body = { reason: f.reason.value };
+          if (f.expires.value) body.expires_in_s = Number(f.expires.value);
+          const r = await api('PUT', '/v1/blocks/' + encodeURIComponent(kind) + '/' + encodeURIComponent(value), body);
+          if (r.status !== 200) return result.replaceChildren(problem(r));
+          blocksNotice = 'Blocked ' + r.json.type + ' ' + r.json.value + ': refused with 403 on every instance within store.propagation.';
+          go(blocksHash(type));
+        },
+      },
+      el('label', {}, 'Type', el('select', { name: 'type' }, BLOCK_TYPES.map((t) => el('option', { value: t, selected: t === type }, t)))),
+      el('label', {}, 'Value (address or CIDR, tenant id, key id)', el('input', { name: 'value', required: true, size: 26, autocomplete: 'off', placeholder: '203.0.113.0/24' })),
+      el('label', {}, 'Reason', el('input', { name: 'reason', required: true, size: 30, maxlength: 500, autocomplete: 'off' })),
+      el('label', {}, 'Expires', el('select', { name: 'expires' }, expiries.map(([v, label]) => el('option', { value: v }, label)))),
+      el('button', { type: 'submit', id: 'block-add-button' }, 'Block')),
+      result);
+  }
+
+  // A row's Remove control, confirmed by a second click (no browser dialog).
+  function blockActions(block, type) {
+    const box = writeControl('div', { class: 'actions' });
+    if (!box) return '';
+    async function remove() {
+      const r = await api('DELETE', '/v1/blocks/' + encodeURIComponent(block.type) + '/' + encodeURIComponent(block.value));
+      if (r.status !== 200) return box.replaceChildren(problem(r));
+      blocksNotice = 'Removed the block of ' + block.type + ' ' + block.value + '.';
+      go(blocksHash(type));
+    }
+    function first() {
+      box.replaceChildren(el('button', { type: 'button', class: 'danger', 'data-action': 'unblock', onclick: () => box.replaceChildren(
+        el('span', {}, 'Remove this block? '),
+        el('button', { type: 'button', class: 'danger', 'data-action': 'unblock-confirm', onclick: remove }, 'Remove now'), ' ',
+        el('button', { type: 'button', class: 'secondary', onclick: first }, 'Cancel')) }, 'Remove…'));
+    }
+    first();
+    return box;
+  }
+
+  // arg: "" (every type) or "<type>".
+  async function renderBlocks(arg) {
+    const notice = blocksNotice;
+    blocksNotice = null;
+    const type = BLOCK_TYPES.includes(arg) ? arg : '';
+    const out = [el('h1', {}, 'Blocks'), blockFilter(type)];
+    if (notice) out.push(el('div', { class: 'notice', id: 'blocks-notice' }, notice));
+    out.push(blockAddForm(type));
+    const r = await api('GET', '/v1/blocks' + (type ? '?type=' + encodeURIComponent(type) : ''));
+    if (r.status !== 200) return show(out, problem(r));
+    out.push(el('h2', {}, 'In force'));
+    const blocks = r.json.blocks;
+    if (!blocks.length) {
+      out.push(el('p', { class: 'muted', id: 'blocks' }, 'No blocks (expired ones are not listed).'));
+    } else {
+      out.push(table([
+        ['type', (b) => b.type],
+        ['value', (b) => el('span', { class: 'mono' }, b.value)],
+        ['reason', (b) => b.reason],
+        ['created', (b) => b.created_at],
+        ['expires', (b) => b.expires_at || 'never'],
+        ['remaining', (b) => (b.remaining_s === null ? '' : seconds(b.remaining_s)), 'num'],
+        ['', (b) => blockActions(b, type)],
+      ].filter(([h]) => h !== '' || canWrite()), blocks, { id: 'blocks' }, (b) => ({ 'data-block-type': b.type, 'data-block-value': b.value })));
+    }
+    show(out);
+  }
+
+  // ---- Live limits (/v1/tenants/{id}/limits) ---------------------------------------------
+  const limitsHash = (tenant) => '#/limits' + (tenant ? '/' + encodeURIComponent(tenant) : '');
+
+  function limitsSearch(tenant) {
+    return el('form', {
+      class: 'row', id: 'limits-search',
+      onsubmit: (e) => {
+        e.preventDefault();
+        go(limitsHash(e.target.elements.tenant.value.trim()));
+      },
+    },
+    el('label', {}, 'Tenant id', el('input', { name: 'tenant', required: true, size: 34, value: tenant, autocomplete: 'off' })),
+    el('button', { type: 'submit' }, 'Show limits'));
+  }
+
+  // "month=200000, day=10000" → {month: 200000, day: 10000}; a bad entry → null.
+  function parseQuotas(textValue) {
+    const out = {};
+    for (const part of textValue.split(',').map((p) => p.trim()).filter(Boolean)) {
+      const at = part.indexOf('=');
+      if (at <= 0) return null;
+      const n = Number(part.slice(at + 1).trim());
+      if (!Number.isInteger(n)) return null;
+      out[part.slice(0, at).trim()] = n;
+    }
+    return out;
+  }
+
+  // The set form, filled with the override in force (if any); empty fields are not sent.
+  function limitsSetForm(tenant, current) {
+    const o = current || {};
+    const expiries = [['', 'never'], ['600', '10 minutes'], ['3600', '1 hour'], ['86400', '1 day'], ['2592000', '30 days']];
+    const quotas = o.quotas ? Object.entries(o.quotas).map(([p, n]) => p + '=' + n).join(', ') : '';
+    const result = el('div', { id: 'limits-set-result' });
+    const num = (name, label, value, max) => el('label', {}, label, el('input', { name, type: 'number', min: 1, max, size: 10, value: value === undefined ? '' : value }));
+    return writeControl('div', { id: 'limits-set-box' },
+      el('h2', {}, current ? 'Replace the override' : 'Set an override'),
+      el('p', { class: 'muted' }, 'Replaces the whole override; at least one limit. Quotas as period=limit, comma-separated (month=200000, day=10000).'),
+      el('form', {
+        class: 'row', id: 'limits-set',
+        onsubmit: async (e) => {
+          e.preventDefault();
+          const f = e.target.elements;
+          const body = {};
+          for (const name of ['limit', 'burst', 'max_in_flight']) if (f[name].value !== '') body[name] = Number(f[name].value);
+          if (f.per.value.trim()) body.per = f.per.value.trim();
+          if (f.quotas.value.trim()) {
+            const q = parseQuotas(f.quotas.value);
+            if (!q) return result.replaceChildren(el('div', { class: 'error', role: 'alert' }, 'Quotas: write period=limit pairs, comma-separated (month=200000).'));
+            body.quotas = q;
+          }
+          if (f.expires.value) body.expires_in_s = Number(f.expires.value);
+          const r = await api('PUT', '/v1/tenants/' + encodeURIComponent(tenant) + '/limits', body);
+          if (r.status !== 200) return result.replaceChildren(problem(r));
+          limitsNotice = 'Override set: in force on every instance within store.propagation.';
+          go(limitsHash(tenant));
+        },
+      },
+      num('limit', 'Limit', o.limit, 50000000),
+      el('label', {}, 'Per', el('input', { name: 'per', size: 6, value: o.per || '', placeholder: '1m', autocomplete: 'off' })),
+      num('burst', 'Burst', o.burst, 10000),
+      el('label', {}, 'Quotas', el('input', { name: 'quotas', size: 24, value: quotas, placeholder: 'month=200000', autocomplete: 'off' })),
+      num('max_in_flight', 'Max in flight', o.max_in_flight, 4294967296),
+      el('label', {}, 'Expires', el('select', { name: 'expires' }, expiries.map(([v, label]) => el('option', { value: v }, label)))),
+      el('button', { type: 'submit', id: 'limits-set-button' }, 'Set override')),
+      result);
+  }
+
+  // The Clear control, confirmed by a second click (no browser dialog).
+  function limitsClearControl(tenant) {
+    const box = writeControl('div', { class: 'actions', id: 'limits-clear' });
+    if (!box) return null;
+    async function clear() {
+      const r = await api('DELETE', '/v1/tenants/' + encodeURIComponent(tenant) + '/limits');
+      if (r.status !== 200) return box.replaceChildren(problem(r));
+      limitsNotice = 'Override cleared: the file\'s limits apply.';
+      go(limitsHash(tenant));
+    }
+    function first() {
+      box.replaceChildren(el('button', { type: 'button', class: 'danger', 'data-action': 'limits-clear', onclick: () => box.replaceChildren(
+        el('span', {}, 'Remove this override (the file\'s limits apply again)? '),
+        el('button', { type: 'button', class: 'danger', 'data-action': 'limits-clear-confirm', onclick: clear }, 'Clear now'), ' ',
+        el('button', { type: 'button', class: 'secondary', onclick: first }, 'Cancel')) }, 'Clear override…'));
+    }
+    first();
+    return box;
+  }
+
+  // arg: "<tenant>" (percent-encoded).
+  async function renderLimits(arg) {
+    const notice = limitsNotice;
+    limitsNotice = null;
+    const tenant = arg ? decodeURIComponent(arg) : '';
+    const heading = el('h1', { id: 'limits-heading' }, 'Live limits', tenant ? [' of ', el('code', { id: 'limits-tenant' }, tenant)] : null);
+    const out = [heading, limitsSearch(tenant)];
+    if (!tenant) {
+      return show(out, el('p', { class: 'muted' }, 'A tenant\'s override of its file limits (store.overrides), one tenant at a time.'));
+    }
+    if (notice) out.push(el('div', { class: 'notice', id: 'limits-notice' }, notice));
+    const r = await api('GET', '/v1/tenants/' + encodeURIComponent(tenant) + '/limits');
+    if (r.status !== 200) return show(out, problem(r));
+    const o = r.json.override;
+    out.push(el('h2', {}, 'Override in force'));
+    if (!o) {
+      out.push(el('p', { class: 'muted', id: 'limits-override' }, 'None: the file\'s limits apply.'));
+    } else {
+      out.push(el('div', { id: 'limits-override' }, pairs([
+        ['limit', o.limit],
+        ['per', o.per],
+        ['burst', o.burst],
+        ['quotas', o.quotas ? Object.entries(o.quotas).map(([p, n]) => p + ' ' + n).join(', ') : null],
+        ['max in flight', o.max_in_flight],
+        ['expires', o.expires_at || 'never'],
+        ['updated', o.updated_at],
+      ])));
+    }
+    out.push(el('p', {}, link('tenant', tenant, 'The tenant\'s policies (remaining, refill)')));
+    out.push(limitsSetForm(tenant, o));
+    if (o) out.push(limitsClearControl(tenant));
     show(out);
   }
 
