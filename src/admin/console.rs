@@ -167,6 +167,30 @@ mod tests {
         assert!(!CONSOLE_JS.contains("http://") && !CONSOLE_JS.contains("https://"));
     }
 
+    /// Every `/v1` path the script builds from a value (tenant id, key id, block type and value:
+    /// a CIDR's `/`) percent-encodes it: each `+` joins a literal or an `encodeURIComponent(...)`.
+    #[test]
+    fn api_paths_percent_encode_every_value() {
+        let built = lines_with("'/v1/");
+        let built: Vec<&str> = built.into_iter().filter(|l| l.contains("' +")).collect();
+        assert!(built.len() >= 10, "{built:?}");
+        for line in built {
+            let at = line.find("'/v1/").expect("a /v1 path");
+            for part in line[at..].split(" + ").skip(1) {
+                // `(cond ? '?q=' + ...`: a conditional's literal; then the value it joins.
+                let part = part.trim_start_matches('(');
+                let part = match part.split_once(" ? ") {
+                    Some((cond, rest)) if cond.chars().all(|c| c.is_ascii_alphabetic()) => rest,
+                    _ => part,
+                };
+                assert!(
+                    part.starts_with("encodeURIComponent(") || part.starts_with('\''),
+                    "a value not percent-encoded in {line}"
+                );
+            }
+        }
+    }
+
     /// The lines of the script that contain `needle`.
     fn lines_with(needle: &str) -> Vec<&'static str> {
         CONSOLE_JS.lines().filter(|l| l.contains(needle)).collect()
