@@ -8,8 +8,9 @@
 
 mod common;
 
+use common::admin::{admin, ADMIN_TOKEN, ADMIN_TOKEN_ENV};
 use common::*;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 const KEY: &str = "key-acme-0123456789";
 
@@ -25,7 +26,9 @@ const RULES: &str = "
 fn start(redis: &RedisServer, backend: &Backend) -> Gateway {
     let c = GatewayConfig::new()
         .upstream("echo", &backend.addr())
-        .admin("{ listen: \"{admin}\" }")
+        .admin(&format!(
+            "{{ listen: \"{{admin}}\", token_env: \"{ADMIN_TOKEN_ENV}\" }}"
+        ))
         .listen(&["{ addr: \"{listen}\", h2: true }"])
         .redis(&redis.url(), STRICT_REDIS)
         .tier("T", "{ limit: 1, per: 1h, burst: 100000 }")
@@ -34,7 +37,7 @@ fn start(redis: &RedisServer, backend: &Backend) -> Gateway {
             "  - { path_prefix: \"/rb\", upstream: echo, auth: required, cost: { from: request_bytes, max: 4000 } }\n  - { path_prefix: \"/\", upstream: echo, auth: required }\n",
         )
         .section("limits", RULES);
-    Gateway::start(&c.yaml())
+    Gateway::start_with_env(&c.yaml(), &[(ADMIN_TOKEN_ENV, ADMIN_TOKEN)])
 }
 
 /// A client from `ip`, over HTTP/1.1 or (`h2`) h2c prior knowledge.
@@ -299,6 +302,156 @@ async fn a_query_parameter_states_the_cost() {
         );
         left(983);
     }
+}
+
+/// `POST /v1/explain` of a POST from `client` with `headers` (and the API key) and `body`.
+async fn explain(
+    gw: &Gateway,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+    client: &str,
+) -> Value {
+    let mut h = json!({"x-api-key": KEY});
+    for (n, v) in headers {
+        h[*n] = match h.get(*n) {
+            Some(first) => json!([first, v]),
+            None => json!(v),
+        };
+    }
+    let req =
+        json!({"method": "POST", "path": path, "headers": h, "client_ip": client, "body": body});
+    admin(gw.admin_addr(), "POST", "/v1/explain", Some(&req))
+        .await
+        .expect_ok()
+        .clone()
+}
+
+/// Request headers, as [`send`] and [`explain`] take them.
+type Headers = Vec<(&'static str, &'static str)>;
+
+/// A cost explained, then charged: rule, its burst, path, headers, body, the cost.
+type Case = (
+    &'static str,
+    u64,
+    &'static str,
+    Headers,
+    Option<&'static str>,
+    u64,
+);
+
+/// The tenant layer of an explanation.
+fn tenant_layer(e: &Value) -> &Value {
+    let layers = e["layers"].as_array().unwrap();
+    layers
+        .iter()
+        .find(|l| l["layer"] == "tenant")
+        .unwrap_or_else(|| panic!("{e}"))
+}
+
+/// `POST /v1/explain` charges a cost read from the request as the proxy does (a header, a
+/// query parameter, a JSON field, the default for a missing one, a route's request bytes),
+/// debits nothing, and the request then sent debits exactly the cost it named. A cost the
+/// proxy refuses (above `max`, above the burst, stated twice) is the same problem in both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_names_the_cost_a_request_is_then_charged() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let gw = start(&redis, &backend);
+    let addr = "127.0.0.24";
+    let http = client_at(addr, false);
+    let json_type = ("content-type", "application/json");
+    let cases: [Case; 4] = [
+        ("units", 100, "/units", vec![("x-units", "7")], None, 7),
+        ("q", 1000, "/q?n=9", vec![], None, 9),
+        (
+            "batch",
+            1000,
+            "/batch",
+            vec![json_type],
+            Some(r#"{"batch":[1,2,3]}"#),
+            3,
+        ),
+        ("units", 100, "/units", vec![], None, 2),
+    ];
+    for (rule, burst, path, headers, body, cost) in cases {
+        let before = rule_level(&redis, rule, addr, burst);
+        let e = explain(&gw, path, &headers, body, addr).await;
+        let t = tenant_layer(&e);
+        assert_eq!(t["rules"][0]["name"], rule, "{e}");
+        assert_eq!(t["rules"][0]["cost"], cost, "{path}: {e}");
+        assert_eq!(t["rules"][0]["would_admit"], true, "{e}");
+        assert_eq!(e["outcome"]["status"], 200, "{e}");
+        assert_eq!(
+            rule_level(&redis, rule, addr, burst),
+            before,
+            "explain debits nothing"
+        );
+        let sent = body.map_or(Body::None, |b| Body::Sized(b.as_bytes().to_vec()));
+        let r = send(&http, &gw.url(path), &headers, sent).await;
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        assert_eq!(
+            rule_level(&redis, rule, addr, burst),
+            before - cost,
+            "{path}"
+        );
+    }
+    // A route's cost read from the request: the tier's cost.
+    let tier = "tollgate:{acme}:tb";
+    let before = level(&redis, tier, 100_000);
+    let e = explain(&gw, "/rb", &[], Some("hello, world"), addr).await;
+    assert_eq!(tenant_layer(&e)["cost"], 12, "{e}");
+    assert_eq!(
+        level(&redis, tier, 100_000),
+        before,
+        "explain debits nothing"
+    );
+    let r = send(
+        &http,
+        &gw.url("/rb"),
+        &[],
+        Body::Sized(b"hello, world".to_vec()),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(level(&redis, tier, 100_000), before - 12);
+
+    // Refusals: the proxy's problem, debiting nothing.
+    let before = rule_level(&redis, "units", addr, 100);
+    let refusals: [(Headers, u16, &str); 3] = [
+        (vec![("x-units", "501")], 413, "cost-above-max"),
+        (vec![("x-units", "200")], 413, "cost-above-burst"),
+        (
+            vec![("x-units", "1"), ("x-units", "9")],
+            400,
+            "ambiguous-cost",
+        ),
+    ];
+    for (headers, status, reason) in refusals {
+        let e = explain(&gw, "/units", &headers, None, addr).await;
+        let out = &e["outcome"];
+        assert_eq!(
+            (out["layer"].clone(), out["status"].clone()),
+            (json!("tenant"), json!(status)),
+            "{e}"
+        );
+        let r = send(&http, &gw.url("/units"), &headers, Body::None).await;
+        assert_eq!(r.status, status, "{}", r.body);
+        let p = problem(&r);
+        assert_eq!(p["reason"], reason, "{}", r.body);
+        for field in [
+            "type",
+            "title",
+            "status",
+            "detail",
+            "reason",
+            "cost-source",
+            "violated-policies",
+        ] {
+            assert_eq!(out["problem"][field], p[field], "{field}: {e} vs {p}");
+        }
+    }
+    assert_eq!(rule_level(&redis, "units", addr, 100), before);
 }
 
 /// `tollgate check` refuses costs that cannot mean anything, naming each field.

@@ -140,6 +140,7 @@ async fn only_failed_logins_count() {
     let layers = v["layers"].as_array().unwrap();
     let rule = &layers.iter().find(|l| l["layer"] == "tenant").unwrap()["rules"][0];
     assert_eq!(rule["count_status"], json!([401, 403]), "{rule}");
+    assert_eq!(rule["counted"], "after_response", "{rule}");
     assert_eq!(rule["would_admit"], false, "{rule}");
     let m = metric(
         &gw,

@@ -4,13 +4,15 @@
 //! Body: `{"method": "GET", "host": "api.example.com", "path": "/orders/1?x=1",
 //! "headers": {"authorization": "Bearer ..."}, "client_ip": "203.0.113.7"}` (`headers` values
 //! are strings or lists of strings; `client_ip` is optional: the client address after
-//! `X-Forwarded-For` resolution, needed for the edge layer and anonymous tenants).
+//! `X-Forwarded-For` resolution, needed for the edge layer and anonymous tenants; `body` is
+//! optional: the request body, for a cost read from it).
 //!
 //! The path is normalised exactly as the proxy does ([`crate::http::target`]), the route found
 //! by the snapshot's router, the identity resolved by the snapshot's authenticator (JWT or API
 //! key; a client certificate cannot be explained), then each layer's decision is read without
 //! debiting: the edge bucket of `client_ip` (memory), the tenant's policies (Redis, read-only
-//! script, see [`crate::quota::peek`]), the upstream's concurrency slots. The tier's burst pool,
+//! script, see [`crate::quota::peek`]), the upstream's concurrency slots. Costs read from the
+//! request are charged by the proxy's own code ([`pipeline::cost::apply`]), refusals included. The tier's burst pool,
 //! asked only when the tenant's bucket refuses, is not consulted.
 
 use super::{rules_view, tenants};
@@ -18,6 +20,7 @@ use crate::concurrency::claimant::claimant_of;
 use crate::config::{AuthMode, Config};
 use crate::edge::EdgeOutcome;
 use crate::http::client_ip;
+use crate::http::request_json::REPLAY_LIMIT;
 use crate::identity::{Identity, Method};
 use crate::limit::Decision;
 use crate::pipeline;
@@ -42,6 +45,8 @@ pub struct ExplainRequest {
     #[serde(default)]
     pub headers: BTreeMap<String, HeaderValues>,
     pub client_ip: Option<String>,
+    /// The request body (UTF-8 text), for a cost read from it; none when absent.
+    pub body: Option<String>,
 }
 
 fn get() -> String {
@@ -319,7 +324,7 @@ async fn run(
         tier: identity.tier.as_deref(),
         claims: identity.claims.as_deref(),
     };
-    let rules = match pipeline::rules::plan(snap, &view, route.cost) {
+    let mut rules = match pipeline::rules::plan(snap, &view, route.cost) {
         Ok(r) => r.rules,
         Err(r) => {
             let status = r.problem.status;
@@ -332,11 +337,32 @@ async fn run(
         Some(tier) if !anonymous_without_client => Some((identity.tenant.clone(), tier.clone())),
         _ => None,
     };
+    // Costs read from the request, as the proxy charges them (before anything is debited).
+    let cost = match request_costs(req, headers, &head, route, &mut rules) {
+        Ok(c) => c,
+        Err(r) => {
+            return stop(
+                layers,
+                refused(&r.problem, None),
+                refused_outcome(&r.problem),
+            )
+        }
+    };
+    if cost.read && tenant_tier.is_some() {
+        let plan = pipeline::tenant::plan(snap, &identity, cost.route)
+            .ok()
+            .flatten();
+        let shadow = route.mode.is_shadow();
+        if let Some(r) = pipeline::cost::above_any_burst(shadow, plan.as_ref(), &rules) {
+            let l = refused(&r.problem, Some(cost.route));
+            return stop(layers, l, refused_outcome(&r.problem));
+        }
+    }
     let mut tenant_admitted = true;
     let mut layer = match (&tenant_tier, &snap.quota) {
         (Some((tenant, tier)), Some(quota)) => {
             // Boxed, as the other deep Redis futures of the admin handlers.
-            Box::pin(tenant_layer(app, snap, quota, tenant, tier, route.cost)).await
+            Box::pin(tenant_layer(app, snap, quota, tenant, tier, cost.route)).await
         }
         (None, _) => {
             json!({"layer": "tenant", "decision": "skipped", "why": "no tenant with a tier"})
@@ -395,6 +421,66 @@ async fn run(
     }));
     let status = if decision == "limited" { 503 } else { 200 };
     json!({"layer": "upstream", "decision": decision, "status": status})
+}
+
+/// The costs of the explained request ([`pipeline::cost::apply`]): its `body` is read as the
+/// proxy reads one, when a cost needs it, up to the same limit.
+fn request_costs(
+    req: &ExplainRequest,
+    headers: &http::HeaderMap,
+    head: &RequestHeader,
+    route: &crate::config::RouteSettings,
+    rules: &mut [(
+        crate::policy::rules::AppliedRule<'_>,
+        crate::quota::rules::RuleCall,
+    )],
+) -> Result<pipeline::cost::Costs, pipeline::Rejection> {
+    use pipeline::cost::{BodyState, CostInput};
+    let declared_len = crate::http::body::declared_length(headers);
+    let limit = route
+        .max_body_bytes
+        .map_or(REPLAY_LIMIT, |m| REPLAY_LIMIT.min(m as usize));
+    let body = req.body.as_deref().map(str::as_bytes);
+    let body = match pipeline::cost::body_wanted(Some(route), rules, declared_len) {
+        false => BodyState::NotRead,
+        true => {
+            let len = body.map_or(0, |b| b.len() as u64);
+            match declared_len.unwrap_or(len).max(len) > limit as u64 {
+                true => BodyState::TooLarge { limit },
+                false => BodyState::Whole(body.filter(|b| !b.is_empty())),
+            }
+        }
+    };
+    let input = CostInput {
+        headers,
+        query: head.uri.query(),
+        declared_len,
+        body,
+    };
+    pipeline::cost::apply(Some(route), rules, &input)
+}
+
+/// `p` as the problem+json body the proxy would answer (without the request's `instance`).
+fn problem_json(p: &Problem) -> Value {
+    let mut v =
+        json!({"type": p.type_uri, "title": p.title, "status": p.status, "detail": p.detail});
+    for (k, x) in &p.extensions {
+        v[k] = x.clone();
+    }
+    v
+}
+
+/// The tenant layer refusing a cost that cannot be charged (`cost`: the route's, when known).
+fn refused(p: &Problem, cost: Option<u64>) -> Value {
+    let mut l = json!({"layer": "tenant", "decision": "rejected", "status": p.status, "reason": p.extensions.get("reason"), "detail": p.detail, "problem": problem_json(p)});
+    if let Some(c) = cost {
+        l["cost"] = json!(c);
+    }
+    l
+}
+
+fn refused_outcome(p: &Problem) -> Value {
+    json!({"layer": "tenant", "decision": "rejected", "status": p.status, "problem": problem_json(p)})
 }
 
 /// The tenant layer: every policy's state and what a request of `cost` would get.

@@ -45,6 +45,7 @@ fn counting_json(rule: &LimitRule, v: &mut Value) {
             Err(class) => json!(class),
         });
         v["count_status"] = Value::Array(spec.collect());
+        v["counted"] = json!("after_response");
     }
     let r = rule.counting.refund_on;
     let listed = [
@@ -135,7 +136,10 @@ pub async fn explained(
     let mut out = Vec::with_capacity(applied.len());
     let mut admitted = true;
     for (a, call) in applied {
-        let v = size_json(a.rule, &a.rate);
+        let mut v = size_json(a.rule, &a.rate);
+        if a.rule.max_in_flight.is_none() {
+            v["cost"] = json!(call.entry.cost);
+        }
         let v = with_state(
             quota,
             v,

@@ -4,11 +4,13 @@
 //! charged. Pure: the proxy reads the body ([`BodyState`]) and debits the result with the
 //! request's other policies, all or nothing.
 
+use super::tenant::Plan;
 use super::{Layer, Outcome, Rejection};
-use crate::config::{CostFrom, CostSource};
+use crate::config::{CostFrom, CostSource, RouteSettings, RuleCost};
 use crate::http::request_json::{count_at, decimal_count, Stated};
 use crate::limit::Rate;
-use crate::policy::rules::query_value;
+use crate::policy::rules::{query_value, AppliedRule};
+use crate::quota::rules::RuleCall;
 use crate::response::Problem;
 use http::HeaderMap;
 use serde_json::json;
@@ -166,6 +168,113 @@ pub fn above_burst(name: &str, rate: &Rate, cost: u64) -> Option<Rejection> {
         .with("reason", json!("cost-above-burst"))
         .with("violated-policies", json!([name]));
     Some(Rejection::new(Layer::Tenant, Outcome::Rejected, p))
+}
+
+/// The cost `rule` reads from the request, if any (a concurrency rule's cost is ignored).
+fn rule_from<'r>(a: &AppliedRule<'r>) -> Option<&'r CostFrom> {
+    match &a.rule.cost {
+        Some(RuleCost::From(f)) if a.rule.max_in_flight.is_none() => Some(f),
+        _ => None,
+    }
+}
+
+/// Does some cost of the request (its route's, an applied rule's) read from it?
+pub fn reads(route: Option<&RouteSettings>, rules: &[(AppliedRule<'_>, RuleCall)]) -> bool {
+    route.is_some_and(|r| r.cost_from.is_some())
+        || rules.iter().any(|(a, _)| rule_from(a).is_some())
+}
+
+/// Must the body be read for the request's costs, given its declared length?
+pub fn body_wanted(
+    route: Option<&RouteSettings>,
+    rules: &[(AppliedRule<'_>, RuleCall)],
+    declared_len: Option<u64>,
+) -> bool {
+    route
+        .and_then(|r| r.cost_from.as_ref())
+        .into_iter()
+        .chain(rules.iter().filter_map(|(a, _)| rule_from(a)))
+        .any(|f| needs_body(&f.source, declared_len))
+}
+
+/// A request's costs ([`apply`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Costs {
+    /// The tokens the route's cost charges the tier (and rules without a cost of their own).
+    pub route: u64,
+    /// Some cost was read from the request.
+    pub read: bool,
+    /// The costs charged their `default`: owner (`route:<id>`, `rule:<name>`) and reason
+    /// (`absent`, `malformed`), for `tollgate_cost_defaulted_total`.
+    pub defaulted: Vec<(String, &'static str)>,
+}
+
+/// The request's costs (docs/rules.md#costs-read-from-the-request), read from `input`: the
+/// route's tokens, returned, and each applied rate rule's, written into its call (a rule
+/// without a cost of its own pays the route's). The proxy and `POST /v1/explain` both charge
+/// through this. Errors: the refusal of a cost that cannot be charged ([`refusal`]).
+pub fn apply(
+    route: Option<&RouteSettings>,
+    rules: &mut [(AppliedRule<'_>, RuleCall)],
+    input: &CostInput<'_>,
+) -> Result<Costs, Rejection> {
+    let mut defaulted = Vec::new();
+    let mut charge = |f: &CostFrom, owner: String, spelled: String| match charge(f, input) {
+        Ok(c) => {
+            if let Some(reason) = c.defaulted {
+                defaulted.push((owner, reason));
+            }
+            Ok(c.tokens)
+        }
+        Err(fault) => Err(refusal(fault, &spelled, &f.source)),
+    };
+    let cost = match route {
+        Some(r) => match &r.cost_from {
+            Some(f) => charge(f, format!("route:{}", r.id), format!("route \"{}\"", r.id))?,
+            None => r.cost,
+        },
+        None => 1,
+    };
+    for (a, call) in rules.iter_mut() {
+        if a.rule.max_in_flight.is_some() {
+            continue;
+        }
+        call.entry.cost = match &a.rule.cost {
+            None => cost,
+            Some(RuleCost::Fixed(n)) => *n,
+            Some(RuleCost::From(f)) => {
+                let name = &a.rule.name;
+                charge(f, format!("rule:{name}"), format!("limit rule \"{name}\""))?
+            }
+        };
+    }
+    Ok(Costs {
+        route: cost,
+        read: reads(route, rules),
+        defaulted,
+    })
+}
+
+/// The refusal of a request whose cost exceeds the burst of an enforced policy it is charged
+/// to (the tier's in `plan`, or a rule's): no wait would admit it ([`above_burst`]). Shadow
+/// policies, and every policy on a shadow route, are not checked.
+pub fn above_any_burst(
+    shadow_route: bool,
+    plan: Option<&Plan<'_>>,
+    rules: &[(AppliedRule<'_>, RuleCall)],
+) -> Option<Rejection> {
+    if shadow_route {
+        return None;
+    }
+    let tier = plan
+        .filter(|p| !p.limits.tier.mode.is_shadow())
+        .and_then(|p| above_burst(&p.limits.tier.name, &p.limits.rate, p.cost));
+    tier.or_else(|| {
+        rules
+            .iter()
+            .filter(|(a, c)| a.rule.max_in_flight.is_none() && !c.entry.shadow)
+            .find_map(|(a, c)| above_burst(&a.rule.name, &a.rate, c.entry.cost))
+    })
 }
 
 #[cfg(test)]

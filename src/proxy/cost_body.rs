@@ -15,7 +15,7 @@
 use super::body_buffer::timed_out;
 use super::ctx::Ctx;
 use super::reserve_body::expects_continue;
-use crate::config::{CostFrom, HttpLimits, RuleCost};
+use crate::config::{HttpLimits, RuleCost};
 use crate::http::body::declared_length;
 use crate::http::request_json::REPLAY_LIMIT;
 use crate::observe::metrics::METRICS;
@@ -89,10 +89,11 @@ pub(super) async fn read(
 }
 
 /// The request's costs (docs/rules.md#costs-read-from-the-request): the route's tokens,
-/// returned, and each applied rate rule's, written into its call. `Ok(Ok((cost, read)))`:
-/// `read` is true when some cost was read from the request (the kept plan's script calls,
-/// built with the route's fixed cost, no longer fit). `Ok(Err(_))`: the request is refused
-/// (a cost above its `max`, a repeated field, a body that could not be read, a 408).
+/// returned, and each applied rate rule's, written into its call ([`pipeline::cost::apply`],
+/// after reading the body when a cost needs it). `Ok(Ok((cost, read)))`: `read` is true when
+/// some cost was read from the request (the kept plan's script calls, built with the route's
+/// fixed cost, no longer fit). `Ok(Err(_))`: the request is refused (a cost above its `max`,
+/// a repeated field, a body that could not be read, a 408).
 /// Errors: the client broke off while sending its body.
 pub(super) async fn costs(
     session: &mut Session,
@@ -102,25 +103,14 @@ pub(super) async fn costs(
 ) -> Result<std::result::Result<(u64, bool), Rejection>> {
     let route = ctx.route(snap);
     let fixed = route.map_or(1, |r| r.cost);
-    let route_from = route.and_then(|r| r.cost_from.as_ref());
-    fn rule_from<'r>(a: &AppliedRule<'r>) -> Option<&'r CostFrom> {
-        match &a.rule.cost {
-            Some(RuleCost::From(f)) if a.rule.max_in_flight.is_none() => Some(f),
-            _ => None,
-        }
-    }
-    let reads = route_from.is_some() || rules.iter().any(|(a, _)| rule_from(a).is_some());
     let fixed_rule = rules
         .iter()
         .any(|(a, _)| matches!(a.rule.cost, Some(RuleCost::Fixed(_))));
-    if !reads && !fixed_rule {
+    if !pipeline::cost::reads(route, rules) && !fixed_rule {
         return Ok(Ok((fixed, false)));
     }
     let declared_len = declared_length(&session.req_header().headers);
-    let body_wanted = route_from
-        .into_iter()
-        .chain(rules.iter().filter_map(|(a, _)| rule_from(a)))
-        .any(|f| pipeline::cost::needs_body(&f.source, declared_len));
+    let body_wanted = pipeline::cost::body_wanted(route, rules, declared_len);
     let limit = route
         .and_then(|r| r.max_body_bytes)
         .map_or(REPLAY_LIMIT, |m| REPLAY_LIMIT.min(m as usize));
@@ -143,46 +133,13 @@ pub(super) async fn costs(
         declared_len,
         body: state,
     };
-    let charge = |f: &CostFrom, owner: &str| -> std::result::Result<u64, Rejection> {
-        match pipeline::cost::charge(f, &input) {
-            Ok(c) => {
-                if let Some(reason) = c.defaulted {
-                    METRICS
-                        .cost_defaulted
-                        .with_label_values(&[owner, reason])
-                        .inc();
-                }
-                Ok(c.tokens)
-            }
-            Err(fault) => {
-                let (kind, name) = owner.split_once(':').unwrap_or(("", owner));
-                let owner = match kind {
-                    "route" => format!("route \"{name}\""),
-                    _ => format!("limit rule \"{name}\""),
-                };
-                Err(pipeline::cost::refusal(fault, &owner, &f.source))
-            }
+    Ok(pipeline::cost::apply(route, rules, &input).map(|c| {
+        for (owner, reason) in &c.defaulted {
+            METRICS
+                .cost_defaulted
+                .with_label_values(&[owner.as_str(), reason])
+                .inc();
         }
-    };
-    let cost = match (route, route_from) {
-        (Some(r), Some(f)) => match charge(f, &format!("route:{}", r.id)) {
-            Ok(n) => n,
-            Err(r) => return Ok(Err(r)),
-        },
-        _ => fixed,
-    };
-    for (a, call) in rules.iter_mut() {
-        if a.rule.max_in_flight.is_some() {
-            continue;
-        }
-        call.entry.cost = match &a.rule.cost {
-            None => cost,
-            Some(RuleCost::Fixed(n)) => *n,
-            Some(RuleCost::From(f)) => match charge(f, &format!("rule:{}", a.rule.name)) {
-                Ok(n) => n,
-                Err(r) => return Ok(Err(r)),
-            },
-        };
-    }
-    Ok(Ok((cost, reads)))
+        (c.route, c.read)
+    }))
 }

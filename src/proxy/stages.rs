@@ -227,7 +227,8 @@ pub(super) async fn tenant_stage(
         Err(r) => return refuse(session, ctx, r).await,
     };
     if read {
-        if let Some(r) = cost_above_burst(ctx, plan.as_ref(), &rules) {
+        if let Some(r) = pipeline::cost::above_any_burst(ctx.shadow_route(), plan.as_ref(), &rules)
+        {
             return refuse(session, ctx, r).await;
         }
     }
@@ -413,28 +414,6 @@ fn refunds(p: &pipeline::tenant::Plan<'_>) -> bool {
 }
 
 /// The limit rules that apply to the request (none without `limits:`, at no cost).
-/// The refusal of a request whose cost, read from it, exceeds the burst of an enforced
-/// policy it is charged to (the tier's or a rule's): no wait would admit it
-/// ([`pipeline::cost::above_burst`]). Shadow policies and shadow routes are not checked.
-fn cost_above_burst(
-    ctx: &Ctx,
-    plan: Option<&pipeline::tenant::Plan<'_>>,
-    rules: &[(crate::policy::rules::AppliedRule<'_>, RuleCall)],
-) -> Option<Rejection> {
-    if ctx.shadow_route() {
-        return None;
-    }
-    let tier = plan
-        .filter(|p| !p.limits.tier.mode.is_shadow())
-        .and_then(|p| pipeline::cost::above_burst(&p.limits.tier.name, &p.limits.rate, p.cost));
-    tier.or_else(|| {
-        rules
-            .iter()
-            .filter(|(a, c)| a.rule.max_in_flight.is_none() && !c.entry.shadow)
-            .find_map(|(a, c)| pipeline::cost::above_burst(&a.rule.name, &a.rate, c.entry.cost))
-    })
-}
-
 fn rules_of<'a>(
     req: &RequestHeader,
     ctx: &Ctx,
