@@ -41,30 +41,12 @@ fn yaml(redis: &RedisServer, backend: &Backend) -> String {
         .yaml()
 }
 
-struct Rig {
-    redis: RedisServer,
-    _backend: Backend,
-    yaml: String,
-    a: Gateway,
-    b: Gateway,
-}
-
-impl Rig {
-    fn start() -> Rig {
-        let redis = RedisServer::start();
-        let backend = Backend::start("echo");
-        let y = yaml(&redis, &backend);
-        let env = [(ADMIN_TOKEN_ENV, ADMIN_TOKEN), (READ_ENV, READ_TOKEN)];
-        let a = Gateway::start_with_env(&y, &env);
-        let b = Gateway::start_with_env(&y, &env);
-        Rig {
-            redis,
-            _backend: backend,
-            yaml: y,
-            a,
-            b,
-        }
-    }
+/// Two gateways on one Redis, started with the write and the read token.
+fn pair() -> Fleet {
+    Fleet::start(
+        yaml,
+        &[(ADMIN_TOKEN_ENV, ADMIN_TOKEN), (READ_ENV, READ_TOKEN)],
+    )
 }
 
 /// One request to `gw` from `from` (a 127/8 address), with `key` and `X-Forwarded-For: xff`.
@@ -137,7 +119,7 @@ fn puts(gw: &Gateway, outcome: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn address_and_network_blocks_are_refused_at_the_edge_on_both_gateways() {
-    let rig = Rig::start();
+    let rig = pair();
     let key = api_key_of("acme");
     // An address, with expiry, set on A.
     let set = put(
@@ -234,7 +216,7 @@ async fn address_and_network_blocks_are_refused_at_the_edge_on_both_gateways() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tenant_and_key_blocks_are_refused_on_both_gateways() {
-    let rig = Rig::start();
+    let rig = pair();
     let filed = api_key_of("acme");
     let created = admin(
         rig.a.admin_addr(),
@@ -298,7 +280,7 @@ async fn tenant_and_key_blocks_are_refused_on_both_gateways() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_block_admits_again() {
-    let rig = Rig::start();
+    let rig = pair();
     let key = api_key_of("acme");
     put(
         &rig.a,
@@ -322,7 +304,7 @@ async fn an_expired_block_admits_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_subscription_still_converges_and_redis_down_keeps_the_blocks() {
-    let mut rig = Rig::start();
+    let mut rig = pair();
     let key = api_key_of("acme");
     assert_eq!(
         send(&rig.b, "127.0.0.6", Some(&key), None).await.status,
@@ -354,7 +336,7 @@ async fn a_killed_subscription_still_converges_and_redis_down_keeps_the_blocks()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_token_cannot_write_and_bad_input_changes_nothing() {
-    let rig = Rig::start();
+    let rig = pair();
     let a = rig.a.admin_addr();
     let read = format!("Bearer {READ_TOKEN}");
     let body = json!({"reason": "r"});

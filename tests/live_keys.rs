@@ -32,28 +32,12 @@ fn yaml(redis: &RedisServer, backend: &Backend, store: &str) -> String {
         .yaml()
 }
 
-struct Rig {
-    redis: RedisServer,
-    _backend: Backend,
-    a: Gateway,
-    b: Gateway,
-}
-
-impl Rig {
-    fn start(store: &str) -> Rig {
-        let redis = RedisServer::start();
-        let backend = Backend::start("echo");
-        let y = yaml(&redis, &backend, store);
-        let env = [(ADMIN_TOKEN_ENV, ADMIN_TOKEN)];
-        let a = Gateway::start_with_env(&y, &env);
-        let b = Gateway::start_with_env(&y, &env);
-        Rig {
-            redis,
-            _backend: backend,
-            a,
-            b,
-        }
-    }
+/// Two gateways on one Redis with `store` as their `store:` section.
+fn pair(store: &str) -> Fleet {
+    Fleet::start(
+        |redis, backend| yaml(redis, backend, store),
+        &[(ADMIN_TOKEN_ENV, ADMIN_TOKEN)],
+    )
 }
 
 async fn call(gw: &Gateway, key: &str) -> Reply {
@@ -87,7 +71,7 @@ const STORE: &str = "store: { cache: { ttl: 1h, negative_ttl: 1h } }\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_created_on_a_works_on_b_and_revoked_on_b_is_refused_on_a() {
-    let rig = Rig::start(STORE);
+    let rig = pair(STORE);
     let created = create(
         &rig.a,
         json!({"tenant": "acme-live", "tier": "free", "name": "ci"}),
@@ -129,7 +113,7 @@ async fn a_key_created_on_a_works_on_b_and_revoked_on_b_is_refused_on_a() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_unknown_to_b_is_found_once_created() {
     // B caches an unknown digest for an hour; the create's announcement ends that.
-    let rig = Rig::start(STORE);
+    let rig = pair(STORE);
     let created = create(
         &rig.a,
         json!({"tenant": "acme-live", "tier": "free", "name": "first"}),
@@ -141,7 +125,7 @@ async fn a_key_unknown_to_b_is_found_once_created() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rotation_keeps_the_old_secret_for_the_grace_period_only() {
-    let rig = Rig::start(STORE);
+    let rig = pair(STORE);
     let created = create(
         &rig.a,
         json!({"tenant": "acme-live", "tier": "free", "name": "rot"}),
@@ -180,7 +164,7 @@ async fn rotation_keeps_the_old_secret_for_the_grace_period_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_keys_cost_at_most_one_lookup_each_per_negative_ttl() {
-    let rig = Rig::start(STORE);
+    let rig = pair(STORE);
     let http = client();
     let url = rig.a.url("/");
     let keys: Vec<String> = (0..10_000).map(|i| format!("tg_random_{i:05}_x")).collect();
@@ -225,7 +209,7 @@ async fn random_keys_cost_at_most_one_lookup_each_per_negative_ttl() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_down_cached_keys_follow_their_tier_policy_new_keys_are_503() {
-    let mut rig = Rig::start(STORE);
+    let mut rig = pair(STORE);
     let body = |tier: &str, name: &str| json!({"tenant": "acme-live", "tier": tier, "name": name});
     let lenient = create(&rig.a, body("lenient", "l")).await["secret"]
         .as_str()
@@ -260,7 +244,7 @@ async fn redis_down_cached_keys_follow_their_tier_policy_new_keys_are_503() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_subscription_still_converges_through_the_version_check() {
-    let rig = Rig::start(STORE);
+    let rig = pair(STORE);
     let created = create(
         &rig.a,
         json!({"tenant": "acme-live", "tier": "free", "name": "pubsub"}),
@@ -292,7 +276,7 @@ async fn a_killed_subscription_still_converges_through_the_version_check() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_file_wins_a_digest_in_both() {
-    let rig = Rig::start(STORE);
+    let rig = pair(STORE);
     // A live record under the file key's digest, naming another tenant.
     let digest = sha256_hex(&api_key_of("filed"));
     let mut conn = rig.redis.conn();
@@ -319,7 +303,7 @@ async fn the_file_wins_a_digest_in_both() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
-    let rig = Rig::start(STORE);
+    let rig = pair(STORE);
     let a = rig.a.admin_addr();
     let long = "n".repeat(10_000);
     let cases = [

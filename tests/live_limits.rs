@@ -64,27 +64,30 @@ fn yaml(redis: &RedisServer, backend: &Backend) -> String {
     .yaml()
 }
 
+/// Two gateways on one Redis, and the probe overrides written so far.
 struct Rig {
-    redis: RedisServer,
-    _backend: Backend,
-    a: Gateway,
-    b: Gateway,
+    fleet: Fleet,
     probes: u64,
+}
+
+impl std::ops::Deref for Rig {
+    type Target = Fleet;
+    fn deref(&self) -> &Fleet {
+        &self.fleet
+    }
+}
+
+impl std::ops::DerefMut for Rig {
+    fn deref_mut(&mut self) -> &mut Fleet {
+        &mut self.fleet
+    }
 }
 
 impl Rig {
     fn start() -> Rig {
-        let redis = RedisServer::start();
-        let backend = Backend::start("echo");
-        let y = yaml(&redis, &backend);
         let env = [(ADMIN_TOKEN_ENV, ADMIN_TOKEN), (READ_ENV, READ_TOKEN)];
-        let a = Gateway::start_with_env(&y, &env);
-        let b = Gateway::start_with_env(&y, &env);
         Rig {
-            redis,
-            _backend: backend,
-            a,
-            b,
+            fleet: Fleet::start(yaml, &env),
             probes: 0,
         }
     }

@@ -14,7 +14,7 @@
 //! `backend` (`tollgate-echo`), `gateway` (`tollgate run` / `check`), `clients` (blocking control
 //! client, reqwest clients, raw one-shot requests), `raw_conn` (hand-driven keep-alive
 //! connections), `relay` (a TCP relay: re-pointed, delayed, cut), `config` (the YAML builder),
-//! `metrics` (Prometheus text), `assertions` (problem bodies, echo JSON), `wait` (polling),
+//! `fleet` (two gateways on one Redis), `metrics` (Prometheus text), `assertions` (problem bodies, echo JSON), `wait` (polling),
 //! `venv` (the repository's Python venv with pinned PyPI tools).
 //! `regions`, `redis_topology` and `tls` are included by the test files that need them
 //! (`#[path = "common/..."]`).
@@ -29,6 +29,7 @@ mod assertions;
 mod backend;
 mod clients;
 mod config;
+mod fleet;
 mod gateway;
 mod metrics;
 mod processes;
@@ -42,6 +43,6 @@ mod wait;
 // a module's helpers would otherwise warn about its glob.
 #[allow(unused_imports)]
 pub use self::{
-    assertions::*, backend::*, clients::*, config::*, gateway::*, metrics::*, processes::*,
-    raw_conn::*, redis_server::*, relay::*, venv::*, wait::*,
+    assertions::*, backend::*, clients::*, config::*, fleet::*, gateway::*, metrics::*,
+    processes::*, raw_conn::*, redis_server::*, relay::*, venv::*, wait::*,
 };
