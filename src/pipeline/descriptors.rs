@@ -123,16 +123,18 @@ pub async fn decide(snap: &Snapshot, planned: &Planned<'_>, status: u16) -> (Com
             debited_at: Vec::new(),
         },
     };
-    let verdict = judge(
-        &snap.rule_series,
-        None,
-        &planned.rules,
-        &[],
-        combined.clone(),
-        status,
-        false,
-    );
+    let verdict = rules_only(&snap.rule_series, planned, combined.clone(), status);
     (combined, verdict)
+}
+
+/// The verdict on a call of rules alone (no tier, no usage, enforced), counted in `series`.
+fn rules_only(
+    series: &RuleSeries,
+    planned: &Planned<'_>,
+    combined: Combined,
+    status: u16,
+) -> Verdict {
+    judge(series, None, &planned.rules, &[], combined, status, false)
 }
 
 /// The outcome of a call whose bucket `i` is blocked for another `left_ms`: that bucket
@@ -199,15 +201,7 @@ pub async fn decide_dry(
     if let Some((i, left)) = in_force {
         let combined = blocked(planned, i, left);
         let series = &RuleSeries::muted();
-        let verdict = judge(
-            series,
-            None,
-            &planned.rules,
-            &[],
-            combined.clone(),
-            status,
-            false,
-        );
+        let verdict = rules_only(series, planned, combined.clone(), status);
         return Ok((combined, verdict));
     }
     if let Some(quota) = &snap.quota {
@@ -231,15 +225,7 @@ pub async fn decide_dry(
         // Nothing was debited.
         debited_at: Vec::new(),
     };
-    let verdict = judge(
-        &RuleSeries::muted(),
-        None,
-        &planned.rules,
-        &[],
-        combined.clone(),
-        status,
-        false,
-    );
+    let verdict = rules_only(&RuleSeries::muted(), planned, combined.clone(), status);
     Ok((combined, verdict))
 }
 
