@@ -324,36 +324,7 @@ async fn redis_faults_follow_the_failure_policy() {
 async fn a_websocket_holds_its_lease_until_closed() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let redis = RedisServer::start();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let ws_addr = listener.local_addr().unwrap().to_string();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut s, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 4096];
-                let mut head = Vec::new();
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let answer = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n";
-                let _ = s.write_all(answer.as_bytes()).await;
-                // Echo until the other side closes.
-                loop {
-                    match s.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => {
-                            let _ = s.write_all(&buf[..n]).await;
-                        }
-                    }
-                }
-            });
-        }
-    });
+    let ws_addr = ws_echo_backend().await;
     let yaml = GatewayConfig::echo(&ws_addr, "required")
         .redis(&redis.url(), REDIS)
         .tier("T", "{ limit: 1, per: 1h, burst: 1000, max_in_flight: 1 }")

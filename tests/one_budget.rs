@@ -24,34 +24,6 @@ fn key_of(tenant: &str) -> String {
     format!("key-{tenant}-0123456789")
 }
 
-/// A raw WebSocket endpoint: answers every upgrade `101` and echoes bytes until closed.
-async fn ws_backend() -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 4096];
-                let mut head = Vec::new();
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let answer = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n";
-                let _ = s.write_all(answer.as_bytes()).await;
-                while let Ok(n) = s.read(&mut buf).await {
-                    if n == 0 || s.write_all(&buf[..n]).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
-
 /// One WebSocket upgrade through the gateway as `tenant`: its status (101 admitted, 429 refused).
 async fn ws_status(gw: &Gateway, tenant: &str) -> u16 {
     let request = format!(
@@ -87,7 +59,7 @@ async fn rig(redis_url: &str, redis_opts: &str, tier: &str, limits: &str) -> Rig
 async fn rig_with(redis_url: &str, redis_opts: &str, tier: &str, limits: &str, edge: &str) -> Rig {
     let backend = Backend::start("echo");
     let grpc = GrpcServer::start();
-    let ws = ws_backend().await;
+    let ws = ws_echo_backend().await;
     let mut c = GatewayConfig::new()
         .listen(&["{ addr: \"{listen}\", h2: true }"])
         .redis(redis_url, redis_opts)
