@@ -92,9 +92,19 @@ struct Rig {
 
 impl Rig {
     fn start(redis: &str, grpc: &str, rules: &str) -> Rig {
+        Self::start_with(redis, grpc, rules, |c| c)
+    }
+
+    /// [`start`](Self::start) with more of the config set by `more`.
+    fn start_with(
+        redis: &str,
+        grpc: &str,
+        rules: &str,
+        more: impl FnOnce(GatewayConfig) -> GatewayConfig,
+    ) -> Rig {
         let backend = Backend::start("echo");
         let addr = free_addr();
-        let yaml = GatewayConfig::echo(&backend.addr(), "optional")
+        let yaml = more(GatewayConfig::echo(&backend.addr(), "optional"))
             .redis_spec(redis)
             .section("limits", &format!("\n{rules}"))
             .section(
@@ -394,4 +404,70 @@ async fn a_request_that_is_not_grpc_is_refused_over_http() {
     assert_eq!(json.status(), 415);
     let mut c = rig.client();
     assert_eq!(overall(&c.call("d", &[(&[("k", "a")], 0)], 0)), "OK");
+}
+
+/// A block set through the admin API of another gateway on the same Redis refuses a call whose
+/// descriptor carries the blocked address in Envoy's `remote_address` entry: `OVER_LIMIT`,
+/// `Retry-After` and `duration_until_reset` the block's remaining time, nothing debited; a
+/// tenant block (entry `tenant`) refuses its descriptor alone within the call.
+#[test]
+fn blocks_refuse_calls_that_carry_the_blocked_address_or_tenant() {
+    let redis = RedisServer::start();
+    let tiers = "  free: { limit: 1, per: 1h, burst: 10 }\n";
+    let rules = "  - { name: per-address, match: { domain: edge, descriptors: [remote_address] }, key: [\"descriptor:remote_address\"], limit: 5, per: 1h }\n";
+    let rig = Rig::start_with(&strict(&redis), "", rules, |c| {
+        c.tier_lines(tiers).raw("store: {}\n")
+    });
+    let backend = Backend::start("echo");
+    let other = Gateway::start_with_env(
+        &common::admin::admin_yaml(&redis.url(), &backend.addr(), tiers, &[], true, "store: {}\n"),
+        &[(common::admin::ADMIN_TOKEN_ENV, common::admin::ADMIN_TOKEN)],
+    );
+    let mut c = rig.client();
+    let address: &[(&[(&str, &str)], u64)] = &[(&[("remote_address", "2001:db8::7")], 0)];
+    let first = c.call("edge", address, 0);
+    assert_eq!((overall(&first), remaining(&first, 0)), ("OK", 4));
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    for (path, body) in [
+        ("/v1/blocks/ip/2001:db8::%2F32", json!({"reason": "scanner", "expires_in_s": 600})),
+        ("/v1/blocks/tenant/acme", json!({"reason": "unpaid"})),
+    ] {
+        rt.block_on(common::admin::admin(other.admin_addr(), "PUT", path, Some(&body)))
+            .expect_ok();
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let shut = loop {
+        let v = c.call("edge", address, 0);
+        if overall(&v) == "OVER_LIMIT" || std::time::Instant::now() > deadline {
+            break v;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(overall(&shut), "OVER_LIMIT", "{shut}");
+    assert_eq!(status(&shut, 0)["code"], "OVER_LIMIT");
+    let retry: u64 = header(&shut, "Retry-After")
+        .and_then(|s| s.parse().ok())
+        .expect("Retry-After");
+    assert!((1..=600).contains(&retry), "{retry}");
+    let reset = status(&shut, 0)["duration_until_reset"]
+        .as_str()
+        .and_then(|s| s.trim_end_matches('s').parse::<u64>().ok())
+        .expect("duration_until_reset");
+    assert!((1..=600).contains(&reset), "{shut}");
+    let user_key = redis.keys("*per-address*");
+    assert_eq!(user_key.len(), 1, "{user_key:?}");
+    let after = c.call("edge", &[(&[("remote_address", "2001:db9::7")], 0)], 0);
+    assert_eq!(overall(&after), "OK");
+    let tenant: &[(&[(&str, &str)], u64)] = &[
+        (&[("remote_address", "2001:db9::7")], 0),
+        (&[("tenant", "acme")], 0),
+    ];
+    let t = c.call("edge", tenant, 0);
+    assert_eq!(overall(&t), "OVER_LIMIT", "{t}");
+    assert_eq!(status(&t, 0)["code"], "OK");
+    assert_eq!(status(&t, 1)["code"], "OVER_LIMIT");
+    assert!(header(&t, "Retry-After").is_none(), "{t}");
+    // Nothing was debited for the refused calls: the other address has 4 left after one call.
+    let again = c.call("edge", &[(&[("remote_address", "2001:db9::7")], 0)], 0);
+    assert_eq!(remaining(&again, 0), 3, "{again}");
 }

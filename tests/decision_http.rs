@@ -28,9 +28,14 @@ struct Rig {
 
 impl Rig {
     fn start(redis: &str, rules: &str) -> Rig {
+        Self::start_with(redis, rules, |c| c)
+    }
+
+    /// [`start`](Self::start) with more of the config set by `more`.
+    fn start_with(redis: &str, rules: &str, more: impl FnOnce(GatewayConfig) -> GatewayConfig) -> Rig {
         let backend = Backend::start("echo");
         let addr = free_addr();
-        let yaml = GatewayConfig::echo(&backend.addr(), "optional")
+        let yaml = more(GatewayConfig::echo(&backend.addr(), "optional"))
             .redis_spec(redis)
             .section("limits", &format!("\n{rules}"))
             .section(
@@ -530,4 +535,106 @@ async fn a_penalty_box_holds_in_the_decision_service() {
         .unwrap();
     let free = rig.post("/v1/check", call("api", one, json!({}))).await;
     assert_eq!(free.status, 200, "{free:?}");
+}
+
+/// A rule per client address, and a domain where the other block types are tried.
+const ADDRESS_RULE: &str = "  - { name: per-address, match: { domain: edge, descriptors: [remote_address] }, key: [\"descriptor:remote_address\"], limit: 5, per: 1h }\n";
+
+/// Polls `/v1/check` with `body` until it answers `status` (a block set on another gateway
+/// reaches this one within `store.propagation`; a wide margin for a loaded machine).
+async fn check_becomes(rig: &Rig, body: &Value, status: u16) -> Answer {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let a = rig.post("/v1/check", body.clone()).await;
+        if a.status == status || std::time::Instant::now() > deadline {
+            return a;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// Blocks set through the admin API of another gateway on the same Redis refuse a check whose
+/// descriptors carry the blocked address (`remote_address`), tenant (`tenant`) or key id
+/// (`key_id`): 429, `OVER_LIMIT`, `Retry-After` the block's remaining time (none for a block
+/// without expiry), `blocked` naming it, and nothing debited. Removed, the address is decided
+/// by its rule again, with the room it had.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocks_refuse_checks_that_carry_the_blocked_address_tenant_or_key() {
+    let redis = RedisServer::start();
+    let live = |c: GatewayConfig| {
+        c.tier_lines("  free: { limit: 1, per: 1h, burst: 10 }\n")
+            .raw("store: {}\n")
+    };
+    let rig = Rig::start_with(&strict(&redis), ADDRESS_RULE, live);
+    let backend = Backend::start("echo");
+    let env = [(common::admin::ADMIN_TOKEN_ENV, common::admin::ADMIN_TOKEN)];
+    let tiers = "  free: { limit: 1, per: 1h, burst: 10 }\n";
+    let other = Gateway::start_with_env(
+        &common::admin::admin_yaml(&redis.url(), &backend.addr(), tiers, &[], true, "store: {}\n"),
+        &env,
+    );
+    let address = call("edge", &[(&[("remote_address", "203.0.113.9")], 0)], json!({}));
+    let first = rig.post("/v1/check", address.clone()).await;
+    assert_eq!((first.status, first.remaining(0)), (200, 4), "{first:?}");
+    let put = |path: &'static str, body: Value| {
+        let admin = other.admin_addr().to_string();
+        async move {
+            common::admin::admin(&admin, "PUT", path, Some(&body))
+                .await
+                .expect_ok()
+                .clone()
+        }
+    };
+    put("/v1/blocks/ip/203.0.113.0%2F24", json!({"reason": "scanner", "expires_in_s": 600})).await;
+    put("/v1/blocks/tenant/acme", json!({"reason": "unpaid"})).await;
+    put("/v1/blocks/key/key_0123456789abcdef", json!({"reason": "leaked", "expires_in_s": 900})).await;
+
+    let shut = check_becomes(&rig, &address, 429).await;
+    assert_eq!(shut.status, 429, "{shut:?}");
+    assert_eq!(shut.body["allowed"], false);
+    assert_eq!(shut.body["overall_code"], "OVER_LIMIT");
+    assert_eq!(shut.body["statuses"][0]["code"], "OVER_LIMIT");
+    assert_eq!(shut.body["blocked"]["type"], "ip", "{shut:?}");
+    assert_eq!(shut.body["blocked"]["value"], "203.0.113.0/24");
+    assert_eq!(shut.body["blocked"]["reason"], "scanner");
+    let retry: u64 = shut
+        .header("Retry-After")
+        .and_then(|s| s.parse().ok())
+        .expect("Retry-After");
+    assert!((1..=600).contains(&retry), "{retry}");
+    assert_eq!(shut.body["retry_after_s"], retry);
+    let user_key = only_key(&redis, "*per-address*");
+    assert_eq!(level(&redis, &user_key), 4, "a blocked call debits nothing");
+
+    // A tenant block (no expiry: no Retry-After) and a key block, in a call of two
+    // descriptors: the other descriptor is OK, the call OVER_LIMIT.
+    let tenant = call(
+        "edge",
+        &[(&[("remote_address", "198.51.100.1")], 0), (&[("tenant", "acme"), ("path", "/x")], 0)],
+        json!({}),
+    );
+    let t = check_becomes(&rig, &tenant, 429).await;
+    assert_eq!(t.status, 429, "{t:?}");
+    assert_eq!(t.body["statuses"][0]["code"], "OK");
+    assert_eq!(t.body["statuses"][1]["code"], "OVER_LIMIT");
+    assert_eq!(t.body["blocked"]["type"], "tenant");
+    assert!(t.header("Retry-After").is_none(), "{t:?}");
+    let key = call("edge", &[(&[("key_id", "key_0123456789abcdef")], 0)], json!({}));
+    let k = check_becomes(&rig, &key, 429).await;
+    assert_eq!(k.body["blocked"]["type"], "key", "{k:?}");
+    let retry: u64 = k.header("Retry-After").and_then(|s| s.parse().ok()).expect("Retry-After");
+    assert!((1..=900).contains(&retry), "{retry}");
+    // A dry run reports the block too.
+    let mut dry = address.clone();
+    dry["dry_run"] = json!(true);
+    assert_eq!(rig.post("/v1/check", dry).await.status, 429);
+    // Another address is decided by its rule.
+    let free = call("edge", &[(&[("remote_address", "198.51.100.1")], 0)], json!({}));
+    assert_eq!(rig.post("/v1/check", free).await.status, 200);
+
+    common::admin::admin(other.admin_addr(), "DELETE", "/v1/blocks/ip/203.0.113.0%2F24", None)
+        .await
+        .expect_ok();
+    let again = check_becomes(&rig, &address, 200).await;
+    assert_eq!((again.status, again.remaining(0)), (200, 3), "{again:?}");
 }

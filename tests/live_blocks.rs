@@ -24,8 +24,13 @@ const STORE: &str = "store: { blocks: true, cache: { ttl: 1h, negative_ttl: 1h }
 const SEEN_WITHIN: Duration = Duration::from_secs(20);
 
 fn yaml(redis: &RedisServer, backend: &Backend) -> String {
+    yaml_on(&redis.url(), backend, STORE)
+}
+
+/// The gateway config on the Redis at `url` with `store` as its `store:` section.
+fn yaml_on(url: &str, backend: &Backend, store: &str) -> String {
     GatewayConfig::new()
-        .redis(&redis.url(), STRICT_REDIS)
+        .redis(url, STRICT_REDIS)
         .tier_lines(TIERS)
         .admin(&format!(
             "{{ listen: \"{{admin}}\", token_env: {ADMIN_TOKEN_ENV}, tokens: [\
@@ -37,7 +42,7 @@ fn yaml(redis: &RedisServer, backend: &Backend) -> String {
         .api_key(&api_key_of("acme"), "acme", "free")
         .upstream("echo", &backend.addr())
         .route("{ path_prefix: \"/\", upstream: echo, auth: required }")
-        .raw(STORE)
+        .raw(store)
         .yaml()
 }
 
@@ -418,4 +423,114 @@ async fn a_read_token_cannot_write_and_bad_input_changes_nothing() {
     // Every case but the unknown type reached a write route and is audited as refused.
     assert_eq!(puts(&rig.a, "refused"), 10.0);
     let _ = &rig.b;
+}
+
+/// Sets tenant `tenant`'s live limits on `gw` (a burst the `RateLimit-Policy` of every answer
+/// names as `q=`).
+async fn override_burst(gw: &Gateway, tenant: &str, burst: u64) {
+    admin(
+        gw.admin_addr(),
+        "PUT",
+        &format!("/v1/tenants/{tenant}/limits"),
+        Some(&json!({"limit": 1, "per": "1h", "burst": burst})),
+    )
+    .await
+    .expect_ok();
+}
+
+/// The first two requests a gateway serves, sent at once: one from the blocked `127.0.0.2`
+/// and one with acme's key from `127.0.0.4`. Both must meet the live state read from Redis:
+/// the block's 403 and the override's burst (`q=<burst>`) in `RateLimit-Policy`.
+async fn first_requests_meet_the_live_state(gw: &Gateway, burst: u64) {
+    let key = api_key_of("acme");
+    let (shut, admitted) = tokio::join!(
+        send(gw, "127.0.0.2", None, None),
+        send(gw, "127.0.0.4", Some(&key), None)
+    );
+    blocked(&shut, "ip", "127.0.0.2/32");
+    assert_eq!(admitted.status, 200, "{admitted:?}");
+    let policy = admitted.header("ratelimit-policy").unwrap_or_default();
+    assert!(
+        policy.contains(&format!("q={burst};")),
+        "the first admitted request did not carry the live override: {policy:?}"
+    );
+}
+
+/// A block and a limit override set before a gateway starts are in force on its very first
+/// requests: the gateway reads the live state before its listeners accept. Its Redis is
+/// reached through a relay that delays every byte by 200 ms, so a gateway that served before
+/// reading the state would answer its first requests from an empty one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_set_before_the_start_holds_on_the_first_request() {
+    let rig = pair();
+    put(
+        &rig.a,
+        "/v1/blocks/ip/127.0.0.2",
+        json!({"reason": "set before the start"}),
+    )
+    .await;
+    override_burst(&rig.a, "acme", 7).await;
+    let relay = TcpRelay::start_delayed(&rig.redis.addr(), Duration::from_millis(200));
+    let late = Gateway::start_with_env(
+        &yaml_on(&relay.url(), &rig.backend, STORE),
+        &[(ADMIN_TOKEN_ENV, ADMIN_TOKEN)],
+    );
+    first_requests_meet_the_live_state(&late, 7).await;
+    assert!(late.log().contains("live state loaded before serving"));
+}
+
+/// A reload onto another Redis serves that Redis's blocks and overrides from its first
+/// request. Both stores are at the same version and override generation, so a gateway that
+/// kept the previous store's state would never read the new one by the version check alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_onto_another_redis_serves_its_state_at_once() {
+    let env = [(ADMIN_TOKEN_ENV, ADMIN_TOKEN)];
+    let backend = Backend::start("echo");
+    let (first, second) = (RedisServer::start(), RedisServer::start());
+    let a = Gateway::start_with_env(&yaml_on(&first.url(), &backend, STORE), &env);
+    let c = Gateway::start_with_env(&yaml_on(&second.url(), &backend, STORE), &env);
+    // The same history on both stores (version 2, one override write), other contents.
+    put(&a, "/v1/blocks/ip/127.0.0.5", json!({"reason": "first store"})).await;
+    override_burst(&a, "acme", 5).await;
+    put(&c, "/v1/blocks/ip/127.0.0.2", json!({"reason": "second store"})).await;
+    override_burst(&c, "acme", 7).await;
+    assert!(becomes(&a, "127.0.0.5", None, None, 403).await.is_some());
+    a.reload_ok(&yaml_on(&second.url(), &backend, STORE)).await;
+    first_requests_meet_the_live_state(&a, 7).await;
+    assert_eq!(
+        send(&a, "127.0.0.5", Some(&api_key_of("acme")), None)
+            .await
+            .status,
+        200,
+        "the first store's block is gone with it"
+    );
+}
+
+/// `store:` without `blocks` enforces blocks (the default), like keys and overrides; with
+/// `blocks: false` a `PUT` is a 404 problem naming the setting and stores nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocks_are_on_by_default_and_a_put_while_off_is_refused() {
+    let env = [(ADMIN_TOKEN_ENV, ADMIN_TOKEN)];
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let on = Gateway::start_with_env(&yaml_on(&redis.url(), &backend, "store: {}\n"), &env);
+    put(&on, "/v1/blocks/ip/127.0.0.2", json!({"reason": "default on"})).await;
+    let r = becomes(&on, "127.0.0.2", None, None, 403)
+        .await
+        .expect("blocked with store.blocks left to its default");
+    blocked(&r, "ip", "127.0.0.2/32");
+    redis.flushall();
+    let off = Gateway::start_with_env(
+        &yaml_on(&redis.url(), &backend, "store: { blocks: false }\n"),
+        &env,
+    );
+    let body = json!({"reason": "while off"});
+    let refused = admin(off.admin_addr(), "PUT", "/v1/blocks/ip/127.0.0.3", Some(&body)).await;
+    let p = refused.expect_problem(404);
+    assert!(
+        p["detail"].as_str().unwrap_or_default().contains("store.blocks"),
+        "{p}"
+    );
+    assert!(redis.keys("*blocks*").is_empty(), "nothing stored");
+    assert_eq!(send(&off, "127.0.0.3", None, None).await.status, 401);
 }

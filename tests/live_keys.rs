@@ -445,3 +445,54 @@ async fn a_live_key_never_reaches_the_backend() {
         r.body
     );
 }
+
+/// A key issued through the admin API whose secret is then put in the file (an operator moving
+/// a key into `identity.api_keys`): the file's entry wins, and the overlap is reported, as a
+/// warning naming the key id, the gauge `tollgate_live_keys_shadowed`, and
+/// `shadowed_by_file: true` on the key in the admin API. The other gateway, whose file does
+/// not have it, reports nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_in_both_is_reported() {
+    let rig = pair(STORE);
+    let created = create(
+        &rig.a,
+        json!({"tenant": "issued", "tier": "free", "name": "moved"}),
+    )
+    .await;
+    let (id, secret) = (
+        created["id"].as_str().unwrap().to_string(),
+        created["secret"].as_str().unwrap().to_string(),
+    );
+    assert!(becomes(&rig.a, &secret, 200).await);
+    let shadowed = |gw: &Gateway| gw.metric_or_zero("tollgate_live_keys_shadowed");
+    assert_eq!(shadowed(&rig.a), 0.0);
+    let moved = GatewayConfig::new()
+        .redis(&rig.redis.url(), STRICT_REDIS)
+        .tier_lines(TIERS)
+        .admin(&format!(
+            "{{ listen: \"{{admin}}\", token_env: {ADMIN_TOKEN_ENV} }}"
+        ))
+        .api_key(&api_key_of("filed"), "filed", "free")
+        .api_key(&secret, "pinned", "free")
+        .upstream("echo", &rig.backend.addr())
+        .route("{ path_prefix: \"/\", upstream: echo, auth: required }")
+        .raw(STORE)
+        .yaml();
+    rig.a.reload_ok(&moved).await;
+    let r = call(&rig.a, &secret).await;
+    assert_eq!(r.status, 200);
+    assert!(r.body.contains("pinned") && !r.body.contains("issued"), "{}", r.body);
+    let reported = eventually(SEEN_WITHIN, || shadowed(&rig.a) == 1.0).await;
+    assert!(reported, "gauge: {}", shadowed(&rig.a));
+    assert!(rig.a.log().contains(&id), "the warning names the key id");
+    let view = admin(rig.a.admin_addr(), "GET", &format!("/v1/keys/{id}"), None).await;
+    assert_eq!(view.expect_ok()["shadowed_by_file"], true);
+    let list = admin(rig.a.admin_addr(), "GET", "/v1/keys?tenant=issued", None).await;
+    assert_eq!(list.expect_ok()["keys"][0]["shadowed_by_file"], true);
+    // B's file does not have the secret: its live key, nothing reported.
+    let b = call(&rig.b, &secret).await;
+    assert!(b.body.contains("issued"), "{}", b.body);
+    assert_eq!(shadowed(&rig.b), 0.0);
+    let view_b = admin(rig.b.admin_addr(), "GET", &format!("/v1/keys/{id}"), None).await;
+    assert!(view_b.expect_ok().get("shadowed_by_file").is_none());
+}

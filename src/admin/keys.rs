@@ -230,7 +230,7 @@ pub async fn list(snap: &Snapshot, query: Option<&str>) -> Result<Value, Problem
         .iter()
         .filter(|k| after.as_deref().is_none_or(|a| k.name.as_str() > a))
         .collect();
-    let page: Vec<Value> = rest.iter().take(limit).map(|k| k.view()).collect();
+    let page: Vec<Value> = rest.iter().take(limit).map(|k| shown(snap, k)).collect();
     let next = (rest.len() > limit).then(|| rest[limit - 1].name.clone());
     Ok(json!({ "tenant": tenant, "keys": page, "next": next }))
 }
@@ -246,7 +246,25 @@ async fn find(snap: &Snapshot, id: &str) -> Result<LiveKey, Problem> {
 
 /// `GET /v1/keys/{id}`.
 pub async fn get(snap: &Snapshot, id: &str) -> Result<Value, Problem> {
-    Ok(find(snap, id).await?.view())
+    Ok(shown(snap, &find(snap, id).await?))
+}
+
+/// The view of `key`, with `shadowed_by_file: true` when a key of `identity.api_keys` has its
+/// current digest: the file's entry wins, so this key's secret identifies the file's tenant.
+fn shown(snap: &Snapshot, key: &LiveKey) -> Value {
+    let mut out = key.view();
+    let mut digest = [0u8; 32];
+    let in_file = hex::decode_to_slice(&key.digest, &mut digest).is_ok()
+        && snap
+            .config
+            .identity
+            .api_keys
+            .as_ref()
+            .is_some_and(|k| k.keys.iter().any(|e| e.sha256 == digest));
+    if in_file {
+        out["shadowed_by_file"] = json!(true);
+    }
+    out
 }
 
 /// `DELETE /v1/keys/{id}`: revokes the key (every secret of it, a rotated-out one included).

@@ -856,14 +856,15 @@ pub struct RawReload {
     pub debounce: Option<String>,
 }
 
-/// `store`: the live state in Redis (API keys issued through `/v1/keys`).
+/// `store`: the live state in Redis (API keys, limit overrides and blocks set through the
+/// admin API).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawStore {
     /// Accept API keys issued through the admin API (default true).
     pub keys: Option<bool>,
     /// Refuse blocked addresses, networks, tenants and keys set through `/v1/blocks`
-    /// (default false).
+    /// (default true; false: `/v1/blocks` answers 404).
     pub blocks: Option<bool>,
     /// Accept limit overrides set through the admin API (default true).
     pub overrides: Option<bool>,

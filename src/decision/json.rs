@@ -109,8 +109,9 @@ fn limit_json(l: &rls::RateLimit) -> Value {
 
 /// The answer to `check`: `allowed`, `overall_code`, `dry_run`, the longest `retry_after_s`
 /// of a refusal, per descriptor `code`, `current_limit`, `limit_remaining`,
-/// `duration_until_reset_s` and `retry_after_s`, and `response_headers_to_add` (the draft-11
-/// `RateLimit-Policy` / `RateLimit` fields, `Retry-After` when refused).
+/// `duration_until_reset_s` and `retry_after_s`, `response_headers_to_add` (the draft-11
+/// `RateLimit-Policy` / `RateLimit` fields, `Retry-After` when refused), and `blocked` (the
+/// block's type, value, reason, times) when a block refused the call.
 pub fn check_answer(c: &Checked, dry_run: bool) -> Value {
     let r = &c.response;
     let statuses: Vec<Value> = r
@@ -128,7 +129,7 @@ pub fn check_answer(c: &Checked, dry_run: bool) -> Value {
         })
         .collect();
     let allowed = r.overall_code == Code::Ok as i32;
-    json!({
+    let mut body = json!({
         "allowed": allowed,
         "overall_code": code_name(r.overall_code),
         "dry_run": dry_run,
@@ -136,7 +137,11 @@ pub fn check_answer(c: &Checked, dry_run: bool) -> Value {
         "statuses": statuses,
         "response_headers_to_add": r.response_headers_to_add.iter()
             .map(|h| json!({"key": h.key, "value": h.value})).collect::<Vec<_>>(),
-    })
+    });
+    if let Some(b) = &c.blocked {
+        body["blocked"] = b.clone();
+    }
+    body
 }
 
 /// The call's `Retry-After` (seconds) when it was refused.

@@ -9,6 +9,7 @@
 //! decision, the proxy's judge, metrics and headers), and mapped back ([`answer::response`]).
 
 pub mod answer;
+pub mod block;
 pub mod grpc;
 pub mod http;
 pub mod json;
@@ -51,9 +52,12 @@ pub struct Checked {
     pub outcome: Outcome,
     /// The rule whose numbers the answer reports (none when no rule applied).
     pub policy: Option<String>,
+    /// The block that refused the call (its admin API view), if one did ([`block`]).
+    pub blocked: Option<serde_json::Value>,
 }
 
-/// Decides one call (all its descriptors, all or nothing) for either face of the service;
+/// Decides one call (all its descriptors, all or nothing) for either face of the service: a
+/// call a block covers is refused first, nothing debited ([`block`]);
 /// `dry_run`: nothing is debited or counted ([`descriptors::decide_dry`]). Errors:
 /// `INVALID_ARGUMENT` for a malformed call or an unknown domain; `UNAVAILABLE` when Redis
 /// cannot decide and `failure` says so, or a dry run cannot read a bucket.
@@ -66,6 +70,10 @@ pub async fn check(
     let asked = answer::asked(req)?;
     let snap = app.snapshot.load_full();
     known_domain(&snap, &req.domain)?;
+    let now_s = crate::observe::tier_fit::unix_ms() / 1000;
+    if let Some(refused) = block::refused(&snap, &asked, now_s) {
+        return Ok(refused);
+    }
     let mut planned = descriptors::plan(&snap, &req.domain, &asked);
     if failure == DecisionFailure::Unavailable {
         // The caller decides a Redis fault: no bucket (not even a `local` one) is debited for it.
@@ -102,6 +110,7 @@ pub async fn check(
         retry_after_s,
         outcome: verdict.outcome,
         policy: verdict.headers.map(|h| h.policy_name),
+        blocked: None,
     })
 }
 

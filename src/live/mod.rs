@@ -129,6 +129,30 @@ impl LiveKeys {
         Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
     }
 
+    /// The digests of `digests` (lower-case hex) that a key issued through the admin API has
+    /// too, each with that key's id: one script call per 1000 digests.
+    pub async fn shared_digests(
+        &self,
+        redis: &RedisStore,
+        digests: &[String],
+    ) -> Result<Vec<(String, String)>, RedisFault> {
+        let mut shared = Vec::new();
+        for chunk in digests.chunks(1000) {
+            let keys: Vec<String> = chunk
+                .iter()
+                .map(|d| rkeys::live_digest_key(&self.prefix, d))
+                .collect();
+            let ids: Vec<Option<String>> = redis.eval(&self.scripts.ids, &keys, &[""]).await?;
+            shared.extend(
+                chunk
+                    .iter()
+                    .zip(ids)
+                    .filter_map(|(d, id)| Some((d.clone(), id?))),
+            );
+        }
+        Ok(shared)
+    }
+
     /// The record of key `id`.
     pub async fn get(&self, redis: &RedisStore, id: &str) -> Result<Option<LiveKey>, RedisFault> {
         let keys = [rkeys::live_record_key(&self.prefix, id)];

@@ -14,6 +14,9 @@ return redis.call('GET', ARGV[1] .. id)
 /// KEYS: one key. The value, or nil.
 const GET: &str = r#"return redis.call('GET', KEYS[1])"#;
 
+/// KEYS: digest keys. The key id of each (nil where there is none).
+const IDS: &str = r#"return redis.call('MGET', unpack(KEYS))"#;
+
 /// KEYS: tenant hash. ARGV: record key prefix. Every record of the tenant's keys.
 const LIST: &str = r#"
 local out = {}
@@ -66,6 +69,7 @@ return v
 pub(super) struct Scripts {
     pub lookup: LuaScript,
     pub get: LuaScript,
+    pub ids: LuaScript,
     pub list: LuaScript,
     pub create: LuaScript,
     pub revoke: LuaScript,
@@ -77,6 +81,7 @@ impl Scripts {
         Scripts {
             lookup: LuaScript::new(LOOKUP),
             get: LuaScript::new(GET),
+            ids: LuaScript::new(IDS),
             list: LuaScript::new(LIST),
             create: LuaScript::new(CREATE),
             revoke: LuaScript::new(REVOKE),

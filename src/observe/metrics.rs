@@ -103,6 +103,9 @@ pub struct Metrics {
     /// `refused` (a 4xx answer: bad input, unknown resource), `forbidden` (a read token),
     /// `failed` (5xx: the store did not answer).
     pub admin_writes: IntCounterVec,
+    /// Keys issued through the admin API whose digest is also a key of `identity.api_keys`
+    /// (the file's entry wins), as of the last check (docs/live-state.md#what-is-stored).
+    pub live_keys_shadowed: IntGauge,
     tenant_seen: Mutex<HashSet<String>>,
 }
 
@@ -339,6 +342,11 @@ pub static METRICS: Lazy<Metrics> = Lazy::new(|| {
             "tollgate_admin_writes_total",
             "Admin API writes by operation and outcome (ok, refused, forbidden, failed)",
             &["operation", "outcome"]
+        )
+        .unwrap(),
+        live_keys_shadowed: register_int_gauge!(
+            "tollgate_live_keys_shadowed",
+            "Keys issued through the admin API whose digest is also a key in the file (the file's entry wins)"
         )
         .unwrap(),
         tenant_seen: Mutex::new(HashSet::new()),

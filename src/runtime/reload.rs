@@ -133,6 +133,7 @@ pub async fn reload(app: &Arc<App>) -> Result<(), Vec<ConfigError>> {
     let path = app.config_path.clone();
     let previous = app.snapshot.load_full();
     let old_quota = previous.quota.clone();
+    let before = previous.clone();
     let built = tokio::task::spawn_blocking(move || {
         let mut new = config::load(&path)?;
         let restart = keep_restart_only(&previous.config, &mut new);
@@ -155,12 +156,33 @@ pub async fn reload(app: &Arc<App>) -> Result<(), Vec<ConfigError>> {
     let carried_on =
         |old: &QuotaService| built.quota.as_ref().is_some_and(|q| q.keeps_leases_of(old));
     let retire = old_quota.filter(|old| !carried_on(old) && old.holds_leases());
+    load_replaced_live_state(&before, &built).await;
     app.snapshot.store(Arc::new(built));
     // Its leases are given back (tokens) or kept renewed until their requests end (concurrency).
     if let Some(old) = retire {
         app.retire(old);
     }
     Ok(())
+}
+
+/// Reads the live state of `built` before it serves when the reload replaced it (a changed
+/// `redis:`, `store:` or key prefix), so no request meets an empty block set or the file's
+/// limits in between; bounded by [`super::live::LOAD_WITHIN`].
+async fn load_replaced_live_state(previous: &Snapshot, built: &Snapshot) {
+    let same = |a: Option<*const ()>, b: Option<*const ()>| a.is_none() || a == b;
+    let live = |s: &Snapshot| s.live.as_ref().map(|l| Arc::as_ptr(l) as *const ());
+    let blocks = |s: &Snapshot| s.blocks.as_ref().map(|b| Arc::as_ptr(b) as *const ());
+    if same(live(built), live(previous)) && same(blocks(built), blocks(previous)) {
+        return;
+    }
+    let Some(quota) = &built.quota else { return };
+    if !super::live::load(built, &quota.redis).await {
+        tracing::warn!(
+            within_s = super::live::LOAD_WITHIN.as_secs(),
+            "reload: the new live state was not read (Redis did not answer); its blocks and \
+             limit overrides apply once the version check reads them"
+        );
+    }
 }
 
 /// Reloads as SIGHUP does and reports the outcome (metrics, log); `cause` names what asked.

@@ -54,6 +54,9 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
     server.bootstrap();
 
     super::trace_export::apply(snapshot.config.observability.tracing.as_ref());
+    // Before any listener accepts: a block or an override set before the start is in force
+    // on the first request.
+    super::live::load_before_serving(&snapshot);
     let app = Arc::new(App::new(snapshot, path.to_path_buf()));
     let drain = Duration::from_millis(500).min(Duration::from_secs(cfg.server.grace_period_s) / 2);
     let addrs: Vec<_> = cfg.listen.iter().map(|l| l.addr).collect();

@@ -47,11 +47,11 @@ pub struct Snapshot {
     pub rule_series: RuleSeries,
     /// Limit-rule plans kept for reuse while this config lasts.
     pub rule_plans: PlanMemo,
-    /// Live API keys (`store.keys`), kept across reloads while `store:` and the key prefix are
+    /// Live API keys (`store.keys`), kept across reloads while `store:` and `redis:` are
     /// unchanged; `None` when off (or without a quota store).
     pub live: Option<Arc<crate::live::LiveKeys>>,
-    /// Blocks set through the admin API (`store.blocks`), kept across reloads while the key
-    /// prefix is unchanged (the set in force survives a reload); `None` when off.
+    /// Blocks set through the admin API (`store.blocks`), kept across reloads while `redis:`
+    /// is unchanged (the set in force survives a reload); `None` when off.
     pub blocks: Option<Arc<crate::live::blocks::LiveBlocks>>,
 }
 
@@ -162,8 +162,9 @@ impl Snapshot {
         o.of(tenant, crate::observe::tier_fit::unix_ms() / 1000)
     }
 
-    /// The live state of `config` (`store.keys` or `store.overrides` with a quota store), kept from `previous` (its
-    /// cache and version) while `store:` and the key prefix are unchanged.
+    /// The live state of `config` (`store.keys` or `store.overrides` with a quota store), kept
+    /// from `previous` (its cache and version) while `store:` and `redis:` (the key prefix
+    /// included) are unchanged: another Redis has other keys and overrides.
     fn live(
         config: &Config,
         has_quota: bool,
@@ -174,14 +175,17 @@ impl Snapshot {
             .as_ref()
             .filter(|s| (s.keys || s.overrides) && has_quota)?;
         let prefix = config.redis.as_ref()?.key_prefix.as_str();
+        let same_redis = previous.is_some_and(|p| p.config.redis == config.redis);
         match previous.and_then(|p| p.live.as_ref()) {
-            Some(l) if l.settings == *store && l.prefix() == prefix => Some(l.clone()),
+            Some(l) if l.settings == *store && l.prefix() == prefix && same_redis => {
+                Some(l.clone())
+            }
             _ => Some(Arc::new(crate::live::LiveKeys::new(store, prefix))),
         }
     }
 
     /// The blocks of `config` (`store.blocks` with a quota store), kept from `previous` while
-    /// the key prefix is unchanged.
+    /// `redis:` (the key prefix included) is unchanged.
     fn blocks(
         config: &Config,
         has_quota: bool,
@@ -189,8 +193,9 @@ impl Snapshot {
     ) -> Option<Arc<crate::live::blocks::LiveBlocks>> {
         config.store.as_ref().filter(|s| s.blocks && has_quota)?;
         let prefix = config.redis.as_ref()?.key_prefix.as_str();
+        let same_redis = previous.is_some_and(|p| p.config.redis == config.redis);
         match previous.and_then(|p| p.blocks.as_ref()) {
-            Some(b) if b.prefix() == prefix => Some(b.clone()),
+            Some(b) if b.prefix() == prefix && same_redis => Some(b.clone()),
             _ => Some(Arc::new(crate::live::blocks::LiveBlocks::new(prefix))),
         }
     }

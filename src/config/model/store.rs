@@ -1,5 +1,5 @@
-//! `store:`: the live state kept in Redis beside the buckets (API keys issued through the admin
-//! API), its per-instance cache and how fast a change reaches every instance.
+//! `store:`: the live state kept in Redis beside the buckets (API keys, limit overrides and
+//! blocks set through the admin API), its per-instance cache and how fast a change reaches every instance.
 
 use std::time::Duration;
 
@@ -29,8 +29,9 @@ impl Default for StoreCacheSettings {
 pub struct StoreSettings {
     /// API keys issued through `/v1/keys` are accepted (default true when `store:` is present).
     pub keys: bool,
-    /// Blocks set through `/v1/blocks` are enforced (default false): held in memory per
-    /// instance, refreshed on every change (docs/live-state.md#blocks).
+    /// Blocks set through `/v1/blocks` are enforced (default true when `store:` is present):
+    /// held in memory per instance, refreshed on every change (docs/live-state.md#blocks).
+    /// Off, `/v1/blocks` answers 404 and nothing is stored.
     pub blocks: bool,
     /// Limits set through `/v1/tenants/{id}/limits` replace the file's numbers (default true
     /// when `store:` is present; docs/live-state.md#live-limit-overrides).

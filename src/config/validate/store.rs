@@ -48,7 +48,7 @@ pub(super) fn settings(
         .unwrap_or(Duration::from_secs(1));
     Some(StoreSettings {
         keys: raw.keys.unwrap_or(true),
-        blocks: raw.blocks.unwrap_or(false),
+        blocks: raw.blocks.unwrap_or(true),
         overrides: raw.overrides.unwrap_or(true),
         cache,
         propagation,
