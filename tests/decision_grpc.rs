@@ -420,7 +420,7 @@ fn blocks_refuse_calls_that_carry_the_blocked_address_or_tenant() {
     });
     let backend = Backend::start("echo");
     let other = Gateway::start_with_env(
-        &common::admin::admin_yaml(&redis.url(), &backend.addr(), tiers, &[], true, "store: {}\n"),
+        &common::admin::admin_yaml(&redis.url(), &backend.addr(), tiers, &[("filed", "free")], true, "store: {}\n"),
         &[(common::admin::ADMIN_TOKEN_ENV, common::admin::ADMIN_TOKEN)],
     );
     let mut c = rig.client();
@@ -449,10 +449,13 @@ fn blocks_refuse_calls_that_carry_the_blocked_address_or_tenant() {
         .and_then(|s| s.parse().ok())
         .expect("Retry-After");
     assert!((1..=600).contains(&retry), "{retry}");
-    let reset = status(&shut, 0)["duration_until_reset"]
+    // int64 seconds: JSON text in the client's rendering.
+    let seconds = &status(&shut, 0)["duration_until_reset"]["seconds"];
+    let reset = seconds
         .as_str()
-        .and_then(|s| s.trim_end_matches('s').parse::<u64>().ok())
-        .expect("duration_until_reset");
+        .and_then(|s| s.parse::<u64>().ok())
+        .or(seconds.as_u64())
+        .unwrap_or_else(|| panic!("duration_until_reset: {shut}"));
     assert!((1..=600).contains(&reset), "{shut}");
     let user_key = redis.keys("*per-address*");
     assert_eq!(user_key.len(), 1, "{user_key:?}");

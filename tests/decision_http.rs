@@ -570,7 +570,7 @@ async fn blocks_refuse_checks_that_carry_the_blocked_address_tenant_or_key() {
     let env = [(common::admin::ADMIN_TOKEN_ENV, common::admin::ADMIN_TOKEN)];
     let tiers = "  free: { limit: 1, per: 1h, burst: 10 }\n";
     let other = Gateway::start_with_env(
-        &common::admin::admin_yaml(&redis.url(), &backend.addr(), tiers, &[], true, "store: {}\n"),
+        &common::admin::admin_yaml(&redis.url(), &backend.addr(), tiers, &[("filed", "free")], true, "store: {}\n"),
         &env,
     );
     let address = call("edge", &[(&[("remote_address", "203.0.113.9")], 0)], json!({}));
