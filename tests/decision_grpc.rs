@@ -420,7 +420,14 @@ fn blocks_refuse_calls_that_carry_the_blocked_address_or_tenant() {
     });
     let backend = Backend::start("echo");
     let other = Gateway::start_with_env(
-        &common::admin::admin_yaml(&redis.url(), &backend.addr(), tiers, &[("filed", "free")], true, "store: {}\n"),
+        &common::admin::admin_yaml(
+            &redis.url(),
+            &backend.addr(),
+            tiers,
+            &[("filed", "free")],
+            true,
+            "store: {}\n",
+        ),
         &[(common::admin::ADMIN_TOKEN_ENV, common::admin::ADMIN_TOKEN)],
     );
     let mut c = rig.client();
@@ -429,11 +436,19 @@ fn blocks_refuse_calls_that_carry_the_blocked_address_or_tenant() {
     assert_eq!((overall(&first), remaining(&first, 0)), ("OK", 4));
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     for (path, body) in [
-        ("/v1/blocks/ip/2001:db8::%2F32", json!({"reason": "scanner", "expires_in_s": 600})),
+        (
+            "/v1/blocks/ip/2001:db8::%2F32",
+            json!({"reason": "scanner", "expires_in_s": 600}),
+        ),
         ("/v1/blocks/tenant/acme", json!({"reason": "unpaid"})),
     ] {
-        rt.block_on(common::admin::admin(other.admin_addr(), "PUT", path, Some(&body)))
-            .expect_ok();
+        rt.block_on(common::admin::admin(
+            other.admin_addr(),
+            "PUT",
+            path,
+            Some(&body),
+        ))
+        .expect_ok();
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let shut = loop {

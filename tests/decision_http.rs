@@ -32,7 +32,11 @@ impl Rig {
     }
 
     /// [`start`](Self::start) with more of the config set by `more`.
-    fn start_with(redis: &str, rules: &str, more: impl FnOnce(GatewayConfig) -> GatewayConfig) -> Rig {
+    fn start_with(
+        redis: &str,
+        rules: &str,
+        more: impl FnOnce(GatewayConfig) -> GatewayConfig,
+    ) -> Rig {
         let backend = Backend::start("echo");
         let addr = free_addr();
         let yaml = more(GatewayConfig::echo(&backend.addr(), "optional"))
@@ -570,10 +574,21 @@ async fn blocks_refuse_checks_that_carry_the_blocked_address_tenant_or_key() {
     let env = [(common::admin::ADMIN_TOKEN_ENV, common::admin::ADMIN_TOKEN)];
     let tiers = "  free: { limit: 1, per: 1h, burst: 10 }\n";
     let other = Gateway::start_with_env(
-        &common::admin::admin_yaml(&redis.url(), &backend.addr(), tiers, &[("filed", "free")], true, "store: {}\n"),
+        &common::admin::admin_yaml(
+            &redis.url(),
+            &backend.addr(),
+            tiers,
+            &[("filed", "free")],
+            true,
+            "store: {}\n",
+        ),
         &env,
     );
-    let address = call("edge", &[(&[("remote_address", "203.0.113.9")], 0)], json!({}));
+    let address = call(
+        "edge",
+        &[(&[("remote_address", "203.0.113.9")], 0)],
+        json!({}),
+    );
     let first = rig.post("/v1/check", address.clone()).await;
     assert_eq!((first.status, first.remaining(0)), (200, 4), "{first:?}");
     let put = |path: &'static str, body: Value| {
@@ -585,9 +600,17 @@ async fn blocks_refuse_checks_that_carry_the_blocked_address_tenant_or_key() {
                 .clone()
         }
     };
-    put("/v1/blocks/ip/203.0.113.0%2F24", json!({"reason": "scanner", "expires_in_s": 600})).await;
+    put(
+        "/v1/blocks/ip/203.0.113.0%2F24",
+        json!({"reason": "scanner", "expires_in_s": 600}),
+    )
+    .await;
     put("/v1/blocks/tenant/acme", json!({"reason": "unpaid"})).await;
-    put("/v1/blocks/key/key_0123456789abcdef", json!({"reason": "leaked", "expires_in_s": 900})).await;
+    put(
+        "/v1/blocks/key/key_0123456789abcdef",
+        json!({"reason": "leaked", "expires_in_s": 900}),
+    )
+    .await;
 
     let shut = check_becomes(&rig, &address, 429).await;
     assert_eq!(shut.status, 429, "{shut:?}");
@@ -610,7 +633,10 @@ async fn blocks_refuse_checks_that_carry_the_blocked_address_tenant_or_key() {
     // descriptors: the other descriptor is OK, the call OVER_LIMIT.
     let tenant = call(
         "edge",
-        &[(&[("remote_address", "198.51.100.1")], 0), (&[("tenant", "acme"), ("path", "/x")], 0)],
+        &[
+            (&[("remote_address", "198.51.100.1")], 0),
+            (&[("tenant", "acme"), ("path", "/x")], 0),
+        ],
         json!({}),
     );
     let t = check_becomes(&rig, &tenant, 429).await;
@@ -619,22 +645,38 @@ async fn blocks_refuse_checks_that_carry_the_blocked_address_tenant_or_key() {
     assert_eq!(t.body["statuses"][1]["code"], "OVER_LIMIT");
     assert_eq!(t.body["blocked"]["type"], "tenant");
     assert!(t.header("Retry-After").is_none(), "{t:?}");
-    let key = call("edge", &[(&[("key_id", "key_0123456789abcdef")], 0)], json!({}));
+    let key = call(
+        "edge",
+        &[(&[("key_id", "key_0123456789abcdef")], 0)],
+        json!({}),
+    );
     let k = check_becomes(&rig, &key, 429).await;
     assert_eq!(k.body["blocked"]["type"], "key", "{k:?}");
-    let retry: u64 = k.header("Retry-After").and_then(|s| s.parse().ok()).expect("Retry-After");
+    let retry: u64 = k
+        .header("Retry-After")
+        .and_then(|s| s.parse().ok())
+        .expect("Retry-After");
     assert!((1..=900).contains(&retry), "{retry}");
     // A dry run reports the block too.
     let mut dry = address.clone();
     dry["dry_run"] = json!(true);
     assert_eq!(rig.post("/v1/check", dry).await.status, 429);
     // Another address is decided by its rule.
-    let free = call("edge", &[(&[("remote_address", "198.51.100.1")], 0)], json!({}));
+    let free = call(
+        "edge",
+        &[(&[("remote_address", "198.51.100.1")], 0)],
+        json!({}),
+    );
     assert_eq!(rig.post("/v1/check", free).await.status, 200);
 
-    common::admin::admin(other.admin_addr(), "DELETE", "/v1/blocks/ip/203.0.113.0%2F24", None)
-        .await
-        .expect_ok();
+    common::admin::admin(
+        other.admin_addr(),
+        "DELETE",
+        "/v1/blocks/ip/203.0.113.0%2F24",
+        None,
+    )
+    .await
+    .expect_ok();
     let again = check_becomes(&rig, &address, 200).await;
     assert_eq!((again.status, again.remaining(0)), (200, 3), "{again:?}");
 }

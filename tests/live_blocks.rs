@@ -490,9 +490,19 @@ async fn a_reload_onto_another_redis_serves_its_state_at_once() {
     let a = Gateway::start_with_env(&yaml_on(&first.url(), &backend, STORE), &env);
     let c = Gateway::start_with_env(&yaml_on(&second.url(), &backend, STORE), &env);
     // The same history on both stores (version 2, one override write), other contents.
-    put(&a, "/v1/blocks/ip/127.0.0.5", json!({"reason": "first store"})).await;
+    put(
+        &a,
+        "/v1/blocks/ip/127.0.0.5",
+        json!({"reason": "first store"}),
+    )
+    .await;
     override_burst(&a, "acme", 5).await;
-    put(&c, "/v1/blocks/ip/127.0.0.2", json!({"reason": "second store"})).await;
+    put(
+        &c,
+        "/v1/blocks/ip/127.0.0.2",
+        json!({"reason": "second store"}),
+    )
+    .await;
     override_burst(&c, "acme", 7).await;
     assert!(becomes(&a, "127.0.0.5", None, None, 403).await.is_some());
     a.reload_ok(&yaml_on(&second.url(), &backend, STORE)).await;
@@ -514,7 +524,12 @@ async fn blocks_are_on_by_default_and_a_put_while_off_is_refused() {
     let redis = RedisServer::start();
     let backend = Backend::start("echo");
     let on = Gateway::start_with_env(&yaml_on(&redis.url(), &backend, "store: {}\n"), &env);
-    put(&on, "/v1/blocks/ip/127.0.0.2", json!({"reason": "default on"})).await;
+    put(
+        &on,
+        "/v1/blocks/ip/127.0.0.2",
+        json!({"reason": "default on"}),
+    )
+    .await;
     let r = becomes(&on, "127.0.0.2", None, None, 403)
         .await
         .expect("blocked with store.blocks left to its default");
@@ -525,10 +540,19 @@ async fn blocks_are_on_by_default_and_a_put_while_off_is_refused() {
         &env,
     );
     let body = json!({"reason": "while off"});
-    let refused = admin(off.admin_addr(), "PUT", "/v1/blocks/ip/127.0.0.3", Some(&body)).await;
+    let refused = admin(
+        off.admin_addr(),
+        "PUT",
+        "/v1/blocks/ip/127.0.0.3",
+        Some(&body),
+    )
+    .await;
     let p = refused.expect_problem(404);
     assert!(
-        p["detail"].as_str().unwrap_or_default().contains("store.blocks"),
+        p["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("store.blocks"),
         "{p}"
     );
     assert!(redis.keys("*blocks*").is_empty(), "nothing stored");

@@ -481,7 +481,11 @@ async fn a_digest_in_both_is_reported() {
     rig.a.reload_ok(&moved).await;
     let r = call(&rig.a, &secret).await;
     assert_eq!(r.status, 200);
-    assert!(r.body.contains("pinned") && !r.body.contains("issued"), "{}", r.body);
+    assert!(
+        r.body.contains("pinned") && !r.body.contains("issued"),
+        "{}",
+        r.body
+    );
     let reported = eventually(SEEN_WITHIN, || shadowed(&rig.a) == 1.0).await;
     assert!(reported, "gauge: {}", shadowed(&rig.a));
     assert!(rig.a.log().contains(&id), "the warning names the key id");

@@ -24,10 +24,7 @@ pub const KEY_ID_ENTRY: &str = "key_id";
 /// The block in force at `now_s` on one of `entries` (the first entry a block covers).
 pub fn of_entries<'a>(set: &'a BlockSet, entries: &[Entry], now_s: u64) -> Option<&'a Arc<Block>> {
     entries.iter().find_map(|(key, value)| match key.as_str() {
-        ADDRESS_ENTRY => value
-            .parse::<IpAddr>()
-            .ok()
-            .and_then(|a| set.ip(a, now_s)),
+        ADDRESS_ENTRY => value.parse::<IpAddr>().ok().and_then(|a| set.ip(a, now_s)),
         TENANT_ENTRY => set.tenant(value, now_s),
         KEY_ID_ENTRY => set.key(value, now_s),
         _ => None,
@@ -123,9 +120,7 @@ mod tests {
             block(Kind::Tenant, "acme", None),
             block(Kind::Key, "key_00000000000000aa", None),
         ]);
-        let hit = |pairs: &[(&str, &str)]| {
-            of_entries(&set, &entries(pairs), 40).map(|b| b.id())
-        };
+        let hit = |pairs: &[(&str, &str)]| of_entries(&set, &entries(pairs), 40).map(|b| b.id());
         assert_eq!(
             hit(&[("path", "/x"), ("remote_address", "203.0.113.9")]),
             Some("ip:203.0.113.0/24".into())

@@ -52,7 +52,9 @@ pub async fn load(snap: &Snapshot, redis: &RedisStore) -> bool {
         let (o, b, v) = tokio::join!(overrides, blocks, version);
         o && b && v
     };
-    tokio::time::timeout(LOAD_WITHIN, all).await.unwrap_or(false)
+    tokio::time::timeout(LOAD_WITHIN, all)
+        .await
+        .unwrap_or(false)
 }
 
 /// Loads the live state of `snap` before the gateway serves, with its own Redis client on a
