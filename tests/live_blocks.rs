@@ -558,3 +558,32 @@ async fn blocks_are_on_by_default_and_a_put_while_off_is_refused() {
     assert!(redis.keys("*blocks*").is_empty(), "nothing stored");
     assert_eq!(send(&off, "127.0.0.3", None, None).await.status, 401);
 }
+
+/// Redis unreachable at start: the gateway starts anyway (after at most a few seconds), says
+/// so in its log, and puts the blocks in force once Redis answers, through its version check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_started_without_redis_serves_and_reads_the_state_later() {
+    let rig = pair();
+    put(
+        &rig.a,
+        "/v1/blocks/ip/127.0.0.2",
+        json!({"reason": "set before the start"}),
+    )
+    .await;
+    let relay = TcpRelay::start(&rig.redis.addr());
+    relay.cut();
+    let late = Gateway::start_with_env(
+        &yaml_on(&relay.url(), &rig.backend, STORE),
+        &[(ADMIN_TOKEN_ENV, ADMIN_TOKEN)],
+    );
+    assert!(
+        late.log().contains("live state not loaded"),
+        "{}",
+        late.log_tail(20)
+    );
+    relay.restore();
+    let r = becomes(&late, "127.0.0.2", None, None, 403)
+        .await
+        .expect("blocked once Redis answers");
+    blocked(&r, "ip", "127.0.0.2/32");
+}
