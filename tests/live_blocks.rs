@@ -10,7 +10,7 @@ mod common;
 use common::admin::*;
 use common::*;
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const TIERS: &str = "  free: { limit: 1, per: 1h, burst: 1000 }\n";
 const READ_ENV: &str = "TOLLGATE_TEST_READ_TOKEN";
@@ -29,7 +29,7 @@ fn yaml(redis: &RedisServer, backend: &Backend) -> String {
 
 /// The gateway config on the Redis at `url` with `store` as its `store:` section.
 fn yaml_on(url: &str, backend: &Backend, store: &str) -> String {
-    GatewayConfig::new()
+    GatewayConfig::echo(&backend.addr(), "required")
         .redis(url, STRICT_REDIS)
         .tier_lines(TIERS)
         .admin(&format!(
@@ -40,8 +40,6 @@ fn yaml_on(url: &str, backend: &Backend, store: &str) -> String {
             "{{ limit: 100000, per: 1s, burst: 100000, trusted_proxies: [\"{PROXY}/32\"] }}"
         ))
         .api_key(&api_key_of("acme"), "acme", "free")
-        .upstream("echo", &backend.addr())
-        .route("{ path_prefix: \"/\", upstream: echo, auth: required }")
         .raw(store)
         .yaml()
 }
@@ -77,25 +75,23 @@ async fn becomes(
     xff: Option<&str>,
     status: u16,
 ) -> Option<Reply> {
-    let deadline = Instant::now() + SEEN_WITHIN;
-    loop {
-        let r = send(gw, from, key, xff).await;
-        if r.status == status {
-            return Some(r);
-        }
-        if Instant::now() > deadline {
+    match poll(
+        SEEN_WITHIN,
+        || send(gw, from, key, xff),
+        |r| r.status == status,
+    )
+    .await
+    {
+        Ok(r) => Some(r),
+        Err(r) => {
             eprintln!("last reply: {r:?}");
-            return None;
+            None
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
 async fn put(gw: &Gateway, path: &str, body: Value) -> Value {
-    admin(gw.admin_addr(), "PUT", path, Some(&body))
-        .await
-        .expect_ok()
-        .clone()
+    admin_ok(gw.admin_addr(), "PUT", path, Some(&body)).await
 }
 
 /// The refusal's problem body, checked for its shape: a 403 problem naming `kind` `value`.
@@ -316,13 +312,7 @@ async fn a_killed_subscription_still_converges_and_redis_down_keeps_the_blocks()
         200
     );
     // Every subscriber's connection is cut; the block's message reaches none that is down.
-    let mut conn = rig.redis.conn();
-    let _: redis::Value = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query(&mut conn)
-        .expect("CLIENT KILL");
+    rig.redis.kill_pubsub_clients();
     put(&rig.a, "/v1/blocks/ip/127.0.0.6", json!({"reason": "r"})).await;
     let r = becomes(&rig.b, "127.0.0.6", Some(&key), None, 403).await;
     blocked(&r.expect("B converged"), "ip", "127.0.0.6/32");

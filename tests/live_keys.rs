@@ -9,7 +9,7 @@ mod common;
 use common::admin::*;
 use common::*;
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const TIERS: &str = "  free: { limit: 1, per: 1h, burst: 1000 }\n  \
     lenient: { limit: 1, per: 1h, burst: 1000, on_failure: open }\n";
@@ -19,15 +19,13 @@ const TIERS: &str = "  free: { limit: 1, per: 1h, burst: 1000 }\n  \
 const SEEN_WITHIN: Duration = Duration::from_secs(20);
 
 fn yaml(redis: &RedisServer, backend: &Backend, store: &str) -> String {
-    GatewayConfig::new()
+    GatewayConfig::echo(&backend.addr(), "required")
         .redis(&redis.url(), STRICT_REDIS)
         .tier_lines(TIERS)
         .admin(&format!(
             "{{ listen: \"{{admin}}\", token_env: {ADMIN_TOKEN_ENV} }}"
         ))
         .api_key(&api_key_of("filed"), "filed", "free")
-        .upstream("echo", &backend.addr())
-        .route("{ path_prefix: \"/\", upstream: echo, auth: required }")
         .raw(store)
         .yaml()
 }
@@ -47,24 +45,19 @@ async fn call(gw: &Gateway, key: &str) -> Reply {
 }
 
 async fn create(gw: &Gateway, body: Value) -> Value {
-    admin(gw.admin_addr(), "POST", "/v1/keys", Some(&body))
-        .await
-        .expect_ok()
-        .clone()
+    admin_ok(gw.admin_addr(), "POST", "/v1/keys", Some(&body)).await
+}
+
+/// Revokes key `id` through `gw`'s admin API.
+async fn revoke(gw: &Gateway, id: &str) {
+    admin_ok(gw.admin_addr(), "DELETE", &format!("/v1/keys/{id}"), None).await;
 }
 
 /// Polls until `gw` answers `status` to `key`; whether it did within [`SEEN_WITHIN`].
 async fn becomes(gw: &Gateway, key: &str, status: u16) -> bool {
-    let deadline = Instant::now() + SEEN_WITHIN;
-    loop {
-        if call(gw, key).await.status == status {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    poll(SEEN_WITHIN, || call(gw, key), |r| r.status == status)
+        .await
+        .is_ok()
 }
 
 const STORE: &str = "store: { cache: { ttl: 1h, negative_ttl: 1h } }\n";
@@ -93,14 +86,7 @@ async fn a_key_created_on_a_works_on_b_and_revoked_on_b_is_refused_on_a() {
     // The file's keys keep working beside them.
     assert_eq!(call(&rig.a, &api_key_of("filed")).await.status, 200);
     // Both now hold the key in their cache (TTL 1h): only the change's propagation can end it.
-    admin(
-        rig.b.admin_addr(),
-        "DELETE",
-        &format!("/v1/keys/{id}"),
-        None,
-    )
-    .await
-    .expect_ok();
+    revoke(&rig.b, &id).await;
     assert!(becomes(&rig.b, &secret, 401).await);
     assert!(
         becomes(&rig.a, &secret, 401).await,
@@ -255,21 +241,8 @@ async fn a_killed_subscription_still_converges_through_the_version_check() {
     assert_eq!(call(&rig.a, &secret).await.status, 200);
     assert_eq!(call(&rig.b, &secret).await.status, 200);
     // Every subscriber's connection is cut; the revoke's message reaches none that is down.
-    let mut conn = rig.redis.conn();
-    let _: redis::Value = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query(&mut conn)
-        .expect("CLIENT KILL");
-    admin(
-        rig.a.admin_addr(),
-        "DELETE",
-        &format!("/v1/keys/{id}"),
-        None,
-    )
-    .await
-    .expect_ok();
+    rig.redis.kill_pubsub_clients();
+    revoke(&rig.a, &id).await;
     assert!(becomes(&rig.a, &secret, 401).await);
     assert!(becomes(&rig.b, &secret, 401).await);
 }

@@ -78,6 +78,14 @@ pub async fn admin(admin: &str, method: &str, path: &str, body: Option<&Value>) 
     admin_call(admin, method, path, Some(&bearer), body).await
 }
 
+/// [`admin`] that must answer 200 JSON ([`AdminReply::expect_ok`]): its body.
+pub async fn admin_ok(admin_addr: &str, method: &str, path: &str, body: Option<&Value>) -> Value {
+    admin(admin_addr, method, path, body)
+        .await
+        .expect_ok()
+        .clone()
+}
+
 /// The API key of `tenant` in [`admin_yaml`] configs.
 pub fn api_key_of(tenant: &str) -> String {
     format!("key-{tenant}-0123456789")

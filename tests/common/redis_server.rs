@@ -196,6 +196,17 @@ impl RedisServer {
             .expect("CONFIG RESETSTAT");
     }
 
+    /// Cuts every subscriber's connection (`CLIENT KILL TYPE pubsub`): the messages published
+    /// until a subscriber reconnects reach none of them.
+    pub fn kill_pubsub_clients(&self) {
+        redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("pubsub")
+            .query::<redis::Value>(&mut self.conn())
+            .expect("CLIENT KILL");
+    }
+
     /// SIGKILL; the port stays reserved for [`restart`](Self::restart).
     pub fn kill(&mut self) {
         kill_child(&mut self.child);

@@ -30,6 +30,26 @@ pub async fn eventually(timeout: Duration, mut cond: impl FnMut() -> bool) -> bo
     }
 }
 
+/// Calls `probe` every 50 ms until its answer satisfies `done` or `timeout` passes: `Ok` with
+/// the answer that did, `Err` with the last one when none did.
+pub async fn poll<T, F: std::future::Future<Output = T>>(
+    timeout: Duration,
+    mut probe: impl FnMut() -> F,
+    done: impl Fn(&T) -> bool,
+) -> Result<T, T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let answer = probe().await;
+        if done(&answer) {
+            return Ok(answer);
+        }
+        if Instant::now() > deadline {
+            return Err(answer);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Reads `value` every `period` until it returns the same thing 3 times in a row, and returns
 /// that (for counters still moving after an event, e.g. queued calls draining).
 pub async fn settled<T: PartialEq>(period: Duration, mut value: impl FnMut() -> T) -> T {
