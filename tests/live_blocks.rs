@@ -94,6 +94,16 @@ async fn put(gw: &Gateway, path: &str, body: Value) -> Value {
     admin_ok(gw.admin_addr(), "PUT", path, Some(&body)).await
 }
 
+/// Removes the block at `path` through `gw`'s admin API.
+async fn delete(gw: &Gateway, path: &str) {
+    admin_ok(gw.admin_addr(), "DELETE", path, None).await;
+}
+
+/// Whether `gw` comes to admit a request from `from` with `key` within [`SEEN_WITHIN`].
+async fn admits(gw: &Gateway, from: &str, key: Option<&str>) -> bool {
+    becomes(gw, from, key, None, 200).await.is_some()
+}
+
 /// The refusal's problem body, checked for its shape: a 403 problem naming `kind` `value`.
 fn blocked(r: &Reply, kind: &str, value: &str) -> Value {
     assert_eq!(r.status, 403, "{r:?}");
@@ -200,18 +210,9 @@ async fn address_and_network_blocks_are_refused_at_the_edge_on_both_gateways() {
         "127.0.0.2/32",
     );
     // Removed on B: admitted again on both.
-    admin(
-        rig.b.admin_addr(),
-        "DELETE",
-        "/v1/blocks/ip/127.0.0.2",
-        None,
-    )
-    .await
-    .expect_ok();
+    delete(&rig.b, "/v1/blocks/ip/127.0.0.2").await;
     for gw in [&rig.a, &rig.b] {
-        assert!(becomes(gw, "127.0.0.2", Some(&key), None, 200)
-            .await
-            .is_some());
+        assert!(admits(gw, "127.0.0.2", Some(&key)).await);
     }
 }
 
@@ -258,24 +259,11 @@ async fn tenant_and_key_blocks_are_refused_on_both_gateways() {
         blocked(&r, "key", id);
         assert!(r.header("retry-after").is_some(), "{r:?}");
     }
-    admin(rig.b.admin_addr(), "DELETE", "/v1/blocks/tenant/acme", None)
-        .await
-        .expect_ok();
-    admin(
-        rig.a.admin_addr(),
-        "DELETE",
-        &format!("/v1/blocks/key/{id}"),
-        None,
-    )
-    .await
-    .expect_ok();
+    delete(&rig.b, "/v1/blocks/tenant/acme").await;
+    delete(&rig.a, &format!("/v1/blocks/key/{id}")).await;
     for gw in [&rig.a, &rig.b] {
-        assert!(becomes(gw, "127.0.0.1", Some(&filed), None, 200)
-            .await
-            .is_some());
-        assert!(becomes(gw, "127.0.0.1", Some(secret), None, 200)
-            .await
-            .is_some());
+        assert!(admits(gw, "127.0.0.1", Some(&filed)).await);
+        assert!(admits(gw, "127.0.0.1", Some(secret)).await);
     }
 }
 
@@ -292,9 +280,7 @@ async fn an_expired_block_admits_again() {
     let r = becomes(&rig.b, "127.0.0.5", Some(&key), None, 403).await;
     assert!(r.is_some(), "never blocked");
     for gw in [&rig.a, &rig.b] {
-        assert!(becomes(gw, "127.0.0.5", Some(&key), None, 200)
-            .await
-            .is_some());
+        assert!(admits(gw, "127.0.0.5", Some(&key)).await);
     }
     let list = admin(rig.a.admin_addr(), "GET", "/v1/blocks", None).await;
     assert_eq!(list.expect_ok()["blocks"], json!([]));
