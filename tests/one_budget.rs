@@ -302,6 +302,24 @@ async fn burst_of(
     out
 }
 
+/// 50 concurrent first requests (`path`, `body`) spread over `instances` gateways of `tier`
+/// laid out as `shape` on a fresh Redis: that Redis, the gateways (still running) and the
+/// statuses.
+async fn fifty_on_fleet(
+    backend: &Backend,
+    tier: &str,
+    shape: Shape,
+    instances: usize,
+    path: &str,
+    body: Option<&str>,
+) -> (RedisServer, Vec<Gateway>, Vec<u16>) {
+    let redis = RedisServer::start();
+    let yaml = burst_config(&redis.url(), STRICT_REDIS, backend, tier, shape);
+    let gws: Vec<Gateway> = (0..instances).map(|_| Gateway::start(&yaml)).collect();
+    let statuses = burst(&gws.iter().collect::<Vec<_>>(), 50, path, body).await;
+    (redis, gws, statuses)
+}
+
 fn count(statuses: &[u16], status: u16) -> usize {
     statuses.iter().filter(|s| **s == status).count()
 }
@@ -313,16 +331,9 @@ async fn fifty_first_requests_admit_exactly_the_burst() {
     let backend = Backend::start("echo");
     for shape in [Shape::Coalesced, Shape::Apart] {
         for instances in [1, 2] {
-            let redis = RedisServer::start();
-            let yaml = burst_config(
-                &redis.url(),
-                STRICT_REDIS,
-                &backend,
-                "{ limit: 1, per: 1d, burst: 5 }",
-                shape,
-            );
-            let gws: Vec<Gateway> = (0..instances).map(|_| Gateway::start(&yaml)).collect();
-            let statuses = burst(&gws.iter().collect::<Vec<_>>(), 50, "/x", None).await;
+            let tier = "{ limit: 1, per: 1d, burst: 5 }";
+            let (redis, _gws, statuses) =
+                fifty_on_fleet(&backend, tier, shape, instances, "/x", None).await;
             let case = format!("{shape:?}, {instances} gateway(s): {statuses:?}");
             assert_eq!(count(&statuses, 200), 5, "{case}");
             assert_eq!(count(&statuses, 429), 45, "{case}");
@@ -359,11 +370,9 @@ async fn fifty_first_usage_reserves_admit_exactly_the_budget() {
                 from: { openai: true }, reserve: { from_json: max_tokens, default: 100 } } }";
     for shape in [Shape::Coalesced, Shape::Apart] {
         for instances in [1, 2] {
-            let redis = RedisServer::start();
-            let yaml = burst_config(&redis.url(), STRICT_REDIS, &backend, tier, shape);
-            let gws: Vec<Gateway> = (0..instances).map(|_| Gateway::start(&yaml)).collect();
             let body = Some("{\"max_tokens\": 100}");
-            let statuses = burst(&gws.iter().collect::<Vec<_>>(), 50, "/x?echo=1", body).await;
+            let (redis, _gws, statuses) =
+                fifty_on_fleet(&backend, tier, shape, instances, "/x?echo=1", body).await;
             let case = format!("{shape:?}, {instances} gateway(s): {statuses:?}");
             assert_eq!(count(&statuses, 200), 10, "{case}");
             assert_eq!(count(&statuses, 429), 40, "{case}");
