@@ -77,24 +77,11 @@ async fn send(http: &reqwest::Client, url: &str, headers: &[(&str, &str)], body:
         .expect("read")
 }
 
-/// Tokens a token bucket's hash holds (whole tokens), or `burst` when it does not exist.
-fn level(redis: &RedisServer, key: &str, burst: u64) -> u64 {
-    let h = redis.hgetall(key);
-    if h.is_empty() {
-        return burst;
-    }
-    let field = |n: &str| -> u64 {
-        let v = h.iter().find(|(f, _)| f == n).unwrap();
-        v.1.parse().unwrap()
-    };
-    field("l") / field("s")
-}
-
 /// The level of rule `rule`'s bucket for client `addr`.
 fn rule_level(redis: &RedisServer, rule: &str, addr: &str, burst: u64) -> u64 {
     let keys = redis.keys(&format!("*r:{rule}:*"));
     let key = keys.iter().find(|k| k.contains(addr)).cloned();
-    key.map_or(burst, |k| level(redis, &k, burst))
+    key.map_or(burst, |k| redis.bucket_level(&k, burst))
 }
 
 fn problem(r: &Reply) -> Value {
@@ -157,15 +144,15 @@ async fn request_bytes_cost_their_length() {
     }
     // A route's cost read from the request is the tier's too; above its max, 413.
     let tier = "tollgate:{acme}:tb";
-    let before = level(&redis, tier, 100_000);
+    let before = redis.bucket_level(tier, 100_000);
     let http = client_at("127.0.0.23", true);
     let r = send(&http, &gw.url("/rb"), &[], Body::Sized(vec![b'e'; 1234])).await;
     assert_eq!(r.status, 200, "{}", r.body);
-    assert_eq!(level(&redis, tier, 100_000), before - 1234);
+    assert_eq!(redis.bucket_level(tier, 100_000), before - 1234);
     let r = send(&http, &gw.url("/rb"), &[], Body::Sized(vec![b'f'; 4001])).await;
     assert_eq!(r.status, 413, "{}", r.body);
     assert_eq!(problem(&r)["reason"], "cost-above-max");
-    assert_eq!(level(&redis, tier, 100_000), before - 1234);
+    assert_eq!(redis.bucket_level(tier, 100_000), before - 1234);
 }
 
 /// `header: X-Units, default: 2, max: 500`: a count is charged as stated, a missing or garbage
@@ -398,11 +385,11 @@ async fn explain_names_the_cost_a_request_is_then_charged() {
     }
     // A route's cost read from the request: the tier's cost.
     let tier = "tollgate:{acme}:tb";
-    let before = level(&redis, tier, 100_000);
+    let before = redis.bucket_level(tier, 100_000);
     let e = explain(&gw, "/rb", &[], Some("hello, world"), addr).await;
     assert_eq!(tenant_layer(&e)["cost"], 12, "{e}");
     assert_eq!(
-        level(&redis, tier, 100_000),
+        redis.bucket_level(tier, 100_000),
         before,
         "explain debits nothing"
     );
@@ -414,7 +401,7 @@ async fn explain_names_the_cost_a_request_is_then_charged() {
     )
     .await;
     assert_eq!(r.status, 200, "{}", r.body);
-    assert_eq!(level(&redis, tier, 100_000), before - 12);
+    assert_eq!(redis.bucket_level(tier, 100_000), before - 12);
 
     // Refusals: the proxy's problem, debiting nothing.
     let before = rule_level(&redis, "units", addr, 100);

@@ -61,22 +61,6 @@ async fn get(http: &reqwest::Client, url: &str) -> Reply {
         .expect("read")
 }
 
-/// Tokens a token bucket's hash holds (whole tokens), or `burst` when it does not exist.
-fn level(redis: &RedisServer, key: &str, burst: u64) -> u64 {
-    let h = redis.hgetall(key);
-    if h.is_empty() {
-        return burst;
-    }
-    let field = |n: &str| -> u64 {
-        let v = h
-            .iter()
-            .find(|(f, _)| f == n)
-            .unwrap_or_else(|| panic!("{n}: {h:?}"));
-        v.1.parse().unwrap()
-    };
-    field("l") / field("s")
-}
-
 const LOGIN: &str = "  - { name: login_failures, match: { routes: [\"/login\"], methods: [POST] }, key: [client_ip], limit: 5, per: 1h, count: { status: [401, 403] } }\n";
 
 /// 20 login attempts from one address, the backend refusing all but every 4th: exactly 5
@@ -120,7 +104,7 @@ async fn only_failed_logins_count() {
             .iter()
             .find(|k| k.contains(addr))
             .expect("the address's bucket");
-        assert_eq!(level(&redis, key, 5), 0, "five failures counted");
+        assert_eq!(redis.bucket_level(key, 5), 0, "five failures counted");
     }
     // Successes alone never count; a GET is not matched by the rule.
     let http = client_at("127.0.0.4", false);
@@ -133,7 +117,7 @@ async fn only_failed_logins_count() {
         .iter()
         .find(|k| k.contains("127.0.0.4"))
         .expect("bucket");
-    assert_eq!(level(&redis, key, 5), 5, "no success counted");
+    assert_eq!(redis.bucket_level(key, 5), 5, "no success counted");
     let body = json!({"method": "POST", "path": "/login", "headers": {"x-api-key": KEY}, "client_ip": "127.0.0.2"});
     let reply = admin(gw.admin_addr(), "POST", "/v1/explain", Some(&body)).await;
     let v = reply.expect_ok();
@@ -193,7 +177,7 @@ async fn a_failed_backend_costs_no_request_count() {
     let rule_level = |addr: &str| {
         let keys = redis.keys("*r:per_address:*");
         let key = keys.iter().find(|k| k.contains(addr)).cloned();
-        key.map_or(100, |k| level(&redis, &k, 100))
+        key.map_or(100, |k| redis.bucket_level(&k, 100))
     };
     let mut spent = 0;
     for (h2, addr) in [(false, "127.0.0.7"), (true, "127.0.0.8")] {
@@ -204,19 +188,19 @@ async fn a_failed_backend_costs_no_request_count() {
             assert_eq!(get(&http, &gw.url("/dead")).await.status, 502);
         }
         // An unreachable backend's refund is sent when the request ends, after the answer.
-        let back = || level(&redis, tier_key, 100) == 100 - spent && rule_level(addr) == 100;
+        let back = || redis.bucket_level(tier_key, 100) == 100 - spent && rule_level(addr) == 100;
         let settled = eventually(Duration::from_secs(10), back).await;
         assert!(
             settled,
             "h2: {h2}: tier {} (want {}), rule {} (want 100), the rule's count too",
-            level(&redis, tier_key, 100),
+            redis.bucket_level(tier_key, 100),
             100 - spent,
             rule_level(addr)
         );
         assert_eq!(get(&http, &gw.url("/x?status=200")).await.status, 200);
         assert_eq!(get(&http, &gw.url("/x?status=404")).await.status, 404);
         spent += 2;
-        assert_eq!(level(&redis, tier_key, 100), 100 - spent, "h2: {h2}");
+        assert_eq!(redis.bucket_level(tier_key, 100), 100 - spent, "h2: {h2}");
         assert_eq!(rule_level(addr), 98, "h2: {h2}");
     }
 }
@@ -231,7 +215,7 @@ async fn without_refund_on_a_failure_counts() {
     for _ in 0..3 {
         assert_eq!(get(&http, &gw.url("/x?status=503")).await.status, 503);
     }
-    assert_eq!(level(&redis, "tollgate:{acme}:tb", 100), 97);
+    assert_eq!(redis.bucket_level("tollgate:{acme}:tb", 100), 97);
 }
 
 const PENALTY: &str = "  - { name: penalty, match: { routes: [\"/p\"] }, key: [client_ip], limit: 1, per: 1h, block_for: 1h }\n  - { name: penalty_ext, match: { routes: [\"/e\"] }, key: [client_ip], limit: 1, per: 1h, block_for: 1h, extend_on_refusal: true }\n";
@@ -413,7 +397,11 @@ async fn a_shadow_counting_rule_counts_but_never_refuses() {
         }
         let key = redis.keys("*r:login_watch:*");
         let key = key.iter().find(|k| k.contains(addr)).expect("bucket");
-        assert_eq!(level(&redis, key, 2), 0, "h2: {h2}: two failures counted");
+        assert_eq!(
+            redis.bucket_level(key, 2),
+            0,
+            "h2: {h2}: two failures counted"
+        );
     }
     assert_eq!(backend.stats().requests, 12);
     let labels = [("rule", "login_watch"), ("outcome", "shadow_limited")];

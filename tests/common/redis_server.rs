@@ -207,6 +207,23 @@ impl RedisServer {
             .expect("CLIENT KILL");
     }
 
+    /// Whole tokens a token bucket's hash `key` holds (its level `l` over its scale `s`), or
+    /// `burst` when the hash does not exist (a bucket not yet touched is full).
+    pub fn bucket_level(&self, key: &str, burst: u64) -> u64 {
+        let h = self.hgetall(key);
+        if h.is_empty() {
+            return burst;
+        }
+        let field = |n: &str| -> u64 {
+            let v = h
+                .iter()
+                .find(|(f, _)| f == n)
+                .unwrap_or_else(|| panic!("{n}: {h:?}"));
+            v.1.parse().unwrap()
+        };
+        field("l") / field("s")
+    }
+
     /// SIGKILL; the port stays reserved for [`restart`](Self::restart).
     pub fn kill(&mut self) {
         kill_child(&mut self.child);
