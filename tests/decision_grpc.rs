@@ -419,16 +419,12 @@ fn blocks_refuse_calls_that_carry_the_blocked_address_or_tenant() {
         c.tier_lines(tiers).raw("store: {}\n")
     });
     let backend = Backend::start("echo");
-    let other = Gateway::start_with_env(
-        &common::admin::admin_yaml(
-            &redis.url(),
-            &backend.addr(),
-            tiers,
-            &[("filed", "free")],
-            true,
-            "store: {}\n",
-        ),
-        &[(common::admin::ADMIN_TOKEN_ENV, common::admin::ADMIN_TOKEN)],
+    let other = common::admin::admin_gateway(
+        &redis.url(),
+        &backend.addr(),
+        tiers,
+        &[("filed", "free")],
+        "store: {}\n",
     );
     let mut c = rig.client();
     let address: &[(&[(&str, &str)], u64)] = &[(&[("remote_address", "2001:db8::7")], 0)];
@@ -442,13 +438,12 @@ fn blocks_refuse_calls_that_carry_the_blocked_address_or_tenant() {
         ),
         ("/v1/blocks/tenant/acme", json!({"reason": "unpaid"})),
     ] {
-        rt.block_on(common::admin::admin(
+        rt.block_on(common::admin::admin_ok(
             other.admin_addr(),
             "PUT",
             path,
             Some(&body),
-        ))
-        .expect_ok();
+        ));
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let shut = loop {

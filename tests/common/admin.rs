@@ -1,7 +1,7 @@
 //! Admin API (`/v1`) helpers: a client that sends the Bearer token, and a gateway config with
 //! API-key tenants, tiers and `admin.token_env`.
 
-use super::{client, GatewayConfig, Reply, STRICT_REDIS};
+use super::{client, Gateway, GatewayConfig, Reply, STRICT_REDIS};
 use serde_json::Value;
 
 /// The admin token the test gateways are started with.
@@ -121,4 +121,18 @@ pub fn admin_yaml(
         config = config.route("{ path_prefix: \"/\", upstream: echo, auth: required }");
     }
     config.raw(extra).yaml()
+}
+
+/// A gateway started on [`admin_yaml`]`(redis_url, backend, tiers, tenants, true, extra)` with
+/// [`ADMIN_TOKEN`] in [`ADMIN_TOKEN_ENV`]: the admin API on, e.g. the instance that writes live
+/// state for another gateway on the same Redis.
+pub fn admin_gateway(
+    redis_url: &str,
+    backend: &str,
+    tiers: &str,
+    tenants: &[(&str, &str)],
+    extra: &str,
+) -> Gateway {
+    let yaml = admin_yaml(redis_url, backend, tiers, tenants, true, extra);
+    Gateway::start_with_env(&yaml, &[(ADMIN_TOKEN_ENV, ADMIN_TOKEN)])
 }
