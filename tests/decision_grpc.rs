@@ -7,80 +7,12 @@
 //! Buckets barely refill (`per: 1h`), so counts are exact.
 
 mod common;
+#[path = "common/rls.rs"]
+mod rls;
 
 use common::*;
+use rls::Rls;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::OnceLock;
-
-/// The venv's python with the client's pinned requirements.
-fn python() -> &'static str {
-    static PYTHON: OnceLock<String> = OnceLock::new();
-    PYTHON.get_or_init(|| {
-        let venv = venv_with("tests/rls/requirements.txt");
-        format!("{}/bin/python", venv.display())
-    })
-}
-
-/// `tests/rls/client.py` on one channel to `target`, kept open across calls.
-struct Rls {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl Rls {
-    fn connect(target: &str) -> Rls {
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/rls/client.py");
-        let mut child = Command::new(python())
-            .arg(script)
-            .arg(target)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn tests/rls/client.py");
-        let stdin = child.stdin.take().expect("stdin");
-        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        Rls {
-            child,
-            stdin,
-            stdout,
-        }
-    }
-
-    /// Sends one command, returns its answer.
-    fn send(&mut self, cmd: Value) -> Value {
-        writeln!(self.stdin, "{cmd}").expect("write command");
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).expect("read answer");
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
-    }
-
-    /// A call in `domain` with `descriptors` (each a list of (key, value) and its hits, 0: unset).
-    fn call(&mut self, domain: &str, descriptors: &[(&[(&str, &str)], u64)], hits: u32) -> Value {
-        let ds: Vec<Value> = descriptors
-            .iter()
-            .map(|(entries, h)| {
-                let mut d = json!({ "entries": entries });
-                if *h > 0 {
-                    d["hits_addend"] = json!(h);
-                }
-                d
-            })
-            .collect();
-        self.send(json!({ "domain": domain, "descriptors": ds, "hits_addend": hits }))
-    }
-}
-
-impl Drop for Rls {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A gateway on `redis` (a `redis:` flow map) with the decision service on a free port
 /// (`decision.grpc` extra settings `grpc`) and the `limits:` items `rules`.

@@ -9,8 +9,11 @@
 //! wide deadline, nothing asserts a duration.
 
 mod common;
+#[path = "common/rls.rs"]
+mod rls;
 
 use common::*;
+use rls::Rls;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -434,31 +437,11 @@ async fn a_leased_admission_makes_no_redis_call_and_the_slot_wait_is_on_the_span
 /// One `ShouldRateLimit` call by `tests/rls/client.py` (its own venv: grpcio) to `target`,
 /// with the gRPC metadata `metadata`: the client's JSON answer.
 fn rls_call(target: &str, user: &str, metadata: &[(&str, &str)]) -> Value {
-    let venv = venv_with("tests/rls/requirements.txt");
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/rls/client.py");
-    let mut child = Command::new(format!("{}/bin/python", venv.display()))
-        .arg(script)
-        .arg(target)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn tests/rls/client.py");
-    let cmd = serde_json::json!({
+    Rls::connect(target).send(serde_json::json!({
         "domain": "api",
         "descriptors": [{ "entries": [["user", user]] }],
         "metadata": metadata,
-    });
-    use std::io::Write;
-    let mut stdin = child.stdin.take().unwrap();
-    writeln!(stdin, "{cmd}").unwrap();
-    drop(stdin);
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .expect("the client's answer");
-    let _ = child.wait();
-    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    }))
 }
 
 /// Waits until `addr` accepts connections.
