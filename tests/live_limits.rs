@@ -14,15 +14,6 @@ use common::*;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
-const ALGORITHMS: [&str; 6] = [
-    "token_bucket",
-    "gcra",
-    "fixed_window",
-    "sliding_window_log",
-    "sliding_window_counter",
-    "leaky_bucket",
-];
-
 /// How long a change may take to be seen (the contract is `store.propagation`, 1 s by default;
 /// a loaded CI machine gets a wide margin).
 const SEEN_WITHIN: Duration = Duration::from_secs(20);
