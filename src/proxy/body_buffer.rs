@@ -82,6 +82,31 @@ pub(super) async fn read(
         .request_bodies
         .with_label_values(&["buffered"])
         .inc();
+    // No limit of its own: the declared length, checked above, bounds what arrives.
+    Ok(read_into_retry_buffer(session, limits, started, usize::MAX)
+        .await?
+        .map(|_| Some(share)))
+}
+
+/// How [`read_into_retry_buffer`] ended.
+pub(super) enum BodyRead {
+    /// The whole body is in the retry buffer.
+    Whole,
+    /// More than the limit arrived; the rest is not read and the connection is not reused.
+    OverLimit,
+}
+
+/// Reads the rest of the request body into Pingora's retry buffer, after the `100 Continue` an
+/// `Expect: 100-continue` client waits for, until it ends or more than `limit` bytes arrived.
+/// Bounded by `server.body_idle_timeout` between reads and `server.body_read_timeout` from
+/// `started` (the end of the head): `Ok(Err(_))` is the 408 of [`timed_out`] beyond them.
+/// Errors: the client broke off while sending it.
+pub(super) async fn read_into_retry_buffer(
+    session: &mut Session,
+    limits: &HttpLimits,
+    started: Instant,
+    limit: usize,
+) -> Result<std::result::Result<BodyRead, Rejection>> {
     if expects_continue(session.req_header()) {
         // The client waits for this before it sends the body (RFC 9110 10.1.1); the backend
         // then gets the whole body and no `Expect` (nothing left for it to confirm).
@@ -92,19 +117,24 @@ pub(super) async fn read(
     }
     session.enable_retry_buffering();
     let deadline = started + limits.body_read_timeout;
+    let mut total = 0usize;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let wait = left.min(limits.body_idle_timeout);
         match tokio::time::timeout(wait, session.read_request_body()).await {
-            Ok(Ok(Some(_))) => {}
-            Ok(Ok(None)) => return Ok(Ok(Some(share))),
+            Ok(Ok(Some(chunk))) => {
+                total = total.saturating_add(chunk.len());
+                if total > limit {
+                    // Part of the body is read and the rest would follow: never reuse.
+                    session.set_keepalive(None);
+                    return Ok(Ok(BodyRead::OverLimit));
+                }
+            }
+            Ok(Ok(None)) => return Ok(Ok(BodyRead::Whole)),
             Ok(Err(e)) => return Err(e.into_down()),
             Err(_) => {
-                return Ok(Err(timed_out(
-                    session,
-                    limits,
-                    wait < limits.body_idle_timeout,
-                )))
+                let total = wait < limits.body_idle_timeout;
+                return Ok(Err(timed_out(session, limits, total)));
             }
         }
     }

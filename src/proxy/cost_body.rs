@@ -12,9 +12,8 @@
 //!
 //! [`REPLAY_LIMIT`]: crate::http::request_json::REPLAY_LIMIT
 
-use super::body_buffer::timed_out;
+use super::body_buffer::{read_into_retry_buffer, BodyRead};
 use super::ctx::Ctx;
-use super::reserve_body::expects_continue;
 use crate::config::{HttpLimits, RuleCost};
 use crate::http::body::declared_length;
 use crate::http::request_json::REPLAY_LIMIT;
@@ -57,35 +56,11 @@ pub(super) async fn read(
     if downstream.is_body_empty() {
         return Ok(Ok(CostBody::Whole(None)));
     }
-    if expects_continue(session.req_header()) {
-        session.write_continue_response().await?;
-        session
-            .req_header_mut()
-            .remove_header(&http::header::EXPECT);
-    }
-    session.enable_retry_buffering();
-    let deadline = started + limits.body_read_timeout;
-    let mut total = 0usize;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let wait = left.min(limits.body_idle_timeout);
-        match tokio::time::timeout(wait, session.read_request_body()).await {
-            Ok(Ok(Some(chunk))) => {
-                total = total.saturating_add(chunk.len());
-                if total > limit {
-                    // Part of the body is read and the rest would follow: never reuse.
-                    session.set_keepalive(None);
-                    return Ok(Ok(CostBody::TooLarge));
-                }
-            }
-            Ok(Ok(None)) => return Ok(Ok(CostBody::Whole(session.get_retry_buffer()))),
-            Ok(Err(e)) => return Err(e.into_down()),
-            Err(_) => {
-                let total = wait < limits.body_idle_timeout;
-                return Ok(Err(timed_out(session, limits, total)));
-            }
-        }
-    }
+    let read = read_into_retry_buffer(session, limits, started, limit).await?;
+    Ok(read.map(|r| match r {
+        BodyRead::Whole => CostBody::Whole(session.get_retry_buffer()),
+        BodyRead::OverLimit => CostBody::TooLarge,
+    }))
 }
 
 /// The request's costs (docs/rules.md#costs-read-from-the-request): the route's tokens,
