@@ -23,8 +23,6 @@ Prints a Markdown table and writes bench/results/connections-<label>-<timestamp>
 """
 
 import argparse
-import datetime
-import json
 import os
 import resource
 import socket
@@ -34,6 +32,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tollgate_bench.results import write_script_run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -216,18 +218,8 @@ def main():
     env_extra = dict(e.split("=", 1) for e in args.env)
     counts = [c for c in counts if c > 0]
     rows = run(args.tollgate_binary, args.echo_binary, counts, env_extra, args.cpu_requests)
-    load = os.getloadavg()
-    result = {
-        "label": args.label,
-        "binary": args.tollgate_binary,
-        "env": env_extra,
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "loadavg": load,
-        "rows": rows,
-    }
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = ROOT / "bench" / "results" / f"connections-{args.label}-{stamp}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out, load = write_script_run("connections", args.label, args.tollgate_binary, rows,
+                                 env=env_extra)
     print(f"{args.label} ({args.tollgate_binary}, env {env_extra}), load {load[0]:.2f}; {out.name}")
     print("| N | RSS before | idle | per idle conn | kept-alive | per kept-alive conn | closed +2 s | closed +15 s |")
     print("|---|---|---|---|---|---|---|---|")

@@ -21,8 +21,6 @@ descriptors are more than 8 over it.
 """
 
 import argparse
-import datetime
-import json
 import os
 import shutil
 import signal
@@ -32,6 +30,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tollgate_bench.results import write_script_run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "key-k1-0123456789"
@@ -231,17 +233,7 @@ def main():
     args = ap.parse_args()
     rows = run(args.tollgate_binary, args.echo_binary, args.redis_server, args.reloads,
                args.sample_every)
-    load = os.getloadavg()
-    result = {
-        "label": args.label,
-        "binary": args.tollgate_binary,
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "loadavg": load,
-        "rows": rows,
-    }
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = ROOT / "bench" / "results" / f"reload-hygiene-{args.label}-{stamp}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out, load = write_script_run("reload-hygiene", args.label, args.tollgate_binary, rows)
     print(f"{args.label} ({args.tollgate_binary}), load {load[0]:.2f}; {out.name}")
     print("| reloads | RSS | descriptors | threads | connections to A | connections to B |")
     print("|---|---|---|---|---|---|")

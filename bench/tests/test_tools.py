@@ -48,5 +48,22 @@ class CheckTools(unittest.TestCase):
             results.check_tools(run=lambda cmd, cwd=None: self.fail("prereqs run"))
 
 
+class WriteScriptRun(unittest.TestCase):
+    def test_the_run_is_written_under_its_name_and_label_with_the_extra_fields(self):
+        import json
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as d:
+            path, load = results.write_script_run("conns", "after", "bin/tollgate", [{"n": 1}],
+                                                  out_dir=d, env={"A": "1"})
+            self.assertEqual(path.parent, Path(d))
+            self.assertTrue(path.name.startswith("conns-after-") and path.name.endswith(".json"))
+            doc = json.loads(path.read_text())
+        self.assertEqual(list(doc), ["label", "binary", "env", "date", "loadavg", "rows"])
+        self.assertEqual((doc["label"], doc["binary"], doc["env"], doc["rows"]),
+                         ("after", "bin/tollgate", {"A": "1"}, [{"n": 1}]))
+        self.assertEqual(doc["loadavg"], list(load))
+
+
 if __name__ == "__main__":
     unittest.main()

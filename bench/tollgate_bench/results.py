@@ -75,6 +75,25 @@ def write_results(args, data):
     return path
 
 
+def write_script_run(name, label, binary, rows, out_dir=REPO / "bench" / "results", **extra):
+    """A bench script's run as `out_dir/<name>-<label>-<local timestamp>.json`: `label`, `binary`,
+    the `extra` fields, the UTC `date`, the `loadavg` (1, 5, 15 min) and `rows`.
+    Returns (path, loadavg)."""
+    load = os.getloadavg()
+    result = {
+        "label": label,
+        "binary": binary,
+        **extra,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "loadavg": load,
+        "rows": rows,
+    }
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = Path(out_dir) / f"{name}-{label}-{stamp}.json"
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    return path, load
+
+
 def _present(tool):
     """`tool` is on PATH (nginx also in /usr/sbin, off a non-root PATH)."""
     return bool(shutil.which(tool)) or (tool == "nginx" and os.path.exists("/usr/sbin/nginx"))
