@@ -33,12 +33,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from tollgate_bench.clients import http_get, msum, redis_cmd, scrape  # noqa: E402
 from tollgate_bench.results import write_script_run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "key-k1-0123456789"
 KEY_SHA256 = None  # filled in main()
-OK_SERIES = 'tollgate_config_reloads_total{result="ok"}'
 
 
 def free_port():
@@ -59,55 +59,16 @@ def proc_figures(pid):
     }
 
 
-def resp_command(port, *args):
-    """One RESP command to the Redis on `port`; the reply's raw bytes."""
-    out = f"*{len(args)}\r\n".encode()
-    for a in args:
-        a = a.encode()
-        out += f"${len(a)}\r\n".encode() + a + b"\r\n"
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-        s.sendall(out)
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-            if data.startswith(b"$"):
-                head, _, rest = data.partition(b"\r\n")
-                if len(rest) >= int(head[1:]) + 2:
-                    break
-            elif data.endswith(b"\r\n"):
-                break
-        return data
-
-
 def redis_clients(port):
     """Connections to the Redis on `port` other than the one asking."""
-    text = resp_command(port, "CLIENT", "LIST").decode(errors="replace")
-    lines = [l for l in text.split("\n")[1:] if "addr=" in l]
+    text = redis_cmd(port, "CLIENT", "LIST")
+    lines = [l for l in text.split("\n") if "addr=" in l]
     return sum(1 for l in lines if "cmd=client|list" not in l)
 
 
-def http(port, path, headers=""):
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{headers}\r\n".encode())
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    return int(head.split(b" ")[1]), body.decode(errors="replace")
-
-
-def metric(admin_port, series):
-    _, body = http(admin_port, "/metrics")
-    for line in body.splitlines():
-        if line.startswith(series + " "):
-            return float(line.split()[-1])
-    return 0.0
+def reloads_ok(admin_port):
+    """`tollgate_config_reloads_total{result="ok"}` on the admin listener `admin_port`."""
+    return msum(scrape(admin_port), "tollgate_config_reloads_total", result="ok")
 
 
 def wait_until(check, timeout, what):
@@ -158,7 +119,7 @@ def run(binary, echo, redis_server, reloads, sample_every):
         procs.append(subprocess.Popen([echo, "--listen", f"127.0.0.1:{ports['be']}"],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         for name in ("a", "b"):
-            wait_until(lambda p=ports[name]: resp_command(p, "PING").startswith(b"+PONG"), 10,
+            wait_until(lambda p=ports[name]: redis_cmd(p, "PING") == "PONG", 10,
                        f"redis {name}")
         cfg = tmp / "gateway.yaml"
 
@@ -171,13 +132,12 @@ def run(binary, echo, redis_server, reloads, sample_every):
         gw = subprocess.Popen([binary, "run", "-c", str(cfg)], env=env,
                               stdout=subprocess.DEVNULL, stderr=open(tmp / "gateway.log", "w"))
         procs.append(gw)
-        wait_until(lambda: http(ports["admin"], "/healthz")[0] == 200, 30, "the gateway")
-        key = f"X-API-Key: {KEY}\r\n"
+        wait_until(lambda: http_get(ports["admin"], "/healthz")[0] == 200, 30, "the gateway")
 
         def admitted():
-            status, body = http(ports["gw"], "/x", key)
+            status, _, body, _ = http_get(ports["gw"], "/x", {"X-API-Key": KEY}, timeout=10)
             if status != 200:
-                raise RuntimeError(f"request answered {status}: {body[:200]}")
+                raise RuntimeError(f"request answered {status}: {body[:200]!r}")
 
         def sample(n):
             row = {"reloads": n, **proc_figures(gw.pid),
@@ -192,11 +152,11 @@ def run(binary, echo, redis_server, reloads, sample_every):
         for i in range(1, reloads + 1):
             hup, moves = {1: (True, True), 2: (False, False), 3: (True, False), 0: (False, True)}[i % 4]
             on_a ^= moves
-            before = metric(ports["admin"], OK_SERIES)
+            before = reloads_ok(ports["admin"])
             write(config(ports["gw"], ports["admin"], ports["be"], ports["a" if on_a else "b"], i))
             if hup:
                 gw.send_signal(signal.SIGHUP)
-            wait_until(lambda: metric(ports["admin"], OK_SERIES) > before, 10, f"reload {i}")
+            wait_until(lambda: reloads_ok(ports["admin"]) > before, 10, f"reload {i}")
             admitted()
             if i % sample_every == 0 and i != reloads:
                 sample(i)
