@@ -100,6 +100,15 @@ class Console:
         text = self.d.switch_to.alert.text
         raise AssertionError(f"a script ran: alert({text!r})")
 
+    def search(self, form, name, tenant, shown_id):
+        """Types `tenant` into input `name` of the search form `form` (a CSS selector), submits
+        it, and waits until the element `shown_id` shows that tenant."""
+        field = self.find(f"{form} input[name={name}]")
+        field.clear()
+        field.send_keys(tenant)
+        self.find(f"{form} button").click()
+        self.wait(EC.text_to_be_present_in_element((By.ID, shown_id), tenant))
+
     def nav(self, title):
         self.d.find_element(By.LINK_TEXT, title).click()
 
@@ -296,11 +305,7 @@ def main(c):
     # A tenant id of markup and quotes is shown as text: no script runs, the text is there.
     xss = ENV["CONSOLE_XSS_ID"]
     c.nav("Tenant")
-    field = c.find("#tenant-search input[name=id]")
-    field.clear()
-    field.send_keys(xss)
-    c.find("#tenant-search button").click()
-    c.wait(EC.text_to_be_present_in_element((By.ID, "tenant-id"), xss))
+    c.search("#tenant-search", "id", xss, "tenant-id")
     c.find("#policies")
     c.no_alert()
     assert c.find("#tenant-id").text == xss
@@ -469,10 +474,7 @@ def limits(c):
     d = c.d
     tenant, token = ENV["CONSOLE_KEY_TENANT"], ENV["CONSOLE_TOKEN"]
     c.nav("Limits")
-    field = c.find("#limits-search input[name=tenant]")
-    field.send_keys(tenant)
-    c.find("#limits-search button").click()
-    c.wait(EC.text_to_be_present_in_element((By.ID, "limits-tenant"), tenant))
+    c.search("#limits-search", "tenant", tenant, "limits-tenant")
     assert c.find("#limits-override").text.startswith("None"), c.find("#limits-override").text
     form = c.find("#limits-set")
     for name, value in [("limit", "600"), ("per", "1m"), ("burst", "600"), ("quotas", "month=200000")]:
@@ -507,11 +509,7 @@ def limits(c):
 
     # A tenant id of markup and quotes: shown as text, sent percent-encoded.
     xss = ENV["CONSOLE_XSS_ID"]
-    field = c.find("#limits-search input[name=tenant]")
-    field.clear()
-    field.send_keys(xss)
-    c.find("#limits-search button").click()
-    c.wait(EC.text_to_be_present_in_element((By.ID, "limits-tenant"), xss))
+    c.search("#limits-search", "tenant", xss, "limits-tenant")
     c.find("#limits-override")
     c.no_alert()
     assert c.find("#limits-tenant").text == xss
