@@ -361,18 +361,21 @@ async fn fifty_first_requests_in_the_local_fallback_admit_exactly_the_burst() {
     }
 }
 
+/// A tier with a usage budget of 1000 a day, each request reserving its `max_tokens` (100 when
+/// absent).
+const USAGE_TIER: &str = "{ limit: 1, per: 1d, burst: 1000, usage: { limit: 1, per: 1d, \
+    burst: 1000, from: { openai: true }, reserve: { from_json: max_tokens, default: 100 } } }";
+
 /// 50 concurrent first requests of `t0`, each reserving 100 units of a usage budget of 1000:
 /// exactly 10 admitted, the budget at zero (the echo states no usage, so each reserve stands).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_first_usage_reserves_admit_exactly_the_budget() {
     let backend = Backend::start("echo");
-    let tier = "{ limit: 1, per: 1d, burst: 1000, usage: { limit: 1, per: 1d, burst: 1000, \
-                from: { openai: true }, reserve: { from_json: max_tokens, default: 100 } } }";
     for shape in [Shape::Coalesced, Shape::Apart] {
         for instances in [1, 2] {
             let body = Some("{\"max_tokens\": 100}");
             let (redis, _gws, statuses) =
-                fifty_on_fleet(&backend, tier, shape, instances, "/x?echo=1", body).await;
+                fifty_on_fleet(&backend, USAGE_TIER, shape, instances, "/x?echo=1", body).await;
             let case = format!("{shape:?}, {instances} gateway(s): {statuses:?}");
             assert_eq!(count(&statuses, 200), 10, "{case}");
             assert_eq!(count(&statuses, 429), 40, "{case}");
@@ -387,11 +390,9 @@ async fn fifty_first_usage_reserves_admit_exactly_the_budget() {
 async fn fifty_first_usage_reserves_in_the_local_fallback_admit_exactly_its_part() {
     let backend = Backend::start("echo");
     let down = format!("redis://127.0.0.1:{}", free_port());
-    let tier = "{ limit: 1, per: 1d, burst: 1000, usage: { limit: 1, per: 1d, burst: 1000, \
-                from: { openai: true }, reserve: { from_json: max_tokens, default: 100 } } }";
     let opts = "timeout: 500ms, on_failure: local, fleet_size: 2";
     for shape in [Shape::Coalesced, Shape::Apart] {
-        let gw = Gateway::start(&burst_config(&down, opts, &backend, tier, shape));
+        let gw = Gateway::start(&burst_config(&down, opts, &backend, USAGE_TIER, shape));
         let body = Some("{\"max_tokens\": 100}");
         let statuses = burst(&[&gw], 50, "/x?echo=1", body).await;
         assert_eq!(count(&statuses, 200), 5, "{shape:?}: {statuses:?}");
