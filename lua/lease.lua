@@ -1,8 +1,9 @@
 -- Token lease: give back an instance's unused leased tokens, then take a batch, atomically in
--- Redis. Same bucket (key, hash fields, refill) as lua/token_bucket.lua, so leased and exact
+-- Redis. Same bucket (key, format, refill) as lua/token_bucket.lua, so leased and exact
 -- instances can share a tenant's bucket (docs/DESIGN.md 4c "Lease").
 --
--- KEYS[1]  bucket key: <prefix>:{<tenant>}:tb  (hash: l = level, s = scale, t = last refill ms)
+-- KEYS[1]  bucket key: <prefix>:{<tenant>}:tb  (string '<level> <scale> <last refill ms>[tail]',
+--          lua/lib/refill.lua)
 -- ARGV[1]  limit   tokens per period (integer > 0)
 -- ARGV[2]  per_ms  period in milliseconds (integer > 0); one token = per_ms units
 -- ARGV[3]  burst   capacity in tokens (integer > 0)
@@ -13,9 +14,9 @@
 -- ARGV[8]  hold_ms how long the instance may admit from this grant, its reply's latency
 --                  included (with ARGV[7])
 --
--- With a holder, the hash also records what each instance holds: h:<holder> = tokens granted,
--- x:<holder> = Redis ms until which it may use them, and c = capacity, k = limit of the bucket,
--- so that an admin reset (lua/reset.lua) leaves the tokens still leased out of the bucket it
+-- With a holder, the bucket's tail also records what each instance holds, ' <capacity> <limit>'
+-- of the bucket then ' <holder> <tokens granted> <Redis ms until which it may use them>' per
+-- holder, so that an admin reset (lua/reset.lua) leaves the tokens still leased out of the bucket it
 -- refills. A call that grants nothing clears the holder's record (it holds nothing now).
 --
 -- Returns integers {granted tokens (0 = refused, or give-back only), remaining tokens (floor,
@@ -39,14 +40,14 @@ local need = cost * scale
 
 local function ceil_div(a, b) return math.floor((a + b - 1) / b) end
 
-local stored = redis.call('HMGET', KEYS[1], 'l', 's', 't')
+local stored_level, stored_scale, stored_stamp, tail = bucket_state(redis, KEYS[1])
 local level = capacity
 local dirty = false
-if stored[1] ~= false then
-  -- refilled(): lua/lib/refill.lua, put in front of this script (LEASE_LUA); a stamp in the
-  -- future is rebased to now, as in token_bucket.lua.
-  level, dirty = refilled(tonumber(stored[1]), tonumber(stored[2]), tonumber(stored[3]), now,
-    scale, limit, capacity)
+if stored_level then
+  -- bucket_state, refilled(): lua/lib/refill.lua, put in front of this script (LEASE_LUA); a
+  -- stamp in the future is rebased to now, as in token_bucket.lua.
+  level, dirty = refilled(tonumber(stored_level), tonumber(stored_scale), tonumber(stored_stamp),
+    now, scale, limit, capacity)
 end
 if refund > 0 then
   level = level + refund * scale
@@ -54,47 +55,63 @@ if refund > 0 then
   dirty = true
 end
 
--- What the holder holds after this call: the grant, or nothing.
+local function int(x) return string.format('%d', x) end
+
+-- The tail after this call: the holder's record is the grant, or none (it holds nothing now);
+-- the other holders' records are kept while they are in force.
+tail = tail or ''
 local function held(grant)
   local holder = ARGV[7]
-  if not holder then return end
+  if not holder or (grant == 0 and not stored_level) then return end
+  local records = {}
+  local held_by = string.match(tail, '^ %d+ %d+(.*)$') or ''
+  for h, g, x in string.gmatch(held_by, ' (%S+) (%d+) (%d+)') do
+    if h ~= holder and tonumber(x) > now then records[#records + 1] = ' ' .. h .. ' ' .. g .. ' ' .. x end
+  end
   if grant > 0 then
-    redis.call('HSET', KEYS[1], 'h:' .. holder, string.format('%d', grant),
-      'x:' .. holder, string.format('%d', now + tonumber(ARGV[8])),
-      'c', string.format('%d', capacity), 'k', string.format('%d', limit))
-  elseif stored[1] ~= false then
-    redis.call('HDEL', KEYS[1], 'h:' .. holder, 'x:' .. holder)
+    records[#records + 1] = ' ' .. holder .. ' ' .. int(grant) .. ' ' .. int(now + tonumber(ARGV[8]))
+  end
+  local new_tail = ''
+  if #records > 0 then new_tail = ' ' .. int(capacity) .. ' ' .. int(limit) .. table.concat(records) end
+  if new_tail ~= tail then
+    tail = new_tail
+    dirty = true
   end
 end
 
 local function store(new_level)
   local full_ms = ceil_div(capacity - new_level, limit)
-  redis.call('HSET', KEYS[1], 'l', string.format('%d', new_level), 's', string.format('%d', scale),
-    't', string.format('%d', now))
-  redis.call('PEXPIRE', KEYS[1], full_ms)
+  redis.call('SET', KEYS[1], int(new_level) .. ' ' .. int(scale) .. ' ' .. int(now) .. tail,
+    'PX', math.max(full_ms, 1))
   return full_ms
 end
 
-if need > capacity then
-  if dirty then store(level) end
+-- A refusal that writes nothing still keeps the key until full at this rate (a reload that
+-- slowed the refill must not let it expire early into a full bucket), as token_bucket.lua.
+local function refused()
   held(0)
+  if dirty then store(level)
+  elseif stored_level then redis.call('PEXPIRE', KEYS[1], ceil_div(capacity - level, limit)) end
+end
+
+if need > capacity then
+  held(0)
+  if dirty then store(level) end
   return {0, math.floor(level / scale), -1, ceil_div(capacity - level, limit)}
 end
 if level < need then
-  -- A refusal that writes nothing still keeps the key until full at this rate (a reload that
-  -- slowed the refill must not let it expire early into a full bucket), as token_bucket.lua.
-  if dirty then store(level) else redis.call('PEXPIRE', KEYS[1], ceil_div(capacity - level, limit)) end
-  held(0)
+  refused()
   return {0, math.floor(level / scale), ceil_div(need - level, limit), ceil_div(capacity - level, limit)}
 end
 
 local grant = math.floor(level / scale)
 if grant > want then grant = want end
-if grant == 0 and not dirty then
+if grant == 0 then
   held(0)
+  if dirty then store(level) end
   return {0, math.floor(level / scale), 0, ceil_div(capacity - level, limit)}
 end
 level = level - grant * scale
-local full_ms = store(level)
 held(grant)
+local full_ms = store(level)
 return {grant, math.floor(level / scale), 0, full_ms}

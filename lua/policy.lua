@@ -379,7 +379,13 @@ end
 local function int(x) return string.format('%d', x) end
 local KERNELS = {}
 KERNELS[1] = {
-  fields = {'l', 's', 't'},
+  -- The bucket's string (lua/lib/refill.lua bucket_state) as the three values of the old hash.
+  read = function(e, key)
+    local l, s, t, tail = bucket_state(real, key)
+    e.tail = tail or ''
+    if l then return {l, s, t} end
+    return {}
+  end,
   state = function(e, read, nums)
     e.capacity = e.burst * e.per
     e.level, e.rebased = e.capacity, false
@@ -402,9 +408,10 @@ KERNELS[1] = {
       if need <= e.capacity and e.read[1] and full > 0 then real.call('PEXPIRE', key, full) end
       return
     end
-    real.call('HSET', key, 'l', int(level), 's', ARGV[e.first + 1], 't', int(now))
-    -- the script's ceil_div (lua/token_bucket.lua)
-    real.call('PEXPIRE', key, math.floor((e.capacity - level + e.limit - 1) / e.limit))
+    -- the script's ceil_div and SET (lua/token_bucket.lua), its tail (lease holders) kept
+    local full = math.floor((e.capacity - level + e.limit - 1) / e.limit)
+    real.call('SET', key, int(level) .. ' ' .. ARGV[e.first + 1] .. ' ' .. int(now) .. e.tail,
+      'PX', math.max(full, 1))
   end,
 }
 KERNELS[2] = {
@@ -443,10 +450,14 @@ local function closed_form()
       local f = e.first
       e.limit, e.per = tonumber(ARGV[f]), tonumber(ARGV[f + 1])
       e.burst, e.cost = tonumber(ARGV[f + 2]), tonumber(ARGV[f + 3])
-      local fields = kernel.fields
-      local read = real.call('HMGET', KEYS[i], unpack(fields))
+      local read
+      if kernel.read then
+        read = kernel.read(e, KEYS[i])
+      else
+        read = real.call('HMGET', KEYS[i], unpack(kernel.fields))
+      end
       local nums = {}
-      for j = 1, #fields do nums[j] = tonumber(read[j]) end
+      for j = 1, FIELDS[e.alg] do nums[j] = tonumber(read[j]) end
       e.read, e.nums = read, nums
       kernel.state(e, read, e.nums)
       e.fit = kernel.fit(e, requests)

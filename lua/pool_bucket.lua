@@ -3,7 +3,7 @@
 --
 -- Consulted only after the tenant's own bucket refused. Both keys share the pool's Cluster hash
 -- tag, so one script touches one slot:
--- KEYS[1]  pool bucket:   <prefix>:{pool:<tier>}:tb            (hash: l, s, t as token_bucket.lua)
+-- KEYS[1]  pool bucket:   <prefix>:{pool:<tier>}:tb            (string, as token_bucket.lua)
 -- KEYS[2]  tenant share:  <prefix>:{pool:<tier>}:share:<tenant> (same layout; a bucket of
 --          max_share × the pool's limit and burst, so one tenant cannot drain more than that)
 -- ARGV[1..3]  pool  limit, per_ms, burst (integers > 0)
@@ -11,7 +11,7 @@
 -- ARGV[6]     cost  tokens this request takes (integer > 0)
 --
 -- Returns integers {admitted (0|1), pool tokens remaining (floor), retry-after ms (-1 = never),
--- pool ms until full}. Writes both buckets (with PEXPIRE = ms until full) only when admitted; a
+-- pool ms until full}. Writes both buckets (with a TTL of the ms until full) only when admitted; a
 -- refusal writes nothing. Clock: Redis TIME. A stored stamp in the future counts as now.
 if redis.replicate_commands then redis.replicate_commands() end
 
@@ -23,20 +23,18 @@ local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local function ceil_div(a, b) return math.floor((a + b - 1) / b) end
 
 -- Level (in units of 1/scale token) of the bucket at KEYS[i] now (refilled: lua/lib/refill.lua,
--- in front of this script).
+-- in front of this script, as bucket_state).
 local function level_of(key, limit, capacity)
-  local stored = redis.call('HMGET', key, 'l', 's', 't')
-  if stored[1] == false then return capacity end
-  local level = refilled(tonumber(stored[1]), tonumber(stored[2]), tonumber(stored[3]), now, scale,
-    limit, capacity)
+  local l, s, t = bucket_state(redis, key)
+  if not l then return capacity end
+  local level = refilled(tonumber(l), tonumber(s), tonumber(t), now, scale, limit, capacity)
   return level
 end
 
 local function store(key, level, limit, capacity)
   local full_ms = ceil_div(capacity - level, limit)
-  redis.call('HSET', key, 'l', string.format('%d', level), 's', string.format('%d', scale),
-    't', string.format('%d', now))
-  redis.call('PEXPIRE', key, math.max(full_ms, 1))
+  redis.call('SET', key, string.format('%d', level) .. ' ' .. ARGV[2] .. ' '
+    .. string.format('%d', now), 'PX', math.max(full_ms, 1))
   return full_ms
 end
 

@@ -17,11 +17,15 @@ end
 local function int(x) return string.format('%d', x) end
 
 -- Token bucket: the level (in 1/per_ms tokens) goes back up by the cost, at most to the burst.
+-- Its key is the string '<level> <scale> <stamp>[tail]' (lua/lib/refill.lua); a key still in the
+-- earlier hash layout (or missing) is left alone.
 local function token_bucket(key, _, limit, per, burst, cost)
-  local s = redis.call('HMGET', key, 'l', 's')
-  if not s[1] or tonumber(s[2]) ~= per then return 0 end
-  local level = math.min(tonumber(s[1]) + cost * per, burst * per)
-  redis.call('HSET', key, 'l', int(level))
+  local raw = redis.pcall('GET', key)
+  if type(raw) ~= 'string' then return 0 end
+  local l, s, rest = string.match(raw, '^(%-?%d+) (%d+)( .*)$')
+  if not l or tonumber(s) ~= per then return 0 end
+  local level = math.min(tonumber(l) + cost * per, burst * per)
+  redis.call('SET', key, int(level) .. ' ' .. s .. rest, 'KEEPTTL')
   return 1
 end
 

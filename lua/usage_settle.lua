@@ -4,7 +4,7 @@
 -- (it may go below zero: later admissions are refused, with a truthful Retry-After, until the
 -- refill pays the debt) or credited `reserve - used` (at most up to the burst).
 --
--- KEYS[1]  the usage bucket: <prefix>:{<tenant>}:u:<name>  (hash: l = level, s = scale, t = ms)
+-- KEYS[1]  the usage bucket: <prefix>:{<tenant>}:u:<name>  (string '<level> <scale> <ms>', lua/lib/refill.lua)
 -- ARGV[1]  limit   units per period (integer > 0)
 -- ARGV[2]  per_ms  period in ms; one unit = per_ms level units
 -- ARGV[3]  burst   capacity in units
@@ -23,14 +23,14 @@ local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local capacity = burst * scale
 
-local stored = redis.call('HMGET', KEYS[1], 'l', 's', 't')
+local stored_level, stored_scale, stored_stamp = bucket_state(redis, KEYS[1])
 local level = capacity
 local last = now
-if stored[1] ~= false then
-  level = refilled(tonumber(stored[1]), tonumber(stored[2]), tonumber(stored[3]), now, scale,
-    limit, capacity)
+if stored_level then
+  level = refilled(tonumber(stored_level), tonumber(stored_scale), tonumber(stored_stamp), now,
+    scale, limit, capacity)
   -- A stamp in the future (another clock) is kept: nothing refilled, as lua/token_bucket.lua.
-  last = math.max(now, tonumber(stored[3]))
+  last = math.max(now, tonumber(stored_stamp))
 end
 
 level = level - delta * scale
@@ -40,7 +40,6 @@ local floor_level = -4503599627370496
 if level < floor_level then level = floor_level end
 
 local full_ms = math.floor((capacity - level + limit - 1) / limit)
-redis.call('HSET', KEYS[1], 'l', string.format('%d', level), 's', string.format('%d', scale),
-  't', string.format('%d', last))
-redis.call('PEXPIRE', KEYS[1], math.max(full_ms, 1))
+redis.call('SET', KEYS[1], string.format('%d', level) .. ' ' .. ARGV[2] .. ' '
+  .. string.format('%d', last), 'PX', math.max(full_ms, 1))
 return {math.floor(level / scale), full_ms}

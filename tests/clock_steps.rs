@@ -33,16 +33,8 @@ fn redis_time_ms(con: &mut redis::Connection) -> u64 {
 fn write_future_bucket(redis: &RedisServer, tenant: &str, tokens: u64, ahead_ms: u64) {
     let mut con = redis.conn();
     let stamp = redis_time_ms(&mut con) + ahead_ms;
-    let _: () = redis::cmd("HSET")
-        .arg(format!("tollgate:{{{tenant}}}:tb"))
-        .arg("l")
-        .arg(tokens * 1000)
-        .arg("s")
-        .arg(1000)
-        .arg("t")
-        .arg(stamp)
-        .query(&mut con)
-        .expect("HSET");
+    let key = format!("tollgate:{{{tenant}}}:tb");
+    common::set_bucket(&mut con, &key, (tokens * 1000) as i64, 1000, stamp);
 }
 
 fn retry_after_s(r: &Reply) -> u64 {
@@ -96,11 +88,11 @@ async fn future_stamped_bucket_admits_after_retry_after() {
     let mut con = redis.conn();
     let now = redis_time_ms(&mut con);
     for tenant in ["ta", "tb"] {
-        let t: u64 = redis::cmd("HGET")
-            .arg(format!("tollgate:{{{tenant}}}:tb"))
-            .arg("t")
-            .query(&mut con)
-            .expect("HGET t");
+        let key = format!("tollgate:{{{tenant}}}:tb");
+        let t: u64 = common::key_field(&mut con, &key, "t")
+            .expect("t")
+            .parse()
+            .expect("stamp");
         assert!(t <= now, "{tenant}: stamp {t} still ahead of TIME {now}");
     }
 }

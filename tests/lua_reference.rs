@@ -29,7 +29,14 @@ fn redis_now_ms(con: &mut redis::Connection) -> u64 {
     s * 1000 + us / 1000
 }
 
-fn to_decision(reply: &[i64]) -> Decision {
+/// A script's decision: the stand-alone token bucket answers one integer, the level it decided
+/// on, from which the gateway derives the decision with `decide_batch` (n = 1); the others four
+/// values.
+fn to_decision(reply: redis::Value, rate: &Rate, cost: u64) -> Decision {
+    if let redis::Value::Int(level) = reply {
+        return decide_batch(level as u64, rate, cost, 1).0.remove(0);
+    }
+    let reply: Vec<i64> = redis::from_redis_value(reply).unwrap();
     Decision {
         admitted: reply[0] == 1,
         remaining: reply[1] as u64,
@@ -136,21 +143,26 @@ fn lua_script_matches_rust_reference_on_random_cases() {
                 scale,
                 last_ms: last,
             };
-            let _: () = redis::cmd("HSET")
-                .arg(&key)
-                .arg("l")
-                .arg(level)
-                .arg("s")
-                .arg(scale)
-                .arg("t")
-                .arg(last)
-                .query(&mut con)
-                .unwrap();
+            if rng.random_bool(0.1) {
+                // The hash layout of earlier versions: read once, replaced by the string.
+                let _: () = redis::cmd("HSET")
+                    .arg(&key)
+                    .arg("l")
+                    .arg(level)
+                    .arg("s")
+                    .arg(scale)
+                    .arg("t")
+                    .arg(last)
+                    .query(&mut con)
+                    .unwrap();
+            } else {
+                common::set_bucket(&mut con, &key, level as i64, scale, last);
+            }
             Some(s)
         };
 
         let before = redis_now_ms(&mut con);
-        let reply: Vec<i64> = script
+        let reply: redis::Value = script
             .key(&key)
             .arg(rate.limit)
             .arg(rate.per_ms)
@@ -159,9 +171,8 @@ fn lua_script_matches_rust_reference_on_random_cases() {
             .invoke(&mut con)
             .unwrap();
         let after = redis_now_ms(&mut con);
-        let got = to_decision(&reply);
-        let stored: Vec<(String, String)> =
-            redis::cmd("HGETALL").arg(&key).query(&mut con).unwrap();
+        let got = to_decision(reply, &rate, cost);
+        let stored = common::key_fields(&mut con, &key);
         // A key due full within the time the reads took may be gone by the time they run: on a
         // loaded host that is more than the script call's own span.
         let read_at = redis_now_ms(&mut con);
@@ -234,13 +245,12 @@ fn lua_script_matches_rust_reference_on_random_cases() {
 
 /// Reads the bucket hash as a state (`None` when the key is absent).
 fn stored_state(con: &mut redis::Connection, key: &str) -> Option<TokenBucketState> {
-    let (l, sc, t): (Option<u64>, Option<u64>, Option<u64>) = redis::cmd("HMGET")
-        .arg(key)
-        .arg("l")
-        .arg("s")
-        .arg("t")
-        .query(con)
-        .unwrap();
+    let pairs = common::key_fields(con, key);
+    let field = |f: &str| {
+        let v = pairs.iter().find(|(n, _)| n == f)?;
+        Some(v.1.parse::<u64>().unwrap())
+    };
+    let (l, sc, t) = (field("l"), field("s"), field("t"));
     Some(TokenBucketState {
         level: l?,
         scale: sc?,
@@ -260,7 +270,8 @@ fn lua_script_matches_rust_reference_across_clock_steps() {
         "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end \
          local ttl = redis.call('PTTL', KEYS[1]) + tonumber(ARGV[2]) \
          if ttl <= 5 then redis.call('DEL', KEYS[1]) return 0 end \
-         redis.call('HSET', KEYS[1], 't', ARGV[1]) redis.call('PEXPIRE', KEYS[1], ttl) return 1",
+         local l, s, t, tail = string.match(redis.call('GET', KEYS[1]), '^(%-?%d+) (%d+) (%d+)(.*)$') \
+         redis.call('SET', KEYS[1], l .. ' ' .. s .. ' ' .. ARGV[1] .. tail, 'PX', ttl) return 1",
     );
     let mut rng = StdRng::seed_from_u64(0xc10c_57e9);
     let (mut rebased_writes, mut calls) = (0, 0);
@@ -309,7 +320,7 @@ fn lua_script_matches_rust_reference_across_clock_steps() {
                 };
             }
             let before = redis_now_ms(&mut con);
-            let reply: Vec<i64> = script
+            let reply: redis::Value = script
                 .key(&key)
                 .arg(rate.limit)
                 .arg(rate.per_ms)
@@ -318,7 +329,7 @@ fn lua_script_matches_rust_reference_across_clock_steps() {
                 .invoke(&mut con)
                 .unwrap();
             let after = redis_now_ms(&mut con);
-            let got = to_decision(&reply);
+            let got = to_decision(reply, &rate, cost);
             let stored = stored_state(&mut con, &key);
             let read_at = redis_now_ms(&mut con);
             // The instant the script used: the stamp it wrote, else any instant in the window.
@@ -401,11 +412,9 @@ fn write_state(con: &mut redis::Connection, key: &str, state: &AlgoState) {
 
 fn write_fields(con: &mut redis::Connection, key: &str, state: &AlgoState) {
     match state {
-        AlgoState::TokenBucket(s) => hset(
-            con,
-            key,
-            &[("l", s.level), ("s", s.scale), ("t", s.last_ms)],
-        ),
+        AlgoState::TokenBucket(s) => {
+            common::set_bucket(con, key, s.level as i64, s.scale, s.last_ms)
+        }
         AlgoState::Gcra(s) | AlgoState::LeakyBucket(s) => {
             let mut f = vec![("t", s.tat_ms), ("r", s.rem), ("s", s.scale)];
             f.extend((s.per_ms != 0).then_some(("p", s.per_ms)));
@@ -443,8 +452,10 @@ fn read_state(con: &mut redis::Connection, key: &str, alg: Algorithm) -> Option<
             .unwrap();
         return (!log.is_empty()).then(|| AlgoState::SlidingWindowLog(log.into()));
     }
-    let h: std::collections::HashMap<String, u64> =
-        redis::cmd("HGETALL").arg(key).query(con).unwrap();
+    let h: std::collections::HashMap<String, u64> = common::key_fields(con, key)
+        .into_iter()
+        .map(|(f, v)| (f, v.parse().unwrap()))
+        .collect();
     if h.is_empty() {
         return None;
     }
@@ -610,13 +621,19 @@ fn every_algorithm_script_on_redis_time_matches_its_reference() {
             if alg == Algorithm::LeakyBucket {
                 inv.arg(max_delay);
             }
-            let reply: Vec<i64> = inv.invoke(&mut con).unwrap();
+            let reply: redis::Value = inv.invoke(&mut con).unwrap();
             let after = redis_now_ms(&mut con);
-            let got = to_decision(&reply);
+            // The leaky bucket's fifth value: the delay it set.
+            let delay = match &reply {
+                redis::Value::Array(v) => v.get(4).cloned(),
+                _ => None,
+            }
+            .map(|d| redis::from_redis_value::<i64>(d).unwrap());
+            let got = to_decision(reply.clone(), &rate, cost);
             let matches = (before..=after).any(|now| {
                 let mut s = state.clone();
                 let want = algorithm::decide(alg, &mut s, now, &rate, cost, max_delay);
-                want.decision == got && reply.get(4).is_none_or(|d| *d as u64 == want.delay_ms)
+                want.decision == got && delay.is_none_or(|d| d as u64 == want.delay_ms)
             });
             assert!(
                 matches,
@@ -813,18 +830,7 @@ fn batch_form_matches_consecutive_decisions() {
         let n = rng.random_range(2..=12usize);
         let key = format!("tb:{{batch{case}}}");
         let future = redis_now_ms(&mut con) + 3_600_000;
-        redis::cmd("HSET")
-            .arg(&key)
-            .arg(&[
-                "l",
-                &level.to_string(),
-                "s",
-                &rate.per_ms.to_string(),
-                "t",
-                &future.to_string(),
-            ])
-            .exec(&mut con)
-            .unwrap();
+        common::set_bucket(&mut con, &key, level as i64, rate.per_ms, future);
         let reply: Vec<i64> = script
             .key(&key)
             .arg(rate.limit)
@@ -1027,6 +1033,11 @@ fn several_entries_decided_together_match_consecutive_calls() {
                     }
                     _ => continue,
                 };
+                if *alg == Algorithm::TokenBucket {
+                    let [l, s, t] = [0, 1, 2].map(|j| fields[j].1);
+                    common::set_bucket(&mut con, &key, l, s as u64, t as u64);
+                    continue;
+                }
                 let mut cmd = redis::cmd("HSET");
                 cmd.arg(&key);
                 for (f, v) in &fields {
@@ -1056,19 +1067,15 @@ fn several_entries_decided_together_match_consecutive_calls() {
             assert_eq!(got, one, "case {case} ({specs:?}) request {i} of {n}");
         }
         for i in 0..specs.len() {
-            // A hash's fields (every algorithm's state but the sliding window log's).
+            // A key's fields (every algorithm's state but the sliding window log's; a token
+            // bucket's string as its fields).
             let mut fields = |t: &str| -> (String, Vec<(String, String)>) {
                 let key = format!("ref:{{{t}}}:e{i}");
                 let kind: String = redis::cmd("TYPE").arg(&key).query(&mut con).expect("TYPE");
-                if kind != "hash" {
+                if kind != "hash" && kind != "string" {
                     return (kind, vec![]);
                 }
-                let mut v: Vec<(String, String)> = redis::cmd("HGETALL")
-                    .arg(&key)
-                    .query(&mut con)
-                    .expect("HGETALL");
-                v.sort();
-                (kind, v)
+                (kind, common::key_fields(&mut con, &key))
             };
             let (got, want) = (fields(together), fields(apart));
             // A state that expires in a moment (its PEXPIRE counts real milliseconds, not the
@@ -1215,6 +1222,58 @@ fn a_refund_gives_back_exactly_one_debit_for_every_algorithm() {
         assert!(
             !d.admitted,
             "{alg:?}: the refund gave back more than it took"
+        );
+    }
+}
+
+/// A bucket still in the hash layout of earlier versions (fields `l`, `s`, `t`) is read once by
+/// the token bucket, lease, usage-settle and policy scripts: the decision counts its level, and
+/// the write replaces the hash with the string (docs/redis.md, upgrading from the hash layout).
+#[test]
+fn a_bucket_in_the_old_hash_layout_is_read_once_then_replaced() {
+    use tollgate::store::redis::scripts::{LEASE_LUA, USAGE_SETTLE_LUA};
+    let redis = RedisServer::start();
+    let mut con = redis.conn();
+    let per: u64 = 86_400_000;
+    let policy_lua = policy::compose();
+    let scripts: [(&str, &str, Vec<u64>); 4] = [
+        ("tb", TOKEN_BUCKET_LUA, vec![1, per, 10, 1]),
+        ("lease", LEASE_LUA, vec![1, per, 10, 1, 1, 0]),
+        // used 1 more than reserved
+        ("usage", USAGE_SETTLE_LUA, vec![1, per, 10, 1]),
+        // one token bucket entry, no shadow, its four arguments; cost 1, no quota, 1 request
+        (
+            "policy",
+            &policy_lua,
+            vec![1, 1, 0, 4, 1, per, 10, 1, 1, 0, 1],
+        ),
+    ];
+    for (name, lua, args) in scripts {
+        let key = format!("old:{{{name}}}:tb");
+        let now = redis_now_ms(&mut con);
+        let _: () = redis::cmd("HSET")
+            .arg(&key)
+            .arg(&["l", &(3 * per).to_string(), "s", &per.to_string()])
+            .arg(&["t", &now.to_string()])
+            .query(&mut con)
+            .unwrap();
+        let _: redis::Value = redis::Script::new(lua)
+            .key(&key)
+            .arg(args)
+            .invoke(&mut con)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let kind: String = redis::cmd("TYPE").arg(&key).query(&mut con).unwrap();
+        assert_eq!(kind, "string", "{name}");
+        let level: i64 = common::key_field(&mut con, &key, "l")
+            .unwrap()
+            .parse()
+            .unwrap();
+        // (plus the units refilled since: 1 a ms)
+        assert_eq!(level / per as i64, 2, "{name}: 3 tokens less the one taken");
+        assert_eq!(
+            common::key_field(&mut con, &key, "s"),
+            Some(per.to_string()),
+            "{name}"
         );
     }
 }

@@ -127,11 +127,7 @@ async fn mixed_traffic(rig: &Rig, rounds: usize) -> [usize; 4] {
 
 /// Whole tokens in the token bucket hash `key` (`None`: no such key, a full bucket).
 fn tokens(redis: &RedisServer, key: &str) -> Option<i64> {
-    let l: Option<String> = redis::cmd("HGET")
-        .arg(key)
-        .arg("l")
-        .query(&mut redis.conn())
-        .expect("HGET");
+    let l: Option<String> = common::key_field(&mut redis.conn(), key, "l");
     l.map(|l| l.parse::<i64>().unwrap().div_euclid(PER_MS))
 }
 

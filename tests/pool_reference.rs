@@ -20,13 +20,12 @@ fn redis_now_ms(con: &mut redis::Connection) -> u64 {
 }
 
 fn read(con: &mut redis::Connection, key: &str) -> Option<TokenBucketState> {
-    let (l, s, t): (Option<u64>, Option<u64>, Option<u64>) = redis::cmd("HMGET")
-        .arg(key)
-        .arg("l")
-        .arg("s")
-        .arg("t")
-        .query(con)
-        .unwrap();
+    let pairs = common::key_fields(con, key);
+    let field = |f: &str| {
+        let v = pairs.iter().find(|(n, _)| n == f)?;
+        Some(v.1.parse::<u64>().unwrap())
+    };
+    let (l, s, t) = (field("l"), field("s"), field("t"));
     Some(TokenBucketState {
         level: l?,
         scale: s?,
@@ -52,16 +51,7 @@ fn random_state(
     } else {
         now - rng.random_range(0..=to_full.min(5_000))
     };
-    let _: () = redis::cmd("HSET")
-        .arg(key)
-        .arg("l")
-        .arg(level)
-        .arg("s")
-        .arg(rate.per_ms)
-        .arg("t")
-        .arg(last)
-        .query(con)
-        .unwrap();
+    common::set_bucket(con, key, level as i64, rate.per_ms, last);
     Some(TokenBucketState {
         level,
         scale: rate.per_ms,

@@ -162,11 +162,7 @@ async fn run_with(url: String, tenant: &'static str, outage: impl std::future::F
 
 /// An integer field of a hash.
 fn hget(redis: &RedisServer, key: &str, field: &str) -> Option<i64> {
-    let v: Option<String> = redis::cmd("HGET")
-        .arg(key)
-        .arg(field)
-        .query(&mut redis.conn())
-        .expect("HGET");
+    let v: Option<String> = common::key_field(&mut redis.conn(), key, field);
     v.map(|v| v.parse().expect("integer"))
 }
 

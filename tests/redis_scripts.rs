@@ -67,12 +67,14 @@ const TENANTS: [&str; 4] = ["acme", "beta", "gamma", "delta"];
 
 /// Tokens spent from `tenant`'s token bucket in `redis` (burst less the level left).
 fn spent(redis: &RedisNode, tenant: &str, burst: i64) -> i64 {
-    let v = redis.cmd(&["HMGET", &format!("tollgate:{{{tenant}}}:tb"), "l", "s"]);
-    let [l, s]: [Option<i64>; 2] = redis::from_redis_value::<Vec<Option<i64>>>(v)
-        .expect("HMGET l s")
-        .try_into()
-        .expect("two fields");
-    match (l, s) {
+    let v = redis.cmd(&["GET", &format!("tollgate:{{{tenant}}}:tb")]);
+    let raw: Option<String> = redis::from_redis_value(v).expect("GET bucket");
+    let pairs = raw.map(|r| common::bucket_pairs(&r)).unwrap_or_default();
+    let field = |f: &str| -> Option<i64> {
+        let v = pairs.iter().find(|(n, _)| n == f)?;
+        Some(v.1.parse().expect("integer"))
+    };
+    match (field("l"), field("s")) {
         (Some(l), Some(s)) => burst - l / s,
         _ => 0,
     }

@@ -140,11 +140,7 @@ async fn a_reload_to_another_redis_gives_the_old_stores_leases_back() {
     admitted(&gw).await;
     // One admitted request took a lease of 10 tokens from the first server, held for a minute.
     let level = |r: &RedisServer| -> Option<i64> {
-        let l: Option<String> = redis::cmd("HGET")
-            .arg("tollgate:{k1}:tb")
-            .arg("l")
-            .query(&mut r.conn())
-            .expect("HGET");
+        let l: Option<String> = common::key_field(&mut r.conn(), "tollgate:{k1}:tb", "l");
         l.map(|l| l.parse::<i64>().unwrap().div_euclid(86_400_000))
     };
     assert_eq!(level(&a), Some(100_000 - 10));

@@ -39,11 +39,11 @@ fn config(redis: &RedisServer, backend: &Backend, usage: &str, tenants: &[&str])
 
 /// Whole units in the tenant's usage bucket (floor; `None` when the key is absent: full).
 fn level(redis: &RedisServer, tenant: &str) -> Option<i64> {
-    let l: Option<String> = redis::cmd("HGET")
-        .arg(format!("tollgate:{{{tenant}}}:u:tokens"))
-        .arg("l")
-        .query(&mut redis.conn())
-        .expect("HGET");
+    let l: Option<String> = common::key_field(
+        &mut redis.conn(),
+        &format!("tollgate:{{{tenant}}}:u:tokens"),
+        "l",
+    );
     l.map(|l| l.parse::<i64>().expect("level").div_euclid(PER_MS))
 }
 
@@ -440,11 +440,7 @@ fn level_of(redis: &RedisServer, pattern: &str) -> Option<i64> {
         .query(&mut redis.conn())
         .expect("KEYS");
     assert!(keys.len() <= 1, "{keys:?}");
-    let l: Option<String> = redis::cmd("HGET")
-        .arg(keys.first()?)
-        .arg("l")
-        .query(&mut redis.conn())
-        .expect("HGET");
+    let l: Option<String> = common::key_field(&mut redis.conn(), keys.first()?, "l");
     l.map(|l| l.parse::<i64>().expect("level").div_euclid(PER_MS))
 }
 

@@ -46,11 +46,7 @@ const SERVER: &str = "{ threads: 2, grace_period_s: 1 }";
 
 /// Whole units in k1's usage bucket (`None`: the key is absent, the bucket full).
 fn level(redis: &RedisServer) -> Option<i64> {
-    let l: Option<String> = redis::cmd("HGET")
-        .arg("tollgate:{k1}:u:tokens")
-        .arg("l")
-        .query(&mut redis.conn())
-        .expect("HGET");
+    let l: Option<String> = common::key_field(&mut redis.conn(), "tollgate:{k1}:u:tokens", "l");
     l.map(|l| l.parse::<i64>().expect("level").div_euclid(PER_MS))
 }
 

@@ -29,21 +29,23 @@ def resp(*args):
 
 def batch(sha, script, tenants, start, depth, lease_tokens):
     """`depth` pipelined EVALSHA calls on distinct tenants' bucket keys (huge limits: every
-    call admits and writes, the gateway's common case)."""
+    call admits and writes, the gateway's common case), with the arguments the gateway sends
+    (a token bucket's cost of 1 is left out)."""
     out = b""
     for i in range(depth):
         key = f"tollgate-cap:{{t{(start + i) % tenants}}}:tb"
         if script == "lease":
             out += resp("EVALSHA", sha, 1, key, HUGE, 1000, HUGE, 1, lease_tokens, 0)
         else:
-            out += resp("EVALSHA", sha, 1, key, HUGE, 1000, HUGE, 1)
+            out += resp("EVALSHA", sha, 1, key, HUGE, 1000, HUGE)
     return out
 
 
-def load_client(port, payload, depth, stop):
-    """One client process: sends `payload` (depth calls), reads depth replies (arrays of 4
-    integers: 5 lines each), repeats until `stop`."""
-    need = 5 * depth
+def load_client(port, payload, depth, stop, lines_per_reply):
+    """One client process: sends `payload` (depth calls), reads depth replies
+    (`lines_per_reply` lines each: 1 for the token bucket's integer, 5 for the lease's four
+    integers), repeats until `stop`."""
+    need = lines_per_reply * depth
     with socket.create_connection(("127.0.0.1", port)) as s:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         while not stop.is_set():
@@ -70,7 +72,7 @@ def measure_script(ctx, redis, script, a):
     threads = [mp.Process(target=load_client, daemon=True,
                           args=(redis.port, batch(sha, script, a.cap_tenants, i * a.cap_pipeline,
                                                   a.cap_pipeline, a.lease_tokens),
-                                a.cap_pipeline, stop))
+                                a.cap_pipeline, stop, 1 if script == "token_bucket" else 5))
                for i in range(a.cap_conns)]
     for t in threads:
         t.start()

@@ -98,6 +98,8 @@ def _redis_serve(ctx, script, n, depth=16):
                 conn.sendall(batch(sha, script, 64, start, k, 1))
                 for _ in range(k):
                     head = f.readline()
+                    if head.startswith(b":"):
+                        continue
                     if not head.startswith(b"*"):
                         raise BenchError(f"redis answered {head[:200]!r}")
                     for _ in range(int(head[1:])):

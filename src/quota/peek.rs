@@ -58,7 +58,8 @@ impl Peeked {
     }
 }
 
-/// Hash fields of each algorithm's key (the algorithm scripts' layout); `None`: a list.
+/// Hash fields of each algorithm's key (the algorithm scripts' layout; the token bucket's are
+/// the three numbers of its string); `None`: a list.
 fn fields(alg: Algorithm) -> Option<&'static [&'static str]> {
     match alg {
         Algorithm::TokenBucket => Some(&["l", "s", "t"]),
@@ -211,6 +212,8 @@ async fn read_names(
     n_quotas: usize,
 ) -> Result<RawState, RedisFault> {
     let args: Vec<&str> = match fields(alg) {
+        // A token bucket's key is a string (`lua/lib/refill.lua`), read back as [l, s, t].
+        Some(_) if alg == Algorithm::TokenBucket => vec!["bucket"],
         Some(f) => std::iter::once("hash").chain(f.iter().copied()).collect(),
         None => vec!["list"],
     };

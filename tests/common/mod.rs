@@ -27,6 +27,7 @@
 pub mod admin;
 mod assertions;
 mod backend;
+mod bucket;
 mod clients;
 mod config;
 mod fleet;
@@ -43,6 +44,6 @@ mod wait;
 // a module's helpers would otherwise warn about its glob.
 #[allow(unused_imports)]
 pub use self::{
-    assertions::*, backend::*, clients::*, config::*, fleet::*, gateway::*, metrics::*,
+    assertions::*, backend::*, bucket::*, clients::*, config::*, fleet::*, gateway::*, metrics::*,
     processes::*, raw_conn::*, redis_server::*, relay::*, venv::*, wait::*,
 };

@@ -161,14 +161,10 @@ impl RedisServer {
             .expect("PTTL")
     }
 
-    /// `HGETALL key` as sorted pairs.
+    /// The fields of `key` as sorted pairs: a hash's (`HGETALL`), or a token bucket string's
+    /// as its earlier hash fields ([`super::bucket::key_fields`]).
     pub fn hgetall(&self, key: &str) -> Vec<(String, String)> {
-        let mut pairs: Vec<(String, String)> = redis::cmd("HGETALL")
-            .arg(key)
-            .query(&mut self.conn())
-            .expect("HGETALL");
-        pairs.sort();
-        pairs
+        super::bucket::key_fields(&mut self.conn(), key)
     }
 
     /// `FLUSHALL`.

@@ -9,8 +9,17 @@ fn composed_script_embeds_every_algorithm_once() {
     // Once per GCRA and leaky bucket script, once for the closed form.
     assert_eq!(s.matches(OWED_LUA).count(), 3);
     for alg in Algorithm::ALL {
-        assert_eq!(s.matches(algorithm_lua(alg)).count(), 1, "{alg:?}");
+        let own = algorithm_lua(alg).replacen("FOUR_VALUES = false", "FOUR_VALUES = true", 1);
+        assert_eq!(s.matches(&own).count(), 1, "{alg:?}");
     }
+    // The token bucket answers one integer stand-alone, its four values composed.
+    assert_eq!(
+        algorithm_lua(Algorithm::TokenBucket)
+            .matches("local FOUR_VALUES = false")
+            .count(),
+        1
+    );
+    assert_eq!(s.matches("local FOUR_VALUES = true").count(), 1);
 }
 
 /// Every algorithm's script has its shared parts in place, each once: the prelude in all but

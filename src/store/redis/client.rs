@@ -18,7 +18,7 @@ use super::sentinel::is_failover_hold;
 use crate::config::RedisSettings;
 use crate::limit::token_bucket::decide_batch;
 use crate::limit::{Decision, Rate};
-use redis::{FromRedisValue, ToRedisArgs};
+use redis::{FromRedisValue, ToRedisArgs, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -276,6 +276,11 @@ impl RedisStore {
 
     /// Runs the token bucket script for `tenant`: one EVALSHA (plus SCRIPT LOAD and a retry on
     /// NOSCRIPT). Bounded by the configured timeout.
+    ///
+    /// Sends limit, per_ms, burst and the cost (left out when 1, the script's default: every
+    /// argument costs Redis a string to convert); the script answers the level it decided on,
+    /// from which [`decide_batch`] derives the decision (an array reply costs Redis about as
+    /// much as a command).
     pub async fn token_bucket(
         &self,
         tenant: &str,
@@ -284,12 +289,19 @@ impl RedisStore {
     ) -> Result<Decision, RedisFault> {
         let keys = [bucket_key(&self.key_prefix, tenant)];
         let args = [rate.limit, rate.per_ms, rate.burst, cost];
-        // A single decision's reply starts with 1 when it debited `cost`.
-        let late = || bucket_late(&[(&keys[0], *rate)], cost, |r| r.first().copied());
-        let reply: Vec<i64> = self
-            .eval_undoable(&self.token_bucket, &keys, &args, Some(late))
+        let args = if cost == 1 { &args[..3] } else { &args[..] };
+        let rate_of = *rate;
+        let late = || {
+            bucket_late(&[(&keys[0], *rate)], cost, move |r| {
+                single_decision(r, &rate_of, cost).map(|d| i64::from(d.admitted))
+            })
+        };
+        let reply: Value = self
+            .eval_undoable(&self.token_bucket, &keys, args, Some(late))
             .await?;
-        decision_of(&reply)
+        integers(reply)
+            .and_then(|r| single_decision(&r, rate, cost))
+            .ok_or_else(|| self.failed(RedisFault::Other, &"token bucket reply of another shape"))
     }
 }
 
@@ -301,11 +313,11 @@ impl RedisStore {
 pub fn bucket_late(
     buckets: &[(&str, Rate)],
     cost: u64,
-    admitted: fn(&[i64]) -> Option<i64>,
+    admitted: impl Fn(&[i64]) -> Option<i64> + Send + 'static,
 ) -> Late {
     let buckets: Vec<(String, Rate)> = buckets.iter().map(|(k, r)| (k.to_string(), *r)).collect();
     Box::new(move |reply| {
-        let reply = Vec::<i64>::from_redis_value(reply).ok()?;
+        let reply = integers(reply)?;
         let n = u64::try_from(admitted(&reply)?).ok().filter(|n| *n > 0)?;
         let mut args = vec![buckets.len().to_string()];
         let mut keys = Vec::with_capacity(buckets.len());
@@ -321,6 +333,25 @@ pub fn bucket_late(
             args,
         })
     })
+}
+
+/// A script's reply as integers: an array's, or one integer as a one-element list.
+pub fn integers(reply: Value) -> Option<Vec<i64>> {
+    match reply {
+        Value::Int(n) => Some(vec![n]),
+        other => Vec::<i64>::from_redis_value(other).ok(),
+    }
+}
+
+/// The decision of one token bucket call (`lua/token_bucket.lua` without `n`) from its reply:
+/// the level it decided on, in units of 1/per_ms token ([`decide_batch`] with n = 1 derives
+/// the rest, as the script decided), or the four values of [`decision_of`]. `None`: a reply
+/// of another shape.
+pub fn single_decision(reply: &[i64], rate: &Rate, cost: u64) -> Option<Decision> {
+    match *reply {
+        [level] => decide_batch(level.max(0) as u64, rate, cost, 1).0.pop(),
+        _ => decision_of(reply).ok(),
+    }
 }
 
 /// The decision a token bucket script answered: `[admitted (0|1), tokens left, ms until a retry

@@ -222,7 +222,7 @@ pub fn block_key(rule_key: &str) -> String {
 }
 
 /// `<prefix>:{<tenant tag>}:u:<name>`: the tenant's usage budget `tiers.<tier>.usage`
-/// (a token bucket hash, reserved by `lua/policy.lua`, settled by `lua/usage_settle.lua`).
+/// (a token bucket string, reserved by `lua/policy.lua`, settled by `lua/usage_settle.lua`).
 pub fn usage_key(prefix: &str, tenant: &str, name: &str) -> String {
     tenant_key(prefix, tenant, &format!("u:{name}"))
 }
