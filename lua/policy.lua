@@ -20,6 +20,11 @@
 --               (hour|day|week|month), limit
 -- then          requests: how many identical requests to decide, one after another at this
 --               call's instant (coalesced calls, src/quota/coalesce.rs)
+-- then          optional: 'carry', then what the `local` fallback admitted while Redis was
+--               unreachable (src/quota/policy_carry.rs), taken into entry 1 and the quotas
+--               before anything is decided: debt (tokens entry 1 still owes: token bucket,
+--               GCRA, leaky bucket), np, np pairs (age ms, tokens) of entry 1's admissions
+--               (window algorithms), nqp, nqp pairs (age ms, tokens) of the quotas' admissions
 -- then          optional, tests only (the gateway never sends it): the clock in Unix ms, then
 --               'loop' to decide request by request even where the closed form would
 --
@@ -56,9 +61,22 @@ local function argv_of(e)
 end
 local cost = tonumber(ARGV[at])
 local nq = tonumber(ARGV[at + 1])
-local requests = tonumber(ARGV[at + 2 + 2 * nq])
-local test_now = ARGV[at + 3 + 2 * nq]
-local test_loop = ARGV[at + 4 + 2 * nq] == 'loop'
+local after = at + 2 + 2 * nq
+-- The carry's arguments (absent: nil, the usual case).
+local carried
+if ARGV[after] == 'carry' then
+  carried = {debt = tonumber(ARGV[after + 1]), entry = {}, quota = {}}
+  local c = after + 2
+  for _, list in ipairs({carried.entry, carried.quota}) do
+    local n = tonumber(ARGV[c])
+    for j = 1, n do list[j] = {tonumber(ARGV[c + 2 * j - 1]), tonumber(ARGV[c + 2 * j])} end
+    c = c + 1 + 2 * n
+  end
+  after = c
+end
+local requests = tonumber(ARGV[after])
+local test_now = ARGV[after + 1]
+local test_loop = ARGV[after + 2] == 'loop'
 
 local clock
 if test_now then
@@ -514,6 +532,134 @@ local function closed_form()
   reply[#reply + 1] = nq
   for _, q in ipairs(quotas) do reply[#reply + 1] = q[3] end
   return reply
+end
+
+-- The carry (src/limit/carry.rs mirrors it): what the `local` fallback admitted, taken into
+-- entry 1's state and the quotas' counters in each algorithm's own terms, as of `now`. Ages
+-- become times; a window counts the admissions that fall in it. Never beyond full: a count
+-- above the burst (limit) is lowered to the burst (limit) or to what was there already.
+local function capped(old, new, most)
+  if new > most then return math.max(most, old) end
+  return new
+end
+local function carry_entry(c)
+  local e, key = entries[1], KEYS[1]
+  local f = e.first
+  local limit, per, burst = tonumber(ARGV[f]), tonumber(ARGV[f + 1]), tonumber(ARGV[f + 2])
+  local w = math.max(idiv(burst * per + limit - 1, limit), 1)
+  local start = idiv(now, w) * w
+  local function sum(from)
+    local x = 0
+    for _, a in ipairs(c.entry) do
+      if now - a[1] >= from then x = x + a[2] end
+    end
+    return x
+  end
+  if e.alg == 1 and c.debt > 0 then
+    local capacity = burst * per
+    local got = real.call('HMGET', key, 'l', 's', 't')
+    local level = capacity
+    if got[1] then
+      level = refilled(tonumber(got[1]), tonumber(got[2]), tonumber(got[3]), now, per, limit,
+        capacity)
+    end
+    level = level - math.min(level, c.debt * per)
+    real.call('HSET', key, 'l', int(level), 's', int(per), 't', int(now))
+    real.call('PEXPIRE', key, math.max(ceil_div(capacity - level, limit), 1))
+  elseif (e.alg == 2 or e.alg == 6) and c.debt > 0 then
+    local max_debt = burst * per
+    if e.alg == 6 then max_debt = max_debt + tonumber(ARGV[f + 4]) * limit end
+    local got = real.call('HMGET', key, 't', 'r', 's', 'p')
+    local owed = 0
+    if got[1] then
+      owed = owed_at(tonumber(got[1]), tonumber(got[2]), tonumber(got[3]), tonumber(got[4]), now,
+        limit, per, max_debt)
+    end
+    local new = math.min(owed + c.debt * per, max_debt)
+    if new > owed then
+      local whole = idiv(new, limit)
+      real.call('HSET', key, 't', int(now + whole), 'r', int(new - whole * limit), 's', int(limit),
+        'p', int(per))
+      real.call('PEXPIRE', key, ceil_div(new, limit))
+    end
+  elseif e.alg == 3 then
+    local x = sum(start)
+    if x == 0 then return end
+    local got = real.call('HMGET', key, 'w', 'c', 'l')
+    local s, count, len = start, 0, w
+    if got[1] then
+      local gs, gl = tonumber(got[1]), tonumber(got[3])
+      if not gl or gl == 0 then gl = w end
+      if gs + gl > now then s, count, len = gs, tonumber(got[2]), gl end
+    end
+    real.call('HSET', key, 'w', int(s), 'c', int(capped(count, count + x, burst)), 'l', int(len))
+    real.call('PEXPIRE', key, s + len - now)
+  elseif e.alg == 5 then
+    local xc = sum(start)
+    local xp = sum(start - w) - xc
+    if xc + xp == 0 then return end
+    local got = real.call('HMGET', key, 'w', 'c', 'p', 'l')
+    local len = tonumber(got[4])
+    -- Counters of another window length are not carried into.
+    if got[1] and len and len ~= 0 and len ~= w then return end
+    local prev, cur = 0, 0
+    if got[1] then
+      local s = tonumber(got[1])
+      if s >= start then
+        prev, cur = tonumber(got[3]), tonumber(got[2])
+      elseif s + w >= start then
+        prev = tonumber(got[2])
+      end
+    end
+    prev, cur = capped(prev, prev + xp, burst), capped(cur, cur + xc, burst)
+    real.call('HSET', key, 'w', int(start), 'c', int(cur), 'p', int(prev), 'l', int(w))
+    real.call('PEXPIRE', key, start + 2 * w - now)
+  elseif e.alg == 4 then
+    local log = {}
+    for _, v in ipairs(real.call('LRANGE', key, 0, -1)) do
+      v = tonumber(v)
+      if v + w > now then log[#log + 1] = v end
+    end
+    local n = #log
+    for _, a in ipairs(c.entry) do
+      local t = now - a[1]
+      if t + w > now then
+        for _ = 1, math.min(a[2], burst) do log[#log + 1] = t end
+      end
+    end
+    if #log == n then return end
+    table.sort(log)
+    -- The newest `burst` entries decide every request as the whole log would.
+    local first = math.max(#log - burst + 1, 1)
+    real.call('DEL', key)
+    local chunk = {}
+    for i = first, #log do
+      chunk[#chunk + 1] = int(log[i])
+      if #chunk == 1000 or i == #log then
+        real.call('RPUSH', key, unpack(chunk))
+        chunk = {}
+      end
+    end
+    real.call('PEXPIRE', key, log[#log] + w - now)
+  end
+end
+local function carry_quotas(c)
+  for i = 1, nq do
+    local s = window(ARGV[at + 2 * i])
+    local x = 0
+    for _, a in ipairs(c.quota) do
+      if now - a[1] >= s then x = x + a[2] end
+    end
+    if x > 0 then
+      local key, limit, used, to_end = quota(i)
+      local new = capped(used, used + x, limit)
+      if new > used then real.call('SET', key, int(new), 'PX', to_end) end
+    end
+  end
+end
+if carried then
+  carry_entry(carried)
+  carry_quotas(carried)
 end
 
 -- Scalable entries, each on a key of its own (two entries on one key interleave their writes

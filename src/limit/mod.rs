@@ -7,6 +7,7 @@
 pub mod algorithm;
 pub mod bounds;
 pub mod calendar;
+pub mod carry;
 pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;

@@ -13,6 +13,7 @@ pub mod inflight;
 pub mod lease;
 pub mod peek;
 pub mod policies;
+pub mod policy_carry;
 pub mod policy_script;
 pub mod pool_store;
 pub mod rules;
@@ -99,6 +100,8 @@ pub struct QuotaService {
     local: Arc<BucketStore<String>>,
     /// What the local buckets spent, carried into Redis when the breaker closes.
     carry: Arc<carry::LocalCarry>,
+    /// What the local fallback admitted for policy tiers, carried the same way.
+    policy_carry: Arc<policy_carry::PolicyCarry>,
     /// The breaker said degraded at its last permit or outcome (for the end of an outage).
     was_degraded: AtomicBool,
     /// Local fallback state of the other algorithms (tagged per algorithm).
@@ -158,6 +161,7 @@ impl QuotaService {
             breaker: Arc::new(Breaker::new(settings.breaker.clone())),
             local: Arc::new(BucketStore::new(LOCAL_FALLBACK_TENANTS)),
             carry: Arc::new(carry::LocalCarry::new(LOCAL_FALLBACK_TENANTS)),
+            policy_carry: Arc::new(policy_carry::PolicyCarry::new(LOCAL_FALLBACK_TENANTS)),
             was_degraded: AtomicBool::new(false),
             local_policies: Arc::new(AlgoStore::new(LOCAL_FALLBACK_TENANTS)),
             deny: Arc::new(DenyCache::new(LOCAL_FALLBACK_TENANTS)),
@@ -195,6 +199,7 @@ impl QuotaService {
             breaker,
             local: previous.local.clone(),
             carry: previous.carry.clone(),
+            policy_carry: previous.policy_carry.clone(),
             was_degraded: AtomicBool::new(previous.was_degraded.load(Ordering::Relaxed)),
             local_policies: previous.local_policies.clone(),
             deny: if same_buckets {
@@ -358,6 +363,7 @@ impl QuotaService {
             && !degraded
         {
             self.carry.close(&self.local, self.now_ms());
+            self.policy_carry.close(self.now_ms());
         }
         let Some(to) = to else { return };
         METRICS.breaker_state.set(to.gauge());

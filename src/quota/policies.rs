@@ -109,7 +109,16 @@ impl QuotaService {
     pub(super) async fn decide_policies(&self, q: &TenantQuota<'_>) -> QuotaOutcome {
         let call = self.policy_call(q);
         let entry = call.entry(self.redis.key_prefix());
-        let key = policy::call_key(self.redis.key_prefix(), &[&entry], Some(call.quota_part()));
+        let mut key =
+            policy::call_key(self.redis.key_prefix(), &[&entry], Some(call.quota_part()));
+        // After an outage under `local`: what the local fallback admitted, taken into the
+        // tenant's state and quotas by this same call (one relaxed load otherwise).
+        if self.policy_carry.pending() && !self.breaker.degraded() {
+            if let Some(c) = self.policy_carry.take(q.tenant, self.now_ms()) {
+                tracing::debug!(tenant = q.tenant, carried = ?c, "local admissions carried into redis");
+                key = CallKey::new(key.keys, key.args + &c.words());
+            }
+        }
         let d = match self.ask_policy(Arc::new(key)).await {
             Ok(b) => PolicyDecision::from_batch(b),
             Err(retry_in_ms) => return self.policy_fallback(q, retry_in_ms),
@@ -140,14 +149,23 @@ impl QuotaService {
         }
         let rate = q.rate.divided(self.fleet_size());
         let p = q.tier_policy;
+        let now_ms = self.now_ms();
         let (o, reserved) = self.local_policies.decide(
             &q.tenant.to_string(),
             p.algorithm,
-            self.now_ms(),
+            now_ms,
             &rate,
             q.cost,
             p.max_delay_ms,
         );
+        if o.decision.admitted {
+            let unix_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64);
+            let quotas = !p.quotas.is_empty();
+            let c = &self.policy_carry;
+            c.note(q.tenant, p.algorithm, q.rate, rate, quotas, q.cost, now_ms, unix_ms);
+        }
         QuotaOutcome::Decided {
             decision: o.decision,
             rate,

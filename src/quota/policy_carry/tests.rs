@@ -1,0 +1,70 @@
+use super::*;
+
+/// 10 tokens per hour, burst 10 (window 1 h); the local share on one instance is the same.
+fn rate() -> Rate {
+    Rate::new(10, HOUR_MS, 10)
+}
+
+#[test]
+fn a_gcra_debt_is_carried_once_less_its_refill() {
+    let carry = PolicyCarry::new(8);
+    for i in 0..4 {
+        carry.note("t", Algorithm::Gcra, rate(), rate(), false, 1, 1000 + i, 0);
+    }
+    assert_eq!(carry.take("t", 2000), None, "nothing before the close");
+    carry.close(2000);
+    assert!(carry.pending());
+    assert_eq!(carry.take("other", 2000), None);
+    // 4 tokens owed; 6 minutes refill one of them.
+    let got = carry.take("t", 1000 + 360_000).expect("carried");
+    assert_eq!((got.debt, got.admissions.len(), got.quota.len()), (3, 0, 0));
+    assert_eq!(carry.take("t", 1000 + 360_000), None, "carried once");
+    assert!(!carry.pending());
+}
+
+#[test]
+fn window_admissions_are_carried_with_their_ages_and_quotas_per_hour() {
+    let carry = PolicyCarry::new(8);
+    let hour = 1_000 * HOUR_MS;
+    carry.note("t", Algorithm::FixedWindow, rate(), rate(), true, 2, 0, hour - 1);
+    carry.note("t", Algorithm::FixedWindow, rate(), rate(), true, 3, 100_000, hour + 5);
+    carry.close(200_000);
+    let got = carry.take("t", 300_000).expect("carried");
+    assert_eq!(got.debt, 0);
+    assert_eq!(got.admissions, vec![(300_000, 2), (200_000, 3)]);
+    assert_eq!(got.quota, vec![(300_000, 2), (200_000, 3)]);
+    assert_eq!(
+        got.words(),
+        "carry 0 2 300000 2 200000 3 2 300000 2 200000 3 "
+    );
+}
+
+#[test]
+fn admissions_in_one_slot_merge_at_the_latest_and_old_ones_are_dropped() {
+    let carry = PolicyCarry::new(8);
+    let r = Rate::new(10, 64_000, 10); // window 64 s: slots of 1 s
+    for t in [0, 10, 999, 1000, 200_000] {
+        carry.note("t", Algorithm::SlidingWindowLog, r, r, false, 1, t, 0);
+    }
+    carry.close(200_000);
+    let got = carry.take("t", 200_000).expect("carried");
+    assert_eq!(got.admissions, vec![(0, 1)], "older than two windows: dropped");
+    let carry = PolicyCarry::new(8);
+    for t in [0, 10, 999, 1000] {
+        carry.note("t", Algorithm::SlidingWindowLog, r, r, false, 1, t, 0);
+    }
+    carry.close(1000);
+    let got = carry.take("t", 1000).expect("carried");
+    assert_eq!(got.admissions, vec![(1, 3), (0, 1)]);
+}
+
+#[test]
+fn a_tenant_noted_again_before_its_carry_goes_on_from_it() {
+    let carry = PolicyCarry::new(8);
+    carry.note("t", Algorithm::LeakyBucket, rate(), rate(), false, 2, 0, 0);
+    carry.close(0);
+    carry.note("t", Algorithm::LeakyBucket, rate(), rate(), false, 3, 0, 0);
+    carry.close(0);
+    assert_eq!(carry.take("t", 0).map(|c| c.debt), Some(5));
+    assert_eq!(carry.len(), (0, 0));
+}
