@@ -1277,3 +1277,168 @@ fn a_bucket_in_the_old_hash_layout_is_read_once_then_replaced() {
         );
     }
 }
+
+/// `lua/policy.lua` with a carry (what the `local` fallback admitted, `carried` with times on
+/// the script's clock) deciding one request of `call` at `now`.
+fn run_carrying(
+    con: &mut redis::Connection,
+    call: &PolicyCall<'_>,
+    now: u64,
+    carried: &tollgate::limit::carry::Carried,
+    quota: &[(u64, u64)],
+    by_loop: bool,
+) -> policy::PolicyDecision {
+    use tollgate::quota::policy_carry::PolicyCarried;
+    let entry = call.entry("ref");
+    let (keys, mut args) =
+        policy::batch_keys_and_args("ref", &[&entry], Some(call.quota_part()), Some(now));
+    let ages = |l: &[(u64, u64)]| l.iter().map(|&(t, n)| (now - t, n)).collect();
+    let words = PolicyCarried {
+        debt: carried.debt,
+        admissions: ages(&carried.admissions),
+        quota: ages(quota),
+    }
+    .words();
+    let at = args.len() - 2;
+    args.splice(at..at, words.split_terminator(' ').map(str::to_string));
+    if by_loop {
+        args.push("loop".to_string());
+    }
+    let script = redis::Script::new(policy::policy_script().source());
+    let mut inv = script.prepare_invoke();
+    for k in &keys {
+        inv.key(k);
+    }
+    for a in &args {
+        inv.arg(a);
+    }
+    let reply: Vec<i64> = inv.invoke(con).expect("policy call");
+    let spec = policy::replay::CallSpec::parse(args.iter().map(String::as_str)).expect("spec");
+    let mut d = policy::decode_reply_of(&reply, &spec, 1).expect("reply shape");
+    policy::PolicyDecision::from_batch(d.remove(0))
+}
+
+/// The carry of `lua/policy.lua` against its Rust mirror (`limit::carry::apply`) on random
+/// prior states and random local admissions, for every algorithm, in closed form and by the
+/// loop: the carried state decides the request as the reference does, and is stored as it.
+#[test]
+fn the_carry_of_local_admissions_matches_its_reference() {
+    use tollgate::limit::carry::{self, Carried};
+    let redis = RedisServer::start();
+    let mut con = redis.conn();
+    let mut rng = StdRng::seed_from_u64(0xca_77_1e);
+    let base = redis_now_ms(&mut con);
+    for alg in Algorithm::ALL {
+        let mut changed = 0;
+        for case in 0..400 {
+            let tenant = format!("c{}{case}", alg.key_suffix());
+            let rate = small_rate(&mut rng);
+            let max_delay = if rng.random_bool(0.5) {
+                0
+            } else {
+                rng.random_range(0..=5_000)
+            };
+            let w = rate.window_ms().min(20_000_000);
+            let mut state = None;
+            let mut t = base - rng.random_range(0..=3 * w);
+            for _ in 0..rng.random_range(0..=rate.burst + 3) {
+                t += rng.random_range(0..=w / 4 + 1);
+                let c = rng.random_range(1..=rate.burst);
+                algorithm::decide(alg, &mut state, t, &rate, c, max_delay);
+            }
+            let now = t + rng.random_range(0..=2 * w);
+            let mut admissions: Vec<(u64, u64)> = (0..rng.random_range(0..=5))
+                .map(|_| {
+                    let at = now - rng.random_range(0..=(3 * w).min(now));
+                    (at, rng.random_range(1..=rate.burst))
+                })
+                .collect();
+            admissions.sort();
+            let carried = Carried {
+                debt: rng.random_range(0..=rate.burst + 2),
+                admissions,
+            };
+            let cost = rng.random_range(1..=rate.burst);
+            let key = main_key("ref", &tenant, alg);
+            if let Some(s) = &state {
+                write_state(&mut con, &key, s);
+            }
+            let before = state.clone();
+            carry::apply(alg, &mut state, now, &rate, max_delay, &carried);
+            if state != before {
+                changed += 1;
+            }
+            let want = algorithm::decide(alg, &mut state, now, &rate, cost, max_delay);
+            let call = PolicyCall {
+                tenant: &tenant,
+                algorithm: alg,
+                rate,
+                cost,
+                max_delay_ms: max_delay,
+                quotas: &[],
+            };
+            let got = run_carrying(&mut con, &call, now, &carried, &[], rng.random_bool(0.5));
+            let ctx = format!(
+                "{alg:?} case {case}: {rate:?} cost {cost} max_delay {max_delay} now {now} \
+                 state {before:?} carried {carried:?}"
+            );
+            assert_eq!(got.main, want, "{ctx}");
+            let stored = read_state(&mut con, &key, alg);
+            if stored.is_none() && state.is_some() {
+                assert!(want.decision.full_ms < 100, "{ctx}: key vanished");
+            } else {
+                assert_eq!(stored, state, "{ctx}: stored state");
+            }
+            if stored.is_some() {
+                assert!(redis.pttl(&key) != -1, "{ctx}: no TTL");
+            }
+        }
+        assert!(changed > 100, "{alg:?}: the carry changed {changed} states");
+    }
+}
+
+/// The carry into calendar quotas: the local admissions of the current period are added to its
+/// counter (never beyond the limit), those of an earlier period are not.
+#[test]
+fn the_carry_adds_the_current_periods_admissions_to_each_quota() {
+    use tollgate::limit::carry::Carried;
+    let redis = RedisServer::start();
+    let mut con = redis.conn();
+    let boundary = 1_796_083_200_000u64; // 2026-12-01T00:00:00Z
+    let quotas: &'static [CalendarQuota] = Box::leak(Box::new([CalendarQuota {
+        limit: 10,
+        period: Period::Day,
+    }]));
+    let call = PolicyCall {
+        tenant: "q",
+        algorithm: Algorithm::Gcra,
+        rate: Rate::new(1, 3_600_000, 100),
+        cost: 1,
+        max_delay_ms: 0,
+        quotas,
+    };
+    let now = boundary + 60_000;
+    for _ in 0..3 {
+        assert!(run_policy(&mut con, &call, now).admitted);
+    }
+    let none = Carried::default();
+    // 2 tokens yesterday, 4 today: 3 + 4 counted, then this request.
+    let local = [(boundary - 1, 2), (boundary, 4)];
+    for by_loop in [false, true] {
+        let d = run_carrying(&mut con, &call, now, &none, &local, by_loop);
+        let day: u64 = redis::cmd("GET")
+            .arg(format!("ref:{{q}}:q:day:{boundary}"))
+            .query(&mut con)
+            .unwrap();
+        if !by_loop {
+            assert!(d.admitted);
+            assert_eq!((d.quotas[0].remaining, day), (2, 8));
+        } else {
+            // 8 + 4, lowered to the limit: full.
+            assert!(!d.admitted);
+            assert_eq!((d.quotas[0].remaining, day), (0, 10));
+        }
+    }
+    let ttl = redis.pttl(&format!("ref:{{q}}:q:day:{boundary}"));
+    assert!(ttl > 0, "quota key TTL {ttl}");
+}

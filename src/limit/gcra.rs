@@ -60,7 +60,12 @@ const EXACT: u64 = 1 << 52;
 /// Debt of `state` at `now_ms` in units (`1 / limit` ms) of `rate`, at most `max_debt`, and
 /// whether the state must be rewritten: a TAT further ahead than `max_debt` (rebase it), or one
 /// written under another `limit` or `per` (converted in tokens, see the carry-over).
-pub(crate) fn debt(state: Option<TatState>, now_ms: u64, rate: &Rate, max_debt: u64) -> (u64, bool) {
+pub(crate) fn debt(
+    state: Option<TatState>,
+    now_ms: u64,
+    rate: &Rate,
+    max_debt: u64,
+) -> (u64, bool) {
     let Some(s) = state else { return (0, false) };
     if s.tat_ms < now_ms {
         return (0, false);

@@ -109,8 +109,7 @@ impl QuotaService {
     pub(super) async fn decide_policies(&self, q: &TenantQuota<'_>) -> QuotaOutcome {
         let call = self.policy_call(q);
         let entry = call.entry(self.redis.key_prefix());
-        let mut key =
-            policy::call_key(self.redis.key_prefix(), &[&entry], Some(call.quota_part()));
+        let mut key = policy::call_key(self.redis.key_prefix(), &[&entry], Some(call.quota_part()));
         // After an outage under `local`: what the local fallback admitted, taken into the
         // tenant's state and quotas by this same call (one relaxed load otherwise).
         if self.policy_carry.pending() && !self.breaker.degraded() {
@@ -164,7 +163,16 @@ impl QuotaService {
                 .map_or(0, |d| d.as_millis() as u64);
             let quotas = !p.quotas.is_empty();
             let c = &self.policy_carry;
-            c.note(q.tenant, p.algorithm, q.rate, rate, quotas, q.cost, now_ms, unix_ms);
+            c.note(
+                q.tenant,
+                p.algorithm,
+                q.rate,
+                rate,
+                quotas,
+                q.cost,
+                now_ms,
+                unix_ms,
+            );
         }
         QuotaOutcome::Decided {
             decision: o.decision,

@@ -60,8 +60,8 @@ impl Spent {
 
     /// When nothing is left to carry (ms).
     fn until_ms(&self) -> u64 {
-        let debt = u64::try_from(self.tat.div_ceil(self.local.limit.max(1) as u128))
-            .unwrap_or(u64::MAX);
+        let debt =
+            u64::try_from(self.tat.div_ceil(self.local.limit.max(1) as u128)).unwrap_or(u64::MAX);
         let windows = self
             .admissions
             .last()

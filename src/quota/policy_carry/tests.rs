@@ -26,8 +26,26 @@ fn a_gcra_debt_is_carried_once_less_its_refill() {
 fn window_admissions_are_carried_with_their_ages_and_quotas_per_hour() {
     let carry = PolicyCarry::new(8);
     let hour = 1_000 * HOUR_MS;
-    carry.note("t", Algorithm::FixedWindow, rate(), rate(), true, 2, 0, hour - 1);
-    carry.note("t", Algorithm::FixedWindow, rate(), rate(), true, 3, 100_000, hour + 5);
+    carry.note(
+        "t",
+        Algorithm::FixedWindow,
+        rate(),
+        rate(),
+        true,
+        2,
+        0,
+        hour - 1,
+    );
+    carry.note(
+        "t",
+        Algorithm::FixedWindow,
+        rate(),
+        rate(),
+        true,
+        3,
+        100_000,
+        hour + 5,
+    );
     carry.close(200_000);
     let got = carry.take("t", 300_000).expect("carried");
     assert_eq!(got.debt, 0);
@@ -48,7 +66,11 @@ fn admissions_in_one_slot_merge_at_the_latest_and_old_ones_are_dropped() {
     }
     carry.close(200_000);
     let got = carry.take("t", 200_000).expect("carried");
-    assert_eq!(got.admissions, vec![(0, 1)], "older than two windows: dropped");
+    assert_eq!(
+        got.admissions,
+        vec![(0, 1)],
+        "older than two windows: dropped"
+    );
     let carry = PolicyCarry::new(8);
     for t in [0, 10, 999, 1000] {
         carry.note("t", Algorithm::SlidingWindowLog, r, r, false, 1, t, 0);
