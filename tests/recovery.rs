@@ -342,3 +342,159 @@ async fn a_region_cut_off_under_sync_recovers_within_the_bound() {
         live_leases(eu_redis, "roamer")
     );
 }
+
+/// Tiers decided by the policy script, one tenant each, near-zero refill (10 tokens per hour,
+/// burst 10: every window algorithm's window is the hour), and one whose calendar quota is the
+/// tight limit (15 a day, its rate roomy).
+const POLICY_TIERS: [(&str, &str); 7] = [
+    (
+        "tb_quota",
+        "{ limit: 10, per: 1h, burst: 10, quotas: [{ limit: 1000, period: day }] }",
+    ),
+    ("gcra", "{ algorithm: gcra, limit: 10, per: 1h, burst: 10 }"),
+    (
+        "fixed_window",
+        "{ algorithm: fixed_window, limit: 10, per: 1h, burst: 10 }",
+    ),
+    (
+        "sliding_window_log",
+        "{ algorithm: sliding_window_log, limit: 10, per: 1h, burst: 10 }",
+    ),
+    (
+        "sliding_window_counter",
+        "{ algorithm: sliding_window_counter, limit: 10, per: 1h, burst: 10 }",
+    ),
+    (
+        "leaky_bucket",
+        "{ algorithm: leaky_bucket, limit: 10, per: 1h, burst: 10 }",
+    ),
+    (
+        "day_quota",
+        "{ limit: 1000, per: 1s, burst: 1000, quotas: [{ limit: 15, period: day }] }",
+    ),
+];
+
+/// `n` requests of `tenant` one after another: (admitted, decided by the failure policy).
+async fn burst_of(http: &reqwest::Client, url: &str, tenant: &str, n: usize) -> (u64, u64) {
+    let (mut admitted, mut degraded) = (0, 0);
+    for _ in 0..n {
+        let r = try_get_with_key(http, url, Some(&key(tenant)))
+            .await
+            .unwrap_or_else(|e| panic!("{tenant}: {e}"));
+        assert!(
+            r.status == 200 || r.status == 429,
+            "{tenant}: {} {}",
+            r.status,
+            r.body
+        );
+        admitted += u64::from(r.status == 200);
+        degraded += u64::from(r.header("tollgate-degraded").is_some());
+    }
+    (admitted, degraded)
+}
+
+/// `local` policy through a frozen Redis, for every algorithm the policy script decides (and a
+/// calendar quota): each tenant spends 3 tokens in Redis, 15 requests while Redis is frozen
+/// (its local bucket, full at the outage's start, admits its burst of 10; quotas are not
+/// enforced locally: all 15), and 15 once Redis decides again. What the local fallback admitted
+/// is carried into its Redis state (debt, window counts, log entries, the day's counter) by its
+/// first call there, so Redis admits nothing more: 13 in all (18 for the quota: 15 counted and
+/// the local admissions over it), the documented bound of one local burst at the outage's start
+/// and nothing at its end. Without the carry each got 7 more (12 for the quota). A prober
+/// tenant that fails open opens the breaker and makes the probe that closes it, so every count
+/// is exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_policy_carries_every_algorithms_local_admissions_into_redis() {
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let mut cfg = GatewayConfig::echo(&backend.addr(), "required")
+        .redis(
+            &redis.url(),
+            "timeout: 200ms, fleet_size: 1, on_failure: local, \
+             circuit_breaker: { min_calls: 3, failure_ratio: 0.5, window: 1s, break: 5s, probes: 1 }",
+        )
+        .tier("P", "{ limit: 1000, per: 1s, burst: 1000, on_failure: open }")
+        .api_keys_always()
+        .api_key(&key("prober"), "prober", "P");
+    for (name, tier) in POLICY_TIERS {
+        cfg = cfg.tier(name, tier).api_key(&key(name), name, name);
+    }
+    let gw = Gateway::start(&cfg.yaml());
+    let (http, url) = (http(), gw.url("/"));
+    // Every count must fall in one hour (the windows) and one day (the quotas) of Redis's clock.
+    let now_ms = |redis: &RedisServer| {
+        let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut redis.conn()).expect("TIME");
+        s * 1000 + us / 1000
+    };
+    let into_hour = now_ms(&redis) % 3_600_000;
+    if into_hour > 3_600_000 - 60_000 {
+        tokio::time::sleep(Duration::from_millis(3_600_000 - into_hour + 1_000)).await;
+    }
+    let hour = now_ms(&redis) / 3_600_000;
+
+    for (name, _) in POLICY_TIERS {
+        assert_eq!(
+            burst_of(&http, &url, name, 3).await,
+            (3, 0),
+            "{name} before"
+        );
+    }
+    redis.pause();
+    let open = eventually(Duration::from_secs(10), || {
+        gw.metric_or_zero("tollgate_redis_breaker_state") == 1.0
+    });
+    let prober = async {
+        loop {
+            let _ = try_get_with_key(&http, &url, Some(&key("prober"))).await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let opened = tokio::select! { o = open => o, _ = prober => unreachable!() };
+    assert!(opened, "the breaker did not open\n{}", gw.metrics());
+    let mut local = Vec::new();
+    for (name, _) in POLICY_TIERS {
+        local.push(burst_of(&http, &url, name, 15).await);
+    }
+    redis.resume();
+    let back = eventually(Duration::from_secs(20), || {
+        gw.metric_or_zero("tollgate_redis_breaker_state") == 0.0
+    });
+    let prober = async {
+        loop {
+            let _ = try_get_with_key(&http, &url, Some(&key("prober"))).await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let closed = tokio::select! { c = back => c, _ = prober => unreachable!() };
+    assert!(closed, "the breaker did not close\n{}", gw.metrics());
+    let mut after = Vec::new();
+    for (name, _) in POLICY_TIERS {
+        after.push(burst_of(&http, &url, name, 15).await);
+    }
+    assert_eq!(
+        now_ms(&redis) / 3_600_000,
+        hour,
+        "the hour changed during the test"
+    );
+    let report: Vec<String> = POLICY_TIERS
+        .iter()
+        .zip(local.iter().zip(&after))
+        .map(|((n, _), (l, a))| format!("{n}: 3 + {} local + {} after", l.0, a.0))
+        .collect();
+    println!("{}", report.join("; "));
+    let wrong: Vec<String> = POLICY_TIERS
+        .iter()
+        .zip(local.iter().zip(&after))
+        .filter(|((name, _), (l, a))| {
+            let local_burst = if *name == "day_quota" { 15 } else { 10 };
+            **l != (local_burst, 15) || **a != (0, 0)
+        })
+        .map(|((name, _), (l, a))| format!("{name}: {l:?} locally, {a:?} after"))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "(admitted, degraded) of 15 requests: the local burst (10; 15 for the quota) while \
+         Redis was frozen, then nothing once Redis decides again (a tier admitting more did not \
+         get its local admissions carried): {wrong:?}"
+    );
+}
