@@ -394,8 +394,9 @@ async fn burst_of(http: &reqwest::Client, url: &str, tenant: &str, n: usize) -> 
 }
 
 /// `local` policy through a frozen Redis, for every algorithm the policy script decides (and a
-/// calendar quota): each tenant spends 3 tokens in Redis, 15 requests while Redis is frozen
-/// (its local bucket, full at the outage's start, admits its burst of 10; quotas are not
+/// calendar quota), on a route without limit rules and on one with a rule (the tier decided
+/// with it in one call): each tenant spends 3 tokens in Redis, sends 15 requests while Redis is
+/// frozen (its local bucket, full at the outage's start, admits its burst of 10; quotas are not
 /// enforced locally: all 15), and 15 once Redis decides again. What the local fallback admitted
 /// is carried into its Redis state (debt, window counts, log entries, the day's counter) by its
 /// first call there, so Redis admits nothing more: 13 in all (18 for the quota: 15 counted and
@@ -407,7 +408,15 @@ async fn burst_of(http: &reqwest::Client, url: &str, tenant: &str, n: usize) -> 
 async fn local_policy_carries_every_algorithms_local_admissions_into_redis() {
     let redis = RedisServer::start();
     let backend = Backend::start("echo");
-    let mut cfg = GatewayConfig::echo(&backend.addr(), "required")
+    let mut cfg = GatewayConfig::new()
+        .upstream("echo", &backend.addr())
+        .route_lines(
+            "  - { path_prefix: \"/r\", upstream: echo, auth: required }\n  - { path_prefix: \"/\", upstream: echo, auth: required }\n",
+        )
+        .section(
+            "limits",
+            "\n  - { name: roomy, match: { routes: [\"/r\"] }, key: [tenant], limit: 1000, per: 1s, burst: 1000 }\n",
+        )
         .redis(
             &redis.url(),
             "timeout: 200ms, fleet_size: 1, on_failure: local, \
@@ -416,8 +425,22 @@ async fn local_policy_carries_every_algorithms_local_admissions_into_redis() {
         .tier("P", "{ limit: 1000, per: 1s, burst: 1000, on_failure: open }")
         .api_keys_always()
         .api_key(&key("prober"), "prober", "P");
+    // Per tier: a tenant on the route without rules, one on the route with the rule.
+    let tenants: Vec<(&str, String, String)> = POLICY_TIERS
+        .iter()
+        .flat_map(|(tier, _)| {
+            [
+                (*tier, tier.to_string(), "/"),
+                (*tier, format!("r_{tier}"), "/r"),
+            ]
+        })
+        .map(|(tier, tenant, path)| (tier, tenant, path.to_string()))
+        .collect();
     for (name, tier) in POLICY_TIERS {
-        cfg = cfg.tier(name, tier).api_key(&key(name), name, name);
+        cfg = cfg.tier(name, tier);
+    }
+    for (tier, tenant, _) in &tenants {
+        cfg = cfg.api_key(&key(tenant), tenant, tier);
     }
     let gw = Gateway::start(&cfg.yaml());
     let (http, url) = (http(), gw.url("/"));
@@ -432,12 +455,9 @@ async fn local_policy_carries_every_algorithms_local_admissions_into_redis() {
     }
     let hour = now_ms(&redis) / 3_600_000;
 
-    for (name, _) in POLICY_TIERS {
-        assert_eq!(
-            burst_of(&http, &url, name, 3).await,
-            (3, 0),
-            "{name} before"
-        );
+    for (_, tenant, path) in &tenants {
+        let got = burst_of(&http, &gw.url(path), tenant, 3).await;
+        assert_eq!(got, (3, 0), "{tenant} before");
     }
     redis.pause();
     let open = eventually(Duration::from_secs(10), || {
@@ -452,8 +472,8 @@ async fn local_policy_carries_every_algorithms_local_admissions_into_redis() {
     let opened = tokio::select! { o = open => o, _ = prober => unreachable!() };
     assert!(opened, "the breaker did not open\n{}", gw.metrics());
     let mut local = Vec::new();
-    for (name, _) in POLICY_TIERS {
-        local.push(burst_of(&http, &url, name, 15).await);
+    for (_, tenant, path) in &tenants {
+        local.push(burst_of(&http, &gw.url(path), tenant, 15).await);
     }
     redis.resume();
     let back = eventually(Duration::from_secs(20), || {
@@ -468,33 +488,33 @@ async fn local_policy_carries_every_algorithms_local_admissions_into_redis() {
     let closed = tokio::select! { c = back => c, _ = prober => unreachable!() };
     assert!(closed, "the breaker did not close\n{}", gw.metrics());
     let mut after = Vec::new();
-    for (name, _) in POLICY_TIERS {
-        after.push(burst_of(&http, &url, name, 15).await);
+    for (_, tenant, path) in &tenants {
+        after.push(burst_of(&http, &gw.url(path), tenant, 15).await);
     }
     assert_eq!(
         now_ms(&redis) / 3_600_000,
         hour,
         "the hour changed during the test"
     );
-    let report: Vec<String> = POLICY_TIERS
+    let report: Vec<String> = tenants
         .iter()
         .zip(local.iter().zip(&after))
-        .map(|((n, _), (l, a))| format!("{n}: 3 + {} local + {} after", l.0, a.0))
+        .map(|((_, t, _), (l, a))| format!("{t}: 3 + {} local + {} after", l.0, a.0))
         .collect();
     println!("{}", report.join("; "));
-    let wrong: Vec<String> = POLICY_TIERS
+    let wrong: Vec<String> = tenants
         .iter()
         .zip(local.iter().zip(&after))
-        .filter(|((name, _), (l, a))| {
-            let local_burst = if *name == "day_quota" { 15 } else { 10 };
+        .filter(|((tier, _, _), (l, a))| {
+            let local_burst = if *tier == "day_quota" { 15 } else { 10 };
             **l != (local_burst, 15) || **a != (0, 0)
         })
-        .map(|((name, _), (l, a))| format!("{name}: {l:?} locally, {a:?} after"))
+        .map(|((_, t, _), (l, a))| format!("{t}: {l:?} locally, {a:?} after"))
         .collect();
     assert!(
         wrong.is_empty(),
         "(admitted, degraded) of 15 requests: the local burst (10; 15 for the quota) while \
-         Redis was frozen, then nothing once Redis decides again (a tier admitting more did not \
-         get its local admissions carried): {wrong:?}"
+         Redis was frozen, then nothing once Redis decides again (a tenant admitting more did \
+         not get its local admissions carried): {wrong:?}"
     );
 }

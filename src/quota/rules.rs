@@ -167,8 +167,25 @@ impl QuotaService {
             }
         };
         let groups = &calls.groups;
+        // After an outage under `local`: what the tier's local fallback admitted, carried into
+        // Redis as without rules (one relaxed load each otherwise).
+        let mut carried = None;
+        if let Some((q, _)) = tier {
+            self.carry_local_spending(q).await;
+            if self.policy_carry.pending() && !self.breaker.degraded() {
+                carried = self.policy_carry.take(q.tenant, self.now_ms());
+            }
+        }
         let mut asked: Vec<Asked> = Vec::with_capacity(groups.len());
-        for key in &calls.keys {
+        for (g, key) in groups.iter().zip(&calls.keys) {
+            // The tier's entry is the first of its group's call: the carry's entry.
+            let key = match &carried {
+                Some(c) if g.members.first() == Some(&0) => Arc::new(CallKey::new(
+                    key.keys.clone(),
+                    format!("{}{}", key.args, c.words()),
+                )),
+                _ => key.clone(),
+            };
             if asked
                 .iter()
                 .any(|a| matches!(a, Asked::Answered(b) if !b.admitted))
@@ -176,7 +193,7 @@ impl QuotaService {
                 asked.push(Asked::Unasked);
                 continue;
             }
-            asked.push(match self.ask_policy(key.clone()).await {
+            asked.push(match self.ask_policy(key).await {
                 Ok(value) => Asked::Answered(value),
                 Err(retry_in_ms) => Asked::Failed { retry_in_ms },
             });
