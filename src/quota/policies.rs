@@ -6,7 +6,8 @@
 //! While degraded, calendar quotas are not enforced (the local fallback has no calendar
 //! counters shared with the fleet; a day's quota is a fleet-wide budget and guessing a local
 //! share of it would refuse or admit arbitrarily). The main limit is enforced at its local
-//! share, as for the token bucket.
+//! share, as for the token bucket. What the fallback admitted is carried into the main limit's
+//! state and the quotas by the tenant's next call in Redis ([`super::policy_carry`]).
 
 use super::policy_script::{self as policy, BatchDecision, CallKey, PolicyCall, PolicyDecision};
 use super::{record_call, refused_wait};
