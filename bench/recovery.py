@@ -15,6 +15,12 @@ length: a Redis bucket handed out fresh on top of the local admissions shows as 
 there.
 
     bench/recovery.py [--windows-between 3] [--outages 3] [--tenants 4] [--gateways 2]
+                      [--algorithm token_bucket|gcra|fixed_window|sliding_window_log|
+                                   sliding_window_counter|leaky_bucket]
+
+With another algorithm than the token bucket the tier is decided by the policy script, and its
+local admissions are carried in that algorithm's terms (a fixed window may admit its burst twice
+across a window boundary, as it does without an outage: its excess can exceed the bound by that).
 
 Uses the debug binaries (target/debug/tollgate, tollgate-echo) unless told otherwise; writes
 bench/results/<UTC date-time>-recovery.json and prints the figures. Python standard library only.
@@ -83,7 +89,7 @@ identity:
     keys:
 {keys}
 tiers:
-  T: {{ limit: {account.LIMIT}, per: {args.window_s}s, burst: {account.BURST} }}
+  T: {{ algorithm: {args.algorithm}, limit: {account.LIMIT}, per: {args.window_s}s, burst: {account.BURST} }}
 upstreams:
   echo: {{ backends: ["{backend}"] }}
 routes:
@@ -169,6 +175,7 @@ def main():
     ap.add_argument("--gateways", type=int, default=2)
     ap.add_argument("--load-factor", type=float, default=2.5,
                     help="each tenant's offered load, in multiples of its limit")
+    ap.add_argument("--algorithm", default="token_bucket", help="the tier's algorithm")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 

@@ -1,8 +1,9 @@
 //! Recovery from a Redis outage of 2.5 windows under steady load (docs/redis.md#when-redis-is-slow-or-down-failure-policy):
 //! the `local` policy's overshoot stays within its documented bound at both ends of the outage
-//! (one local burst when it starts; what the local buckets admitted is carried into Redis when it
-//! ends, so Redis hands out no fresh burst on top), traffic from before the outage (calls stuck
-//! in a frozen Redis, coalesced batches) is not charged to the windows after it, and
+//! (one local burst when it starts; what the local fallback admitted is carried into Redis when it
+//! ends, in each algorithm's own terms, so Redis hands out no fresh burst or window on top),
+//! traffic from before the outage (calls stuck in a frozen Redis, coalesced batches) is not
+//! charged to the windows after it, and
 //! concurrency leases taken during the outage do not outlive `lease_ttl`. The same for a region
 //! cut off from its Redis and from `global` under `multi_region` sync.
 //!
