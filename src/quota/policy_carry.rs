@@ -7,10 +7,10 @@
 //! Kept per tenant decided locally, on the caller's monotonic clock (ms): the local **debt** (a
 //! GCRA over the local admissions at the local rate: what the local token bucket, GCRA or leaky
 //! bucket still owes, less its refill since), the **admissions of the last two windows** (window
-//! algorithms; merged into slots of 1/64 window, each at its latest admission, so a slot is never
+//! algorithms; merged into slots of 1/16 window, each at its latest admission, so a slot is never
 //! counted earlier than it happened) and the **admissions per UTC hour** (calendar quotas: every
-//! period starts on an hour, so each hour's admissions fall in one period; taken at most an hour
-//! after the last one).
+//! period starts on an hour, so each hour's admissions fall in one period; the last 48 hours,
+//! taken at most an hour after the last one). Memory per tenant: at most 32 slots and 48 hours.
 
 use crate::limit::algorithm::Algorithm;
 use crate::limit::Rate;
@@ -20,11 +20,11 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Slots per window of the admissions kept for the window algorithms.
-const SLOTS_PER_WINDOW: u64 = 64;
+const SLOTS_PER_WINDOW: u64 = 16;
 const HOUR_MS: u64 = 3_600_000;
-/// Hours of admissions kept for the calendar quotas (a month), and how long after the last one
-/// they wait for the tenant's next decision in Redis.
-const MAX_HOURS: usize = 31 * 24;
+/// Hours of admissions kept for the calendar quotas (the last two days), and how long after the
+/// last one they wait for the tenant's next decision in Redis.
+const MAX_HOURS: usize = 48;
 const QUOTA_WAIT_MS: u64 = HOUR_MS;
 
 /// One tenant's local admissions since the last carry.

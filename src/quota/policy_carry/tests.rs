@@ -43,24 +43,25 @@ fn window_admissions_are_carried_with_their_ages_and_quotas_per_hour() {
         rate(),
         true,
         3,
-        100_000,
+        300_000,
         hour + 5,
     );
-    carry.close(200_000);
-    let got = carry.take("t", 300_000).expect("carried");
+    // Slots of 1/16 hour (225 s): these two are apart.
+    carry.close(300_000);
+    let got = carry.take("t", 400_000).expect("carried");
     assert_eq!(got.debt, 0);
-    assert_eq!(got.admissions, vec![(300_000, 2), (200_000, 3)]);
-    assert_eq!(got.quota, vec![(300_000, 2), (200_000, 3)]);
+    assert_eq!(got.admissions, vec![(400_000, 2), (100_000, 3)]);
+    assert_eq!(got.quota, vec![(400_000, 2), (100_000, 3)]);
     assert_eq!(
         got.words(),
-        "carry 0 2 300000 2 200000 3 2 300000 2 200000 3 "
+        "carry 0 2 400000 2 100000 3 2 400000 2 100000 3 "
     );
 }
 
 #[test]
 fn admissions_in_one_slot_merge_at_the_latest_and_old_ones_are_dropped() {
     let carry = PolicyCarry::new(8);
-    let r = Rate::new(10, 64_000, 10); // window 64 s: slots of 1 s
+    let r = Rate::new(10, 16_000, 10); // window 16 s: slots of 1 s
     for t in [0, 10, 999, 1000, 200_000] {
         carry.note("t", Algorithm::SlidingWindowLog, r, r, false, 1, t, 0);
     }
