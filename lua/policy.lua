@@ -542,6 +542,9 @@ local function capped(old, new, most)
   if new > most then return math.max(most, old) end
   return new
 end
+-- A carried key's TTL: at least a second, as the decision that follows in this script reads it
+-- (a key expiring meanwhile would read as empty); a state kept longer decides the same.
+local function keep(key, ms) real.call('PEXPIRE', key, math.max(ms, 1000)) end
 local function carry_entry(c)
   local e, key = entries[1], KEYS[1]
   local f = e.first
@@ -565,7 +568,7 @@ local function carry_entry(c)
     end
     level = level - math.min(level, c.debt * per)
     real.call('HSET', key, 'l', int(level), 's', int(per), 't', int(now))
-    real.call('PEXPIRE', key, math.max(ceil_div(capacity - level, limit), 1))
+    keep(key, ceil_div(capacity - level, limit))
   elseif (e.alg == 2 or e.alg == 6) and c.debt > 0 then
     local max_debt = burst * per
     if e.alg == 6 then max_debt = max_debt + tonumber(ARGV[f + 4]) * limit end
@@ -580,7 +583,7 @@ local function carry_entry(c)
       local whole = idiv(new, limit)
       real.call('HSET', key, 't', int(now + whole), 'r', int(new - whole * limit), 's', int(limit),
         'p', int(per))
-      real.call('PEXPIRE', key, ceil_div(new, limit))
+      keep(key, ceil_div(new, limit))
     end
   elseif e.alg == 3 then
     local x = sum(start)
@@ -593,7 +596,7 @@ local function carry_entry(c)
       if gs + gl > now then s, count, len = gs, tonumber(got[2]), gl end
     end
     real.call('HSET', key, 'w', int(s), 'c', int(capped(count, count + x, burst)), 'l', int(len))
-    real.call('PEXPIRE', key, s + len - now)
+    keep(key, s + len - now)
   elseif e.alg == 5 then
     local xc = sum(start)
     local xp = sum(start - w) - xc
@@ -613,7 +616,7 @@ local function carry_entry(c)
     end
     prev, cur = capped(prev, prev + xp, burst), capped(cur, cur + xc, burst)
     real.call('HSET', key, 'w', int(start), 'c', int(cur), 'p', int(prev), 'l', int(w))
-    real.call('PEXPIRE', key, start + 2 * w - now)
+    keep(key, start + 2 * w - now)
   elseif e.alg == 4 then
     local log = {}
     for _, v in ipairs(real.call('LRANGE', key, 0, -1)) do
@@ -640,7 +643,7 @@ local function carry_entry(c)
         chunk = {}
       end
     end
-    real.call('PEXPIRE', key, log[#log] + w - now)
+    keep(key, log[#log] + w - now)
   end
 end
 local function carry_quotas(c)
@@ -653,7 +656,7 @@ local function carry_quotas(c)
     if x > 0 then
       local key, limit, used, to_end = quota(i)
       local new = capped(used, used + x, limit)
-      if new > used then real.call('SET', key, int(new), 'PX', to_end) end
+      if new > used then real.call('SET', key, int(new), 'PX', math.max(to_end, 1000)) end
     end
   end
 end
