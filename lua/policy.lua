@@ -560,15 +560,15 @@ local function carry_entry(c)
   end
   if e.alg == 1 and c.debt > 0 then
     local capacity = burst * per
-    local got = real.call('HMGET', key, 'l', 's', 't')
+    -- The bucket's string (lua/lib/refill.lua bucket_state), its tail (lease holders) kept.
+    local l, sc, t, tail = bucket_state(real, key)
     local level = capacity
-    if got[1] then
-      level = refilled(tonumber(got[1]), tonumber(got[2]), tonumber(got[3]), now, per, limit,
-        capacity)
+    if l then
+      level = refilled(tonumber(l), tonumber(sc), tonumber(t), now, per, limit, capacity)
     end
     level = level - math.min(level, c.debt * per)
-    real.call('HSET', key, 'l', int(level), 's', int(per), 't', int(now))
-    keep(key, ceil_div(capacity - level, limit))
+    real.call('SET', key, int(level) .. ' ' .. int(per) .. ' ' .. int(now) .. (tail or ''), 'PX',
+      math.max(ceil_div(capacity - level, limit), 1000))
   elseif (e.alg == 2 or e.alg == 6) and c.debt > 0 then
     local max_debt = burst * per
     if e.alg == 6 then max_debt = max_debt + tonumber(ARGV[f + 4]) * limit end
