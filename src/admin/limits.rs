@@ -12,8 +12,8 @@ use super::audit::Change;
 use super::keys::{bad, object, uint};
 use super::reply::store_problem;
 use crate::config::raw::RawQuota;
-use crate::config::{live_override, RawLimitOverride};
-use crate::live::overrides::{Overrides, StoredOverride, StoredQuota};
+use crate::config::{live_override, RawLimitOverride, RawRateOverride};
+use crate::live::overrides::{Overrides, StoredOverride, StoredQuota, StoredRate};
 use crate::quota::QuotaService;
 use crate::response::Problem;
 use crate::snapshot::Snapshot;
@@ -30,11 +30,11 @@ pub const MAX_BURST: i64 = 10_000;
 /// Largest quota limit (2^52, as in the file).
 const MAX_QUOTA: i64 = 1 << 52;
 /// The `per` forms a live override takes (all within 1 day; the OpenAPI document's pattern).
-const PER_FORMS: &str =
+pub(super) const PER_FORMS: &str =
     "a duration of 1 to 7 digits and ms, 1 to 4 digits and s, 1 to 3 digits and m, 1h to 24h, or 1d (no leading zero)";
 
 /// Whether `per` is one of [`PER_FORMS`].
-fn per_documented(per: &str) -> bool {
+pub(super) fn per_documented(per: &str) -> bool {
     let split = per.find(|c: char| !c.is_ascii_digit()).unwrap_or(per.len());
     let (digits, unit) = per.split_at(split);
     if digits.is_empty() || digits.starts_with('0') {
@@ -60,15 +60,19 @@ const MEMBERS: &[&str] = &[
     "burst",
     "quotas",
     "max_in_flight",
+    "usage",
     "expires_in_s",
 ];
 
-fn now_s() -> u64 {
+/// The members of a bucket's fields (`usage`, and the body of a rule key's override).
+pub(super) const RATE_MEMBERS: &[&str] = &["limit", "per", "burst"];
+
+pub(super) fn now_s() -> u64 {
     crate::observe::tier_fit::unix_ms() / 1000
 }
 
 /// The overrides and the store, or the 404 while `store.overrides` is off.
-fn store(snap: &Snapshot) -> Result<(&Overrides, &Arc<QuotaService>), Problem> {
+pub(super) fn store(snap: &Snapshot) -> Result<(&Overrides, &Arc<QuotaService>), Problem> {
     match (
         snap.live.as_ref().and_then(|l| l.overrides.as_ref()),
         &snap.quota,
@@ -99,7 +103,7 @@ fn int(map: &Map<String, Value>, name: &str) -> Result<Option<i64>, Problem> {
 }
 
 /// [`int`] at most `max` (the config's own check takes the lower bound).
-fn int_at_most(map: &Map<String, Value>, name: &str, max: i64) -> Result<Option<i64>, Problem> {
+pub(super) fn int_at_most(map: &Map<String, Value>, name: &str, max: i64) -> Result<Option<i64>, Problem> {
     match int(map, name)? {
         Some(n) if n > max => Err(bad(
             name,
@@ -110,12 +114,58 @@ fn int_at_most(map: &Map<String, Value>, name: &str, max: i64) -> Result<Option<
 }
 
 /// Member `name` as a string, if present. Errors: 400 naming it (`null` included).
-fn text(map: &Map<String, Value>, name: &str) -> Result<Option<String>, Problem> {
+pub(super) fn text(map: &Map<String, Value>, name: &str) -> Result<Option<String>, Problem> {
     match map.get(name) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
         Some(_) => Err(bad(name, "must be a string")),
     }
+}
+
+/// The bucket fields (`limit`, `per`, `burst`) of `m`, their names prefixed by `prefix`
+/// (`usage.`) in errors: `per` in a documented form, numbers within a live override's bounds.
+/// The config's own checks follow.
+pub(super) fn rate_fields(m: &Map<String, Value>, prefix: &str) -> Result<RawRateOverride, Problem> {
+    let named = |mut p: Problem| {
+        if let Some(Value::String(f)) = p.extensions.get("field") {
+            let field = format!("{prefix}{f}");
+            p.detail = format!("{prefix}{}", p.detail);
+            p.extensions.insert("field".into(), json!(field));
+        }
+        p
+    };
+    if let Some(per) = m.get("per").and_then(Value::as_str) {
+        if !per_documented(per) {
+            return Err(named(bad("per", PER_FORMS)));
+        }
+    }
+    Ok(RawRateOverride {
+        limit: int_at_most(m, "limit", MAX_LIMIT).map_err(named)?,
+        per: text(m, "per").map_err(named)?,
+        burst: int_at_most(m, "burst", MAX_BURST).map_err(named)?,
+    })
+}
+
+/// `usage`: an object of the usage budget's bucket fields (`limit`, `per`, `burst`), at least
+/// one.
+fn usage(map: &Map<String, Value>) -> Result<Option<RawRateOverride>, Problem> {
+    let m = match map.get("usage") {
+        None => return Ok(None),
+        Some(Value::Object(m)) if !m.is_empty() => m,
+        Some(_) => {
+            return Err(bad(
+                "usage",
+                "an object of the usage budget's limit, per and burst, at least one",
+            ))
+        }
+    };
+    if let Some(unknown) = m.keys().find(|k| !RATE_MEMBERS.contains(&k.as_str())) {
+        return Err(bad(
+            &format!("usage.{unknown}"),
+            "unknown member; expected limit, per, burst",
+        ));
+    }
+    rate_fields(m, "usage.").map(Some)
 }
 
 /// `quotas`: an object of period → limit (`{"month": 100000}`), at least one.
@@ -169,6 +219,7 @@ pub async fn set(snap: &Snapshot, tenant: &str, body: &[u8]) -> Result<(Value, C
         burst: int_at_most(&m, "burst", MAX_BURST)?,
         quotas: quotas(&m)?,
         max_in_flight: int(&m, "max_in_flight")?,
+        usage: usage(&m)?,
     };
     let now = now_s();
     if m.get("expires_in_s").is_some_and(Value::is_null) {
@@ -179,11 +230,12 @@ pub async fn set(snap: &Snapshot, tenant: &str, body: &[u8]) -> Result<(Value, C
         && raw.per.is_none()
         && raw.burst.is_none()
         && raw.quotas.is_empty()
-        && raw.max_in_flight.is_none();
+        && raw.max_in_flight.is_none()
+        && raw.usage.is_none();
     if nothing {
         return Err(bad(
             "body",
-            "sets no limit (limit, per, burst, quotas, max_in_flight); DELETE removes an override",
+            "sets no limit (limit, per, burst, quotas, max_in_flight, usage); DELETE removes an override",
         ));
     }
     let config = &snap.config;
@@ -214,6 +266,13 @@ pub async fn set(snap: &Snapshot, tenant: &str, body: &[u8]) -> Result<(Value, C
             })
             .collect(),
         max_in_flight: checked.max_in_flight,
+        usage: checked.usage.as_ref().map(|u| StoredRate {
+            limit: u.limit,
+            per: raw.usage.as_ref().and_then(|r| r.per.clone()),
+            per_ms: u.per_ms,
+            burst: u.burst,
+        }),
+        rule_key: None,
         expires_at,
         updated_at: now,
     };

@@ -16,6 +16,7 @@ pub mod keys;
 pub mod limits;
 pub mod recent;
 pub mod reply;
+pub mod rule_limits;
 pub mod rules_view;
 pub mod status;
 pub mod tenants;

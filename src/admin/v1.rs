@@ -29,13 +29,16 @@
 //! | GET    | `/v1/tenants/{id}/limits` | [`super::limits::get`]        |
 //! | PUT    | `/v1/tenants/{id}/limits` | [`super::limits::set`]        |
 //! | DELETE | `/v1/tenants/{id}/limits` | [`super::limits::clear`]      |
+//! | GET    | `/v1/rules/{rule}/keys/{key}/limits` | [`super::rule_limits::get`] |
+//! | PUT    | `/v1/rules/{rule}/keys/{key}/limits` | [`super::rule_limits::set`] |
+//! | DELETE | `/v1/rules/{rule}/keys/{key}/limits` | [`super::rule_limits::clear`] |
 //!
 //! (`{type}` is one route per type, `ip`, `tenant` and `key`, so the document can state each
 //! value's form; another type is a 400 naming `type`.)
 
 use super::audit::{self, Change};
 use super::reply::{json_reply, problem_reply, raw_json_reply};
-use super::{blocks, config_view, explain, keys, limits, status, tenants};
+use super::{blocks, config_view, explain, keys, limits, rule_limits, status, tenants};
 use crate::config::AdminScope;
 use crate::identity::admin_token::Caller;
 use crate::response::Problem;
@@ -76,6 +79,9 @@ pub enum Endpoint {
     Limits,
     LimitsSet,
     LimitsClear,
+    RuleLimits,
+    RuleLimitsSet,
+    RuleLimitsClear,
 }
 
 impl Endpoint {
@@ -93,7 +99,8 @@ impl Endpoint {
             | Endpoint::Key
             | Endpoint::Blocks
             | Endpoint::Block
-            | Endpoint::Limits => None,
+            | Endpoint::Limits
+            | Endpoint::RuleLimits => None,
             Endpoint::TenantReset => Some("tenant_reset"),
             Endpoint::KeyCreate => Some("key_create"),
             Endpoint::KeyRevoke => Some("key_revoke"),
@@ -102,12 +109,15 @@ impl Endpoint {
             Endpoint::BlockRemove => Some("block_remove"),
             Endpoint::LimitsSet => Some("limits_set"),
             Endpoint::LimitsClear => Some("limits_clear"),
+            Endpoint::RuleLimitsSet => Some("rule_limits_set"),
+            Endpoint::RuleLimitsClear => Some("rule_limits_clear"),
         }
     }
 }
 
 /// Every route of the API: method, path template (`{id}` stands for one path segment, the
-/// tenant id, key id or block value) and what answers it. Nothing else under `/v1` is served.
+/// tenant id, key id, block value or rule key; `{rule}` for a rule's name, read by
+/// [`rule_segment`]) and what answers it. Nothing else under `/v1` is served.
 pub const ROUTES: &[(&str, &str, Endpoint)] = &[
     ("GET", "/v1/config", Endpoint::Config),
     ("POST", "/v1/explain", Endpoint::Explain),
@@ -134,6 +144,9 @@ pub const ROUTES: &[(&str, &str, Endpoint)] = &[
     ("GET", "/v1/tenants/{id}/limits", Endpoint::Limits),
     ("PUT", "/v1/tenants/{id}/limits", Endpoint::LimitsSet),
     ("DELETE", "/v1/tenants/{id}/limits", Endpoint::LimitsClear),
+    ("GET", "/v1/rules/{rule}/keys/{id}/limits", Endpoint::RuleLimits),
+    ("PUT", "/v1/rules/{rule}/keys/{id}/limits", Endpoint::RuleLimitsSet),
+    ("DELETE", "/v1/rules/{rule}/keys/{id}/limits", Endpoint::RuleLimitsClear),
 ];
 
 /// Where [`route`] sends a request.
@@ -156,6 +169,7 @@ fn matches<'a>(template: &str, path: &'a str) -> Option<Option<&'a str>> {
         match (t.next(), p.next()) {
             (None, None) => return Some(id),
             (Some("{id}"), Some(segment)) => id = Some(segment),
+            (Some("{rule}"), Some(_)) => {}
             (Some(a), Some(b)) if a == b => {}
             _ => return None,
         }
@@ -217,6 +231,12 @@ fn limits_tenant(segment: &str) -> Result<String, Problem> {
         return Err(field(Problem::status(400, detail)));
     }
     Ok(id)
+}
+
+/// The `{rule}` segment of a `/v1/rules/{rule}/keys/{key}/limits` path (still
+/// percent-encoded).
+fn rule_segment(path: &str) -> &str {
+    path.split('/').nth(3).unwrap_or_default()
 }
 
 /// The `tier` parameter of a query string (percent-decoded; other parameters are ignored).
@@ -354,6 +374,8 @@ async fn write(
         Endpoint::KeyRotate => keys::rotate(snap, id, &body).await,
         Endpoint::LimitsSet => limits::set(snap, &limits_tenant(id)?, &body).await,
         Endpoint::LimitsClear => limits::clear(snap, &limits_tenant(id)?).await,
+        Endpoint::RuleLimitsSet => rule_limits::set(snap, rule_segment(path), id, &body).await,
+        Endpoint::RuleLimitsClear => rule_limits::clear(snap, rule_segment(path), id).await,
         Endpoint::TenantReset => {
             let t = tenant_from_segment(id)?;
             let v = tenants::reset(app, snap, &t).await?;
@@ -400,6 +422,9 @@ async fn answer(
             Ok(t) => limits::get(snap, &t).await,
             Err(p) => Err(p),
         },
+        Routed::Found(Endpoint::RuleLimits, id) => {
+            rule_limits::get(snap, rule_segment(path), id.unwrap_or_default()).await
+        }
         Routed::Found(
             Endpoint::TenantReset
             | Endpoint::KeyCreate
@@ -408,7 +433,9 @@ async fn answer(
             | Endpoint::BlockPut
             | Endpoint::BlockRemove
             | Endpoint::LimitsSet
-            | Endpoint::LimitsClear,
+            | Endpoint::LimitsClear
+            | Endpoint::RuleLimitsSet
+            | Endpoint::RuleLimitsClear,
             _,
         ) => Err(Problem::status(500, "a write routed as a read")),
         Routed::MethodNotAllowed(allow) => return Answer::Raw(method_not_allowed(&allow)),

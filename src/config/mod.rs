@@ -11,7 +11,7 @@ pub mod schema;
 pub mod source;
 mod validate;
 
-pub use validate::{live_override, RawLimitOverride};
+pub use validate::{live_override, live_rule_override, RawLimitOverride, RawRateOverride};
 pub mod warnings;
 mod yaml_error;
 

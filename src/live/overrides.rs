@@ -9,6 +9,10 @@
 //! whenever the generation differs from the one it holds, so a lost message delays a change by
 //! at most `store.propagation`. When Redis does not answer, the copy held stays in force. An
 //! expired override stops applying on every instance at its expiry (each checks the time).
+//!
+//! The same hash holds the overrides of single keys of limit rules (`PUT
+//! /v1/rules/{rule}/keys/{key}/limits`), field `r:<rule>:<key text>`, held beside the tenants'
+//! and looked up by rule name and key text; with none held the request path asks nothing.
 
 use crate::config::{LimitOverride, TenantOverride};
 use crate::limit::calendar::{CalendarQuota, Period};
@@ -35,10 +39,66 @@ pub struct StoredQuota {
     pub period: String,
 }
 
-/// A tenant's override as stored in Redis (JSON). Times are Unix seconds.
+/// The bucket fields of an override (a tier's usage budget, or one key of a limit rule), as
+/// stored: `per` as written (`"1d"`) and in milliseconds.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct StoredRate {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u64>,
+}
+
+impl StoredRate {
+    /// The fields as an override of a bucket.
+    pub fn fields(&self) -> TenantOverride {
+        TenantOverride {
+            tier: None,
+            limit: self.limit,
+            per_ms: self.per_ms,
+            burst: self.burst,
+        }
+    }
+
+    /// The JSON shown by the admin API: the fields set (`per` as written).
+    pub fn view(&self) -> Value {
+        let mut v = json!({});
+        if let Some(l) = self.limit {
+            v["limit"] = json!(l);
+        }
+        if let Some(p) = &self.per {
+            v["per"] = json!(p);
+        }
+        if let Some(b) = self.burst {
+            v["burst"] = json!(b);
+        }
+        v
+    }
+}
+
+/// Which key of which limit rule an override governs: the rule's name, the key's values as
+/// given (one per part of the rule's `key:`, in order) and their encoded key text
+/// ([`rule_key_text`](crate::store::redis::keys::rule_key_text)), which the request path
+/// looks up.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleKey {
+    pub rule: String,
+    pub values: Vec<String>,
+    pub text: String,
+}
+
+/// An override as stored in Redis (JSON): a tenant's (`tenant` set), or one key of a limit
+/// rule's (`rule_key` set, then only `limit`, `per`, `burst`). Times are Unix seconds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredOverride {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub tenant: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_key: Option<RuleKey>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
     /// `per` as it was written (`"1d"`), shown back as is.
@@ -52,6 +112,9 @@ pub struct StoredOverride {
     pub quotas: Vec<StoredQuota>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_in_flight: Option<u64>,
+    /// The tier's usage budget's bucket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<StoredRate>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<u64>,
     pub updated_at: u64,
@@ -84,6 +147,7 @@ impl StoredOverride {
                 })
                 .collect(),
             max_in_flight: self.max_in_flight,
+            usage: self.usage.as_ref().map(StoredRate::fields),
         }
     }
 
@@ -112,6 +176,7 @@ impl StoredOverride {
             "max_in_flight",
             self.max_in_flight.map(|x| json!(x)),
         );
+        set(&mut v, "usage", self.usage.as_ref().map(StoredRate::view));
         set(
             &mut v,
             "expires_at",
@@ -126,6 +191,13 @@ impl StoredOverride {
 struct Held {
     stored: StoredOverride,
     limits: Arc<LimitOverride>,
+}
+
+/// The overrides held in memory: tenants' by tenant id, rule keys' by rule name then key text.
+#[derive(Debug, Default)]
+struct Memory {
+    tenants: HashMap<String, Held>,
+    rules: HashMap<String, HashMap<String, Held>>,
 }
 
 /// KEYS: hash, generation. ARGV: the generation held. `{generation}` when it is the one held,
@@ -168,11 +240,25 @@ fn field(tenant: &str) -> String {
     format!("t:{tenant}")
 }
 
+/// The hash field of an override: `t:<tenant>`, or `r:<rule>:<key text>` (rule names hold no
+/// `:`).
+fn field_of(o: &StoredOverride) -> String {
+    match &o.rule_key {
+        Some(k) => rule_field(&k.rule, &k.text),
+        None => field(&o.tenant),
+    }
+}
+
+/// The hash field of the override of key `text` of rule `rule`.
+fn rule_field(rule: &str, text: &str) -> String {
+    format!("r:{rule}:{text}")
+}
+
 /// The overrides of one instance: the in-memory copy and the generation it was read at.
 pub struct Overrides {
     prefix: String,
     max_entries: usize,
-    held: ArcSwap<HashMap<String, Held>>,
+    held: ArcSwap<Memory>,
     generation: AtomicU64,
     load: LuaScript,
     get: LuaScript,
@@ -186,7 +272,7 @@ impl Overrides {
         Overrides {
             prefix: prefix.to_string(),
             max_entries: max_entries.max(1),
-            held: ArcSwap::from_pointee(HashMap::new()),
+            held: ArcSwap::from_pointee(Memory::default()),
             generation: AtomicU64::new(UNSEEN),
             load: LuaScript::new(LOAD),
             get: LuaScript::new(GET),
@@ -203,13 +289,28 @@ impl Overrides {
     /// The limits set for `tenant` in force at `now_s` (from memory; no Redis call).
     pub fn of(&self, tenant: &str, now_s: u64) -> Option<Arc<LimitOverride>> {
         let held = self.held.load();
-        let h = held.get(tenant)?;
+        let h = held.tenants.get(tenant)?;
         h.stored.in_force(now_s).then(|| h.limits.clone())
+    }
+
+    /// Whether any key of a limit rule has an override (in force or not): when none has, the
+    /// request path looks no further.
+    pub fn any_rule_key(&self) -> bool {
+        !self.held.load().rules.is_empty()
+    }
+
+    /// The bucket fields set for key `text` ([`rule_key_text`](crate::store::redis::keys::rule_key_text))
+    /// of rule `rule`, in force at `now_s` (from memory; no Redis call).
+    pub fn of_rule_key(&self, rule: &str, text: &str, now_s: u64) -> Option<TenantOverride> {
+        let held = self.held.load();
+        let h = held.rules.get(rule)?.get(text)?;
+        h.stored.in_force(now_s).then(|| h.limits.rate.clone())
     }
 
     /// Overrides held now (expired ones included until the next read).
     pub fn held(&self) -> usize {
-        self.held.load().len()
+        let held = self.held.load();
+        held.tenants.len() + held.rules.values().map(HashMap::len).sum::<usize>()
     }
 
     fn keys(&self) -> [String; 3] {
@@ -241,15 +342,24 @@ impl Overrides {
         if g == held {
             return Ok(false);
         }
-        let map: HashMap<String, Held> = records
+        let mut copy = Memory::default();
+        for stored in records
             .iter()
             .filter_map(|r| serde_json::from_str::<StoredOverride>(r).ok())
-            .map(|stored| {
-                let limits = Arc::new(stored.limits());
-                (stored.tenant.clone(), Held { stored, limits })
-            })
-            .collect();
-        self.held.store(Arc::new(map));
+        {
+            let limits = Arc::new(stored.limits());
+            match stored.rule_key.clone() {
+                Some(k) => {
+                    let held = Held { stored, limits };
+                    copy.rules.entry(k.rule).or_default().insert(k.text, held);
+                }
+                None => {
+                    let id = stored.tenant.clone();
+                    copy.tenants.insert(id, Held { stored, limits });
+                }
+            }
+        }
+        self.held.store(Arc::new(copy));
         self.generation.store(g, Ordering::Release);
         Ok(true)
     }
@@ -260,16 +370,35 @@ impl Overrides {
         redis: &RedisStore,
         tenant: &str,
     ) -> Result<Option<StoredOverride>, RedisFault> {
+        self.get_field(redis, field(tenant)).await
+    }
+
+    /// The stored override of key `text` of rule `rule` (expired or not), read from Redis.
+    pub async fn get_rule_key(
+        &self,
+        redis: &RedisStore,
+        rule: &str,
+        text: &str,
+    ) -> Result<Option<StoredOverride>, RedisFault> {
+        self.get_field(redis, rule_field(rule, text)).await
+    }
+
+    async fn get_field(
+        &self,
+        redis: &RedisStore,
+        field: String,
+    ) -> Result<Option<StoredOverride>, RedisFault> {
         let [hash, _, _] = self.keys();
-        let text: Option<String> = redis.eval(&self.get, &[hash], &[field(tenant)]).await?;
+        let text: Option<String> = redis.eval(&self.get, &[hash], &[field]).await?;
         Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
     }
 
-    /// Stores `o` (replacing the tenant's override). `Ok(false)`: the store is full.
+    /// Stores `o` (replacing the tenant's, or the rule key's, override). `Ok(false)`: the
+    /// store is full.
     pub async fn put(&self, redis: &RedisStore, o: &StoredOverride) -> Result<bool, RedisFault> {
         let record = serde_json::to_string(o).unwrap_or_default();
         let args = [
-            field(&o.tenant),
+            field_of(o),
             record,
             self.max_entries.to_string(),
             rkeys::live_channel(&self.prefix),
@@ -283,7 +412,21 @@ impl Overrides {
 
     /// Removes `tenant`'s override. `Ok(false)`: it had none.
     pub async fn delete(&self, redis: &RedisStore, tenant: &str) -> Result<bool, RedisFault> {
-        let args = [field(tenant), rkeys::live_channel(&self.prefix)];
+        self.delete_field(redis, field(tenant)).await
+    }
+
+    /// Removes the override of key `text` of rule `rule`. `Ok(false)`: it had none.
+    pub async fn delete_rule_key(
+        &self,
+        redis: &RedisStore,
+        rule: &str,
+        text: &str,
+    ) -> Result<bool, RedisFault> {
+        self.delete_field(redis, rule_field(rule, text)).await
+    }
+
+    async fn delete_field(&self, redis: &RedisStore, field: String) -> Result<bool, RedisFault> {
+        let args = [field, rkeys::live_channel(&self.prefix)];
         let v: i64 = redis.eval(&self.delete, &self.keys(), &args).await?;
         if v > 0 {
             self.refresh(redis).await.ok();
@@ -315,6 +458,13 @@ mod tests {
                 period: "month".into(),
             }],
             max_in_flight: Some(2),
+            usage: Some(StoredRate {
+                limit: Some(50),
+                per: Some("1d".into()),
+                per_ms: Some(86_400_000),
+                burst: None,
+            }),
+            rule_key: None,
             expires_at,
             updated_at: 100,
         }
@@ -340,9 +490,27 @@ mod tests {
         assert_eq!(v["per"], "1d");
         assert!(v.get("burst").is_none());
         assert_eq!(v["quotas"]["month"], 9);
+        assert_eq!(v["usage"], json!({"limit": 50, "per": "1d"}));
+        assert_eq!(l.usage.as_ref().and_then(|u| u.limit), Some(50));
         let back: StoredOverride =
             serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back, s);
+    }
+
+    #[test]
+    fn fields_of_tenants_and_rule_keys_never_meet() {
+        let mut s = stored(None);
+        assert_eq!(field_of(&s), "t:acme");
+        s.tenant = String::new();
+        s.rule_key = Some(RuleKey {
+            rule: "per-user".into(),
+            values: vec!["alice".into()],
+            text: "header%3Ax-user=5.alice".into(),
+        });
+        assert_eq!(field_of(&s), "r:per-user:header%3Ax-user=5.alice");
+        let text = serde_json::to_string(&s).unwrap();
+        assert!(!text.contains("\"tenant\""), "{text}");
+        assert_eq!(serde_json::from_str::<StoredOverride>(&text).unwrap(), s);
     }
 
     #[test]

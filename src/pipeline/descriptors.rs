@@ -49,6 +49,7 @@ pub fn plan<'a>(snap: &'a Snapshot, domain: &str, asked: &[Asked]) -> Planned<'a
     };
     let prefix = &quota.settings.key_prefix;
     let share = snap.region.as_ref().map(|r| r.static_share());
+    let overrides = snap.rule_key_overrides();
     for d in asked {
         let mut mine = Vec::new();
         for found in descriptor::applicable(&snap.config.limits, domain, &d.entries) {
@@ -65,7 +66,11 @@ pub fn plan<'a>(snap: &'a Snapshot, domain: &str, asked: &[Asked]) -> Planned<'a
                 continue;
             }
             let r = &snap.config.limits[found.index];
-            let rate = share.map_or(r.rate, |s| s.apply(r.rate));
+            // A live override of this key (docs/live-state.md#one-key-of-a-limit-rule).
+            let base = overrides
+                .and_then(|o| Snapshot::live_rule_rate(o, r, &found.key, r.rate))
+                .unwrap_or(r.rate);
+            let rate = share.map_or(base, |s| s.apply(base));
             let call = RuleCall {
                 name: r.name.as_str().into(),
                 entry: LimitEntry {

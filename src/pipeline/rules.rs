@@ -56,14 +56,14 @@ pub fn plan<'a>(
         && fingerprint.len() <= MAX_FINGERPRINT_BYTES;
     if !keep {
         return Ok(Planned {
-            rules: build(snap, req, cost)?,
+            rules: build(snap, req, cost, true)?,
             prepared: None,
         });
     }
     let prepared = match snap.rule_plans.get(&fingerprint) {
         Some(p) => p,
         None => {
-            let kept = build(snap, req, cost)?
+            let kept = build(snap, req, cost, false)?
                 .into_iter()
                 .map(|(a, call)| (a.index, a.key, call))
                 .collect();
@@ -85,17 +85,33 @@ pub fn plan<'a>(
             (a, call.clone())
         })
         .collect();
-    Ok(Planned {
+    let mut planned = Planned {
         rules,
         prepared: Some(prepared),
-    })
+    };
+    // The kept plan holds the file's numbers: a key with a live override gets its own, and
+    // the kept calls (which carry the file's) are not reused for this request.
+    if let Some(overrides) = snap.rule_key_overrides() {
+        let mut any = false;
+        for (a, call) in &mut planned.rules {
+            if let Some(rate) = Snapshot::live_rule_rate(overrides, a.rule, &a.key, a.rate) {
+                (a.rate, call.entry.rate, any) = (rate, rate, true);
+            }
+        }
+        if any {
+            planned.prepared = None;
+        }
+    }
+    Ok(planned)
 }
 
-/// [`plan`]'s rules built for `req` (the memo's miss).
+/// [`plan`]'s rules built for `req` (the memo's miss), with the live overrides of their keys
+/// when `live` (never for a plan the memo keeps: overrides change under it).
 fn build<'a>(
     snap: &'a Snapshot,
     req: &RequestView<'_>,
     cost: u64,
+    live: bool,
 ) -> Result<Vec<(AppliedRule<'a>, RuleCall)>, Rejection> {
     let Some(quota) = &snap.quota else {
         return Ok(Vec::new());
@@ -129,10 +145,21 @@ fn build<'a>(
         Rejection::new(Layer::Tenant, Outcome::Rejected, p)
     })?;
     let prefix = &quota.settings.key_prefix;
+    let overrides = snap.rule_key_overrides().filter(|_| live);
     Ok(applied
         .into_iter()
-        .map(|a| {
+        .map(|mut a| {
             let r = a.rule;
+            if let Some(o) = overrides {
+                let base = r.rate_for(req.tier);
+                if let Some(rate) = Snapshot::live_rule_rate(o, r, &a.key, base) {
+                    // This region's share of the overridden bucket, as of the file's.
+                    a.rate = match &share {
+                        Some(s) => s(req.tenant.filter(|_| r.per_tenant())).apply(rate),
+                        None => rate,
+                    };
+                }
+            }
             let tenant = req.tenant.filter(|_| r.per_tenant());
             let key = match r.max_in_flight {
                 Some(_) => inflight_rule_key(prefix, &r.name, tenant, &a.key),
@@ -302,7 +329,7 @@ pub fn judge(
         .is_some_and(|v| v.outcome == Outcome::FailedClosed);
     // Refused by the tier itself (its limit or its own usage budget, the first usage entry),
     // or only by rules (counted under each rule, not as the tier's refusal).
-    let tier_usage = tier.is_some_and(|p| p.limits.tier.usage.is_some());
+    let tier_usage = tier.is_some_and(|p| p.limits.usage().is_some());
     let refused = |o: Option<&RuleOutcome>| matches!(o, Some(RuleOutcome::Decided { decision, .. }) if !decision.admitted);
     let tier_refused = tier_verdict
         .as_ref()

@@ -8,7 +8,7 @@
 pub mod descriptor;
 pub mod rules;
 
-use crate::config::{Config, LimitOverride, Tier, TierPolicy};
+use crate::config::{Config, LimitOverride, Tier, TierPolicy, UsageBudget};
 use crate::limit::share::Share;
 use crate::limit::Rate;
 use crate::region::RegionBudget;
@@ -25,12 +25,20 @@ pub struct Applied<'a> {
     pub max_in_flight: Option<u64>,
     /// The tier's policy cut to this region's share (`None`: the tier's own).
     regional: Option<TierPolicy>,
+    /// The tier's usage budget with the live override's bucket (`None`: the tier's own).
+    usage: Option<UsageBudget>,
 }
 
 impl Applied<'_> {
     /// The policy that decides: the tier's, or its regional cut.
     pub fn policy(&self) -> &TierPolicy {
         self.regional.as_ref().unwrap_or(&self.tier.policy)
+    }
+
+    /// The tier's usage budget (`tiers.<name>.usage`) with the tenant's live override of its
+    /// bucket, if any; `None` when the tier has none.
+    pub fn usage(&self) -> Option<&UsageBudget> {
+        self.usage.as_ref().or(self.tier.usage.as_ref())
     }
 }
 
@@ -53,7 +61,12 @@ pub fn resolve<'a>(
     };
     let mut max_in_flight = t.max_in_flight;
     let mut policy = None;
+    let mut usage = None;
     if let Some(l) = live {
+        usage = l.usage.as_ref().zip(t.usage.as_ref()).map(|(o, u)| UsageBudget {
+            rate: o.merged(u.rate),
+            ..u.clone()
+        });
         rate = l.rate.merged(rate);
         max_in_flight = l.max_in_flight.or(max_in_flight);
         policy = with_quotas(&t.policy, l);
@@ -64,6 +77,7 @@ pub fn resolve<'a>(
             rate,
             max_in_flight,
             regional: policy,
+            usage,
         });
     };
     let share = region.share(tenant);
@@ -73,6 +87,7 @@ pub fn resolve<'a>(
         rate: share.apply(rate),
         max_in_flight: max_in_flight.map(|m| share.of(m)),
         regional: cut_quotas(share, base).or(policy),
+        usage,
     })
 }
 

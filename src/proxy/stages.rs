@@ -235,7 +235,7 @@ pub(super) async fn tenant_stage(
     if plan.is_none() && rules.is_empty() {
         return Ok(false);
     }
-    let tier_usage = plan.as_ref().and_then(|p| p.limits.tier.usage.as_ref());
+    let tier_usage = plan.as_ref().and_then(|p| p.limits.usage());
     let any_usage = |f: fn(&UsageBudget) -> bool| {
         tier_usage.is_some_and(f)
             || rules
@@ -324,7 +324,7 @@ pub(super) async fn tenant_stage(
     let mut usage: Vec<(&str, &UsageBudget, RuleCall)> = Vec::new();
     if let Some((p, u)) = plan
         .as_ref()
-        .and_then(|p| Some((p, p.limits.tier.usage.as_ref()?)))
+        .and_then(|p| Some((p, p.limits.usage()?)))
     {
         let tier = p.limits.tier;
         let reserve = pipeline::usage::reserve_for(u, body);

@@ -162,6 +162,31 @@ impl Snapshot {
         o.of(tenant, crate::observe::tier_fit::unix_ms() / 1000)
     }
 
+    /// The live overrides when any key of a limit rule has one (`store.overrides`): `None`
+    /// (one empty-map check) when none has, so rules pay nothing for the feature unused.
+    pub fn rule_key_overrides(&self) -> Option<&crate::live::overrides::Overrides> {
+        let o = self.live.as_ref()?.overrides.as_ref()?;
+        o.any_rule_key().then_some(o)
+    }
+
+    /// The bucket of key `key` (its encoded key text) of `rule` with the live override of that
+    /// key (docs/live-state.md#one-key-of-a-limit-rule) merged over `base` (the rule's own or
+    /// `by_tier` bucket), field by field; `None` when no override for it is in force.
+    pub fn live_rule_rate(
+        overrides: &crate::live::overrides::Overrides,
+        rule: &crate::config::LimitRule,
+        key: &str,
+        base: crate::limit::Rate,
+    ) -> Option<crate::limit::Rate> {
+        if rule.max_in_flight.is_some() {
+            return None;
+        }
+        let now = crate::observe::tier_fit::unix_ms() / 1000;
+        overrides
+            .of_rule_key(&rule.name, key, now)
+            .map(|o| o.merged(base))
+    }
+
     /// The live state of `config` (`store.keys` or `store.overrides` with a quota store), kept
     /// from `previous` (its cache and version) while `store:` and `redis:` (the key prefix
     /// included) are unchanged: another Redis has other keys and overrides.

@@ -35,4 +35,7 @@ pub struct LimitOverride {
     pub quotas: Vec<crate::limit::calendar::CalendarQuota>,
     /// Replaces the tier's `max_in_flight` (and sets one where the tier has none).
     pub max_in_flight: Option<u64>,
+    /// The usage budget's bucket (`tiers.<name>.usage`: `limit`, `per` in ms, `burst`, in
+    /// units), field by field over the tier's (a tier without a usage budget gets none).
+    pub usage: Option<TenantOverride>,
 }

@@ -1,12 +1,17 @@
 //! Live limit overrides (`PUT /v1/tenants/{id}/limits`): checked by the same code as the file's
 //! `tenants:` entries and tier quotas, against every tier the tenant may land in, with the
-//! file's own `tenants:` entry for the tenant merged in first (what the override lands on).
+//! file's own `tenants:` entry for the tenant merged in first (what the override lands on);
+//! and one key of a limit rule (`PUT /v1/rules/{rule}/keys/{key}/limits`), checked as the
+//! rule's own buckets are.
 
 use super::common::{key_path, Check};
-use crate::config::model::{LimitOverride, TenantOverride, Tier};
+use crate::config::model::{LimitOverride, LimitRule, TenantOverride, Tier};
 use crate::config::raw::{RawQuota, RawTenant};
 use crate::config::ConfigError;
+use crate::limit::algorithm::Algorithm;
+use crate::limit::bounds::{self, RateBoundError};
 use crate::limit::calendar::{CalendarQuota, Period};
+use crate::limit::Rate;
 use std::collections::BTreeMap;
 
 /// Largest quota limit (as in `tiers.<name>.quotas[]`: 2^52).
@@ -22,6 +27,17 @@ pub struct RawLimitOverride {
     pub burst: Option<i64>,
     pub quotas: Vec<RawQuota>,
     pub max_in_flight: Option<i64>,
+    /// The usage budget's bucket (`usage: {limit, per, burst}`), if given.
+    pub usage: Option<RawRateOverride>,
+}
+
+/// The bucket fields of a live override (`limit`, `per` as a duration text, `burst`), each
+/// optional: a tier's usage budget, or one key of a limit rule.
+#[derive(Debug, Default, Clone)]
+pub struct RawRateOverride {
+    pub limit: Option<i64>,
+    pub per: Option<String>,
+    pub burst: Option<i64>,
 }
 
 /// The override of tenant `id` from `raw`, checked like `tenants.<id>` of the file (the merged
@@ -100,11 +116,13 @@ pub fn live_override(
     if max_in_flight.is_some_and(|m| m > MAX_IN_FLIGHT) {
         c.err("max_in_flight", format!("must be at most {MAX_IN_FLIGHT}"));
     }
+    let usage = raw.usage.as_ref().map(|u| usage_override(&mut c, u, tiers));
     if c.errors.is_empty() {
         return Ok(LimitOverride {
             rate,
             quotas,
             max_in_flight,
+            usage,
         });
     }
     let prefix = format!("{}.", key_path("tenants", id));
@@ -116,6 +134,141 @@ pub fn live_override(
             if e.path == whole {
                 e.path = "tenant".into();
             } else if let Some(rest) = e.path.strip_prefix(&prefix) {
+                e.path = rest.to_string();
+            }
+            e
+        })
+        .collect())
+}
+
+/// The fields of `raw` at `path` (`<path>.limit`, `<path>.per`, `<path>.burst`) checked as the
+/// file's `limit`, `per` and `burst` are, before they are merged with a base.
+fn rate_fields(c: &mut Check, path: &str, raw: &RawRateOverride) -> TenantOverride {
+    let limit = raw.limit.and_then(|v| c.positive(&format!("{path}.limit"), v));
+    let burst = raw.burst.and_then(|v| c.positive(&format!("{path}.burst"), v));
+    let per_ms = raw
+        .per
+        .as_deref()
+        .and_then(|p| c.duration(&format!("{path}.per"), p))
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    if let Some(Err(e)) = per_ms.map(bounds::check_per) {
+        c.err(format!("{path}.per"), e.to_string());
+    }
+    TenantOverride {
+        tier: None,
+        limit,
+        per_ms,
+        burst,
+    }
+}
+
+/// `o` merged over `base` checked as a bucket of the file is ([`bounds::check`] and the
+/// algorithm's own bounds); a failure is reported once, at the field of `o` that takes the
+/// blame (`<path>.<field>`), naming `base_name` (a tier or a rule). Returns whether it passed.
+fn merged_bucket(
+    c: &mut Check,
+    path: &str,
+    o: &TenantOverride,
+    base: Rate,
+    algorithm: Algorithm,
+    base_name: &str,
+) -> bool {
+    let merged = o.merged(base);
+    if let Err(e) = bounds::check(&merged) {
+        let field = match e {
+            RateBoundError::BurstTooLarge if o.burst.is_some() => "burst",
+            RateBoundError::LimitTooLarge if o.limit.is_some() => "limit",
+            _ if o.per_ms.is_some() => "per",
+            _ if o.burst.is_some() => "burst",
+            _ => "limit",
+        };
+        c.err(
+            format!("{path}.{field}"),
+            format!(
+                "{e}: the effective bucket of {base_name} is limit {} per {} ms, burst {}",
+                merged.limit, merged.per_ms, merged.burst
+            ),
+        );
+        return false;
+    }
+    let before = c.errors.len();
+    super::policy::check_bounds(c, path, algorithm, &merged, 0);
+    c.errors.len() == before
+}
+
+/// `usage` of a tenant's override: checked like a tier's `usage` bucket (a token bucket) in
+/// every tier that has a usage budget, and never below that budget's `reserve` (no request
+/// could be admitted). Errors name `usage.limit`, `usage.per`, `usage.burst`, or `usage` when
+/// no tier has a usage budget.
+fn usage_override(
+    c: &mut Check,
+    raw: &RawRateOverride,
+    tiers: &BTreeMap<String, Tier>,
+) -> TenantOverride {
+    let o = rate_fields(c, "usage", raw);
+    if tiers.values().all(|t| t.usage.is_none()) {
+        c.err("usage", "no tier has a usage budget (tiers.<name>.usage)");
+    }
+    for (name, u) in tiers.iter().filter_map(|(n, t)| Some((n, t.usage.as_ref()?))) {
+        let tier = format!("tier \"{name}\"'s usage budget");
+        if !merged_bucket(c, "usage", &o, u.rate, Algorithm::TokenBucket, &tier) {
+            break;
+        }
+        let burst = o.merged(u.rate).burst;
+        if burst < u.reserve {
+            c.err(
+                "usage.burst",
+                format!(
+                    "{burst} is less than the reserve ({}) of {tier}: no request could ever be admitted",
+                    u.reserve
+                ),
+            );
+            break;
+        }
+    }
+    o
+}
+
+/// The override of one key of limit rule `rule` from `raw` (only `limit`, `per`, `burst`),
+/// checked as the rule's own bucket is in the file: each field as the file's, then the rule's
+/// bucket and each of its `by_tier` buckets with the override merged in, within the rule's
+/// algorithm's bounds. Errors name `limit`, `per`, `burst`, or `rule` for a concurrency rule
+/// (`max_in_flight`: no bucket to override).
+pub fn live_rule_override(
+    rule: &LimitRule,
+    raw: &RawRateOverride,
+) -> Result<TenantOverride, Vec<ConfigError>> {
+    let mut c = Check::default();
+    if rule.max_in_flight.is_some() {
+        c.err(
+            "rule",
+            format!(
+                "\"{}\" is a concurrency rule (max_in_flight): it has no bucket to override",
+                rule.name
+            ),
+        );
+        return Err(c.errors);
+    }
+    let o = rate_fields(&mut c, "o", raw);
+    if c.errors.is_empty() {
+        let own = format!("rule \"{}\"", rule.name);
+        if merged_bucket(&mut c, "o", &o, rule.rate, rule.algorithm, &own) {
+            for (tier, rate) in &rule.by_tier {
+                let name = format!("rule \"{}\" in tier \"{tier}\"", rule.name);
+                if !merged_bucket(&mut c, "o", &o, *rate, rule.algorithm, &name) {
+                    break;
+                }
+            }
+        }
+    }
+    if c.errors.is_empty() {
+        return Ok(o);
+    }
+    Err(c
+        .errors
+        .into_iter()
+        .map(|mut e| {
+            if let Some(rest) = e.path.strip_prefix("o.") {
                 e.path = rest.to_string();
             }
             e

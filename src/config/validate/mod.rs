@@ -37,7 +37,7 @@ mod tls;
 mod upstreams;
 mod usage;
 
-pub use live::{live_override, RawLimitOverride};
+pub use live::{live_override, live_rule_override, RawLimitOverride, RawRateOverride};
 
 /// Validates a parsed file. Returns every error found, each naming its field path.
 pub fn validate(raw: RawConfig) -> Result<Config, Vec<ConfigError>> {
