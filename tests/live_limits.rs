@@ -52,8 +52,34 @@ fn yaml(redis: &RedisServer, backend: &Backend) -> String {
     .api_key(&api_key_of("expiring"), "expiring", "T_token_bucket")
     .api_key(&api_key_of("filed"), "filed", "T_gcra")
     .tenant("filed", "{ burst: 2 }")
+    .tier(
+        "U",
+        "{ limit: 100, per: 1d, burst: 100, usage: { limit: 1, per: 1d, burst: 3, reserve: 1, \
+         from: { header: x-usage-count } } }",
+    )
+    .api_key(&api_key_of("u-raise"), "u-raise", "U")
+    .api_key(&api_key_of("u-lower"), "u-lower", "U")
+    .api_key(&api_key_of("both"), "both", "T_gcra")
+    .tier("R", "{ limit: 1000, per: 1d, burst: 1000 }")
+    .api_key(&api_key_of("ruler"), "ruler", "R")
+    .section("limits", &format!("\n{RULES}"))
     .yaml()
 }
+
+/// Limit rules whose keys are overridden: one per algorithm tried (`/r/<alg>`, keyed by the
+/// `x-user` header), one keyed by the tenant (`/t`), one by the client address, a concurrency
+/// rule, and a decision-service rule keyed by a descriptor. 3 a day each.
+const RULES: &str = "  - { name: rk-token_bucket, match: { routes: [/r/token_bucket] }, key: [\"header:x-user\"], limit: 3, per: 1d, burst: 3, algorithm: token_bucket }
+  - { name: rk-gcra, match: { routes: [/r/gcra] }, key: [\"header:x-user\"], limit: 3, per: 1d, burst: 3, algorithm: gcra }
+  - { name: rk-fixed_window, match: { routes: [/r/fixed_window] }, key: [\"header:x-user\"], limit: 3, per: 1d, burst: 3, algorithm: fixed_window }
+  - { name: per-tenant, match: { routes: [/t] }, key: [tenant], limit: 5, per: 1d, burst: 5, algorithm: gcra }
+  - { name: by-ip, match: { routes: [/ip] }, key: [client_ip], limit: 3, per: 1d }
+  - { name: held-rule, match: { routes: [/c] }, key: [tenant], max_in_flight: 2 }
+  - { name: desc-user, match: { domain: api, descriptors: [user] }, key: [\"descriptor:user\"], limit: 3, per: 1d, burst: 3 }
+";
+
+/// The algorithms the rule-key overrides are tried with: a token bucket, GCRA, a window.
+const RULE_ALGORITHMS: [&str; 3] = ["token_bucket", "gcra", "fixed_window"];
 
 /// Two gateways on one Redis, and the probe overrides written so far.
 struct Rig {
@@ -126,6 +152,44 @@ async fn call(gw: &Gateway, tenant: &str) -> Reply {
     try_get_with_key(&client(), &gw.url("/"), Some(&api_key_of(tenant)))
         .await
         .expect("proxied request")
+}
+
+/// A request of `tenant` to `path` as user `user` (the `x-user` header).
+async fn call_as(gw: &Gateway, tenant: &str, path: &str, user: &str) -> Reply {
+    let r = client()
+        .get(gw.url(path))
+        .header("x-api-key", api_key_of(tenant))
+        .header("x-user", user)
+        .send()
+        .await
+        .expect("proxied request");
+    Reply::read(r).await.expect("proxied reply")
+}
+
+/// Calls of `tenant` to `path` as `user` until the first refusal (at most `max` admissions).
+async fn admitted_as(
+    gw: &Gateway,
+    tenant: &str,
+    path: &str,
+    user: &str,
+    max: usize,
+) -> (usize, Reply) {
+    for n in 0..=max {
+        let r = call_as(gw, tenant, path, user).await;
+        if r.status != 200 {
+            return (n, r);
+        }
+    }
+    panic!("{path} as {user}: more than {max} admitted");
+}
+
+/// `PUT /v1/rules/{rule}/keys/{key}/limits` on `gw` (`key` as it goes in the path).
+async fn put_rule_key(gw: &Gateway, rule: &str, key: &str, body: Value) -> Value {
+    let path = format!("/v1/rules/{rule}/keys/{key}/limits");
+    admin(gw.admin_addr(), "PUT", &path, Some(&body))
+        .await
+        .expect_ok()
+        .clone()
 }
 
 fn policy(r: &Reply) -> String {
@@ -452,4 +516,388 @@ async fn expiry_scopes_and_bad_input() {
         &[("operation", "limits_clear"), ("outcome", "forbidden")],
     );
     assert_eq!(forbidden, Some(1.0));
+}
+
+/// A refusal by rule `rule` naming `q` in `RateLimit-Policy` and the tokens in its detail.
+fn names_rule(r: &Reply, rule: &str, q: u64, who: &str) {
+    assert_eq!(r.status, 429, "{who}: {r:?}");
+    let p = policy(r);
+    assert!(
+        p.contains(&format!("\"{rule}\";q={q};")),
+        "{who}: RateLimit-Policy {p:?} does not name q={q}"
+    );
+    let detail: Value = serde_json::from_str(&r.body).expect("problem JSON");
+    let d = detail["detail"].as_str().unwrap_or_default();
+    assert!(
+        d.contains(&format!("\"{rule}\" (0 of {q} left)")),
+        "{who}: detail {d:?} does not name {q}"
+    );
+}
+
+/// One key of a limit rule raised and lowered live, on two gateways, for a token bucket, GCRA
+/// and a fixed window: exact counts after the change, refusals naming the override's numbers,
+/// other keys of the same rule untouched; a rule key's override beats the tenant's (each
+/// governs its own bucket); a tier's usage budget raised and lowered; DELETE restores the
+/// file's numbers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_key_and_usage_overrides_apply_on_every_instance() {
+    let mut rig = Rig::start();
+    // Spent on B under the file's numbers (3 a day per key).
+    for alg in RULE_ALGORITHMS {
+        let path = format!("/r/{alg}");
+        for (user, n) in [("raise", 3), ("lower", 1), ("other", 3)] {
+            for i in 0..n {
+                let r = call_as(&rig.b, "ruler", &path, user).await;
+                assert_eq!(r.status, 200, "{path} as {user}, call {i}: {r:?}");
+            }
+        }
+    }
+    // The usage budget (3 units, 1 a request): `u-lower` spends 1.
+    assert_eq!(statuses(&rig.b, "u-lower", 1).await, [200]);
+
+    for alg in RULE_ALGORITHMS {
+        let rule = format!("rk-{alg}");
+        let v = put_rule_key(&rig.a, &rule, "raise", json!({"limit": 6, "burst": 6})).await;
+        assert_eq!(v["rule"], rule.as_str());
+        assert_eq!(v["key"], json!(["raise"]));
+        assert_eq!(
+            (
+                v["override"]["limit"].clone(),
+                v["override"]["burst"].clone()
+            ),
+            (json!(6), json!(6))
+        );
+        put_rule_key(&rig.a, &rule, "lower", json!({"limit": 2, "burst": 2})).await;
+    }
+    // The tenant's tier bucket raised to 10, its key of `per-tenant` (5 a day) lowered to 2.
+    put(&rig.a, "both", json!({"limit": 10, "burst": 10})).await;
+    put_rule_key(
+        &rig.a,
+        "per-tenant",
+        "both",
+        json!({"limit": 2, "burst": 2}),
+    )
+    .await;
+    // The usage budget: raised to 5 for a tenant that spent nothing, lowered to 1 for one that
+    // spent 1 of 3.
+    let v = put(&rig.a, "u-raise", json!({"usage": {"burst": 5}})).await;
+    assert_eq!(v["override"]["usage"], json!({"burst": 5}));
+    put(
+        &rig.a,
+        "u-lower",
+        json!({"usage": {"limit": 1, "burst": 1}}),
+    )
+    .await;
+    rig.synced().await;
+
+    for alg in RULE_ALGORITHMS {
+        let (path, rule) = (format!("/r/{alg}"), format!("rk-{alg}"));
+        // Raised from 3 to 6 after spending 3: 3 more (the token bucket carries its level, 0).
+        let (n, refusal) = admitted_as(&rig.b, "ruler", &path, "raise", 6).await;
+        let want = if alg == "token_bucket" { 0 } else { 3 };
+        assert_eq!(n, want, "{rule} raise: admitted after the raise");
+        names_rule(&refusal, &rule, 6, &format!("{rule} raise"));
+        // Lowered from 3 to 2 after spending 1: one more (the token bucket: 2 tokens left).
+        let (n, refusal) = admitted_as(&rig.b, "ruler", &path, "lower", 3).await;
+        let want = if alg == "token_bucket" { 2 } else { 1 };
+        assert_eq!(n, want, "{rule} lower: admitted after the lowering");
+        names_rule(&refusal, &rule, 2, &format!("{rule} lower"));
+        // Another key of the same rule keeps the rule's own numbers.
+        let r = call_as(&rig.b, "ruler", &path, "other").await;
+        names_rule(&r, &rule, 3, &format!("{rule} other"));
+    }
+    // Rule key beats tenant: the tenant's raised tier bucket (10) would admit more, the
+    // rule's bucket for this tenant admits 2 and its refusal names 2.
+    let (n, refusal) = admitted_as(&rig.b, "both", "/t", "x", 10).await;
+    assert_eq!(n, 2, "the rule key's override governs the rule's bucket");
+    names_rule(&refusal, "per-tenant", 2, "per-tenant both");
+    // The tenant's own override still governs its tier bucket: 10 on another path.
+    let (n, refusal) = admitted_until_refused(&rig.b, "both", 10).await;
+    assert_eq!(n, 8, "10 of the tier bucket, 2 spent on /t");
+    names_limit(&refusal, "T_gcra", 10, "both tier");
+    // Usage: raised to 5 (fresh: 5 admitted); lowered to 1 after spending 1 (1 left).
+    let (n, refusal) = admitted_until_refused(&rig.b, "u-raise", 6).await;
+    assert_eq!(n, 5, "usage raised from 3 to 5");
+    assert!(
+        policy(&refusal).contains("\"U.tokens\";q=5;"),
+        "{refusal:?}"
+    );
+    let (n, refusal) = admitted_until_refused(&rig.b, "u-lower", 3).await;
+    assert_eq!(n, 1, "usage lowered from 3 to 1 after spending 1");
+    assert!(
+        policy(&refusal).contains("\"U.tokens\";q=1;"),
+        "{refusal:?}"
+    );
+
+    // Removed on A: the rule's own numbers apply again on B.
+    for alg in RULE_ALGORITHMS {
+        let path = format!("/v1/rules/rk-{alg}/keys/raise/limits");
+        let v = admin(rig.a.admin_addr(), "DELETE", &path, None).await;
+        assert_eq!(v.expect_ok()["removed"], true);
+    }
+    rig.synced().await;
+    for alg in RULE_ALGORITHMS {
+        let r = call_as(&rig.b, "ruler", &format!("/r/{alg}"), "raise").await;
+        names_rule(
+            &r,
+            &format!("rk-{alg}"),
+            3,
+            &format!("rk-{alg} after DELETE"),
+        );
+    }
+    let path = "/v1/rules/rk-gcra/keys/raise/limits";
+    let got = admin(rig.a.admin_addr(), "GET", path, None).await;
+    assert_eq!(got.expect_ok()["override"], Value::Null);
+    let again = admin(rig.a.admin_addr(), "DELETE", path, None).await;
+    assert_eq!(again.expect_ok()["removed"], false);
+}
+
+/// A descriptor rule's key overridden on gateway A is in force in the decision service of a
+/// third gateway on the same Redis (`POST /v1/check`), with exact counts; other keys keep the
+/// rule's numbers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_key_override_applies_in_the_decision_service() {
+    const TOKEN_ENV: &str = "TOLLGATE_DECISION_TOKEN";
+    let rig = Rig::start();
+    let addr = free_addr();
+    let yaml = format!(
+        "{}decision: {{ http: {{ listen: \"{addr}\", token_env: {TOKEN_ENV} }} }}\n",
+        rig.yaml
+    );
+    let env = [
+        (ADMIN_TOKEN_ENV, ADMIN_TOKEN),
+        (READ_ENV, READ_TOKEN),
+        (TOKEN_ENV, "d"),
+    ];
+    let c = Gateway::start_with_env(&yaml, &env);
+    let check = |user: &str, dry: bool| {
+        let body = json!({
+            "domain": "api",
+            "descriptors": [{"entries": [{"key": "user", "value": user}]}],
+            "dry_run": dry,
+        });
+        let url = format!("http://{addr}/v1/check");
+        async move {
+            let r = client()
+                .post(url)
+                .header("Authorization", "Bearer d")
+                .json(&body)
+                .send()
+                .await
+                .expect("check");
+            let status = r.status().as_u16();
+            let policy = r
+                .headers()
+                .get("ratelimit-policy")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            let v: Value = r.json().await.expect("check JSON");
+            (status, policy, v)
+        }
+    };
+    let v = put_rule_key(&rig.a, "desc-user", "vip", json!({"limit": 5, "burst": 5})).await;
+    assert_eq!(v["key"], json!(["vip"]));
+    // Seen by C (a dry run debits nothing).
+    let deadline = Instant::now() + SEEN_WITHIN;
+    loop {
+        let (_, _, v) = check("vip", true).await;
+        if v["statuses"][0]["current_limit"]["requests_per_unit"] == 5 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "C never applied the override: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut admitted = 0;
+    let refusal = loop {
+        let (status, policy, v) = check("vip", false).await;
+        if status != 200 {
+            break (status, policy, v);
+        }
+        admitted += 1;
+        assert!(admitted <= 6, "more than 6 admitted");
+    };
+    assert_eq!(admitted, 5, "the overridden key admits 5");
+    assert_eq!(refusal.0, 429);
+    assert!(refusal.1.contains("\"desc-user\";q=5;"), "{refusal:?}");
+    let mut admitted = 0;
+    loop {
+        let (status, policy, _) = check("plain", false).await;
+        if status != 200 {
+            assert!(policy.contains("\"desc-user\";q=3;"), "{policy}");
+            break;
+        }
+        admitted += 1;
+        assert!(admitted <= 4, "more than 4 admitted");
+    }
+    assert_eq!(admitted, 3, "another key keeps the rule's 3");
+    drop(c);
+}
+
+/// A rule key's override with an expiry stops applying when it expires; the read token reads
+/// and its writes are 403; bad input is a 400 (404 for an unknown rule) naming the field and
+/// changes nothing; the command line sets, reads and clears a rule key's override.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_key_expiry_scopes_and_bad_input() {
+    let rig = Rig::start();
+    put_rule_key(
+        &rig.a,
+        "by-ip",
+        "127.0.0.1",
+        json!({"limit": 1, "burst": 1, "expires_in_s": 2}),
+    )
+    .await;
+    let deadline = Instant::now() + SEEN_WITHIN;
+    let mut saw_override = false;
+    loop {
+        let r = call_as(&rig.b, "ruler", "/ip", "x").await;
+        let p = policy(&r);
+        if p.contains("\"by-ip\";q=1;") {
+            saw_override = true;
+        }
+        if saw_override && p.contains("\"by-ip\";q=3;") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "override seen: {saw_override}; last {r:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let path = "/v1/rules/by-ip/keys/127.0.0.1/limits";
+    let got = admin(rig.a.admin_addr(), "GET", path, None).await;
+    assert_eq!(got.expect_ok()["override"], Value::Null, "expired");
+
+    // Scopes.
+    let path = "/v1/rules/rk-gcra/keys/scoped/limits";
+    put_rule_key(&rig.a, "rk-gcra", "scoped", json!({"burst": 9})).await;
+    let read = format!("Bearer {READ_TOKEN}");
+    let got = admin_call(rig.b.admin_addr(), "GET", path, Some(&read), None).await;
+    assert_eq!(got.expect_ok()["override"]["burst"], 9);
+    let body = json!({"burst": 1});
+    admin_call(rig.b.admin_addr(), "PUT", path, Some(&read), Some(&body))
+        .await
+        .expect_problem(403);
+    admin_call(rig.b.admin_addr(), "DELETE", path, Some(&read), None)
+        .await
+        .expect_problem(403);
+
+    // Bad input: a problem naming the field; the stored override is unchanged.
+    let long = "k".repeat(10_000);
+    let cases: Vec<(String, Value, u16, &str)> = vec![
+        (
+            "/v1/rules/nope/keys/scoped/limits".into(),
+            json!({"burst": 1}),
+            404,
+            "rule",
+        ),
+        (path.into(), json!({"limit": -1}), 400, "limit"),
+        (path.into(), json!({"burst": 0}), 400, "burst"),
+        (path.into(), json!({"burst": 10_001}), 400, "burst"),
+        (path.into(), json!({"limit": 1e300}), 400, "limit"),
+        (path.into(), json!({"per": "0s"}), 400, "per"),
+        (path.into(), json!({"quotas": {"day": 1}}), 400, "quotas"),
+        (path.into(), json!({}), 400, "body"),
+        (
+            path.into(),
+            json!({"burst": 1, "expires_in_s": 0}),
+            400,
+            "expires_in_s",
+        ),
+        (
+            format!("/v1/rules/rk-gcra/keys/{long}/limits"),
+            json!({"burst": 1}),
+            400,
+            "key",
+        ),
+        (
+            "/v1/rules/rk-gcra/keys/a,b/limits".into(),
+            json!({"burst": 1}),
+            400,
+            "key",
+        ),
+        (
+            "/v1/rules/by-ip/keys/not-an-ip/limits".into(),
+            json!({"burst": 1}),
+            400,
+            "key",
+        ),
+        (
+            "/v1/rules/held-rule/keys/acme/limits".into(),
+            json!({"burst": 1}),
+            400,
+            "rule",
+        ),
+        (path.into(), json!({"limit": 50_000_001}), 400, "limit"),
+        (
+            path.into(),
+            json!({"limit": 1, "max_in_flight": 1}),
+            400,
+            "max_in_flight",
+        ),
+    ];
+    for (p, body, status, field) in cases {
+        let r = admin(rig.a.admin_addr(), "PUT", &p, Some(&body)).await;
+        let problem = r.expect_problem(status);
+        assert_eq!(problem["field"], field, "{p} {body}: {problem}");
+    }
+    let got = admin(rig.a.admin_addr(), "GET", path, None).await;
+    let got = &got.expect_ok()["override"];
+    assert_eq!((got["burst"].clone(), got.get("limit")), (json!(9), None));
+    // A tenant's usage override: bad fields named under `usage.`.
+    let tenant = "/v1/tenants/u-raise/limits";
+    for (body, field) in [
+        (json!({"usage": {"burst": 0}}), "usage.burst"),
+        (json!({"usage": {"limit": -1}}), "usage.limit"),
+        (json!({"usage": {"per": "forever"}}), "usage.per"),
+        (json!({"usage": {"bogus": 1}}), "usage.bogus"),
+        (json!({"usage": {}}), "usage"),
+    ] {
+        let r = admin(rig.a.admin_addr(), "PUT", tenant, Some(&body)).await;
+        assert_eq!(r.expect_problem(400)["field"], field, "{body}");
+    }
+    let got = admin(rig.a.admin_addr(), "GET", tenant, None).await;
+    assert_eq!(got.expect_ok()["override"], Value::Null);
+
+    // The command line: a rule key's override set on A, read on B, cleared.
+    let a_url = format!("http://{}", rig.a.admin_addr());
+    let b_url = format!("http://{}", rig.b.admin_addr());
+    let key = ["--rule", "rk-fixed_window", "--key", "cli-user"];
+    let (code, out, err) = cli(
+        &a_url,
+        &[&["set"], &key[..], &["--limit", "4", "--burst", "4"]].concat(),
+    );
+    assert_eq!(code, 0, "{out} {err}");
+    assert!(
+        out.contains("rule rk-fixed_window key cli-user: limit 4"),
+        "{out}"
+    );
+    let (code, out, _) = cli(&b_url, &[&["get", "--json"], &key[..]].concat());
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(&out).expect("--json prints the API's JSON");
+    assert_eq!(v["override"]["burst"], 4);
+    let (code, _, err) = cli(&a_url, &[&["set"], &key[..], &["--burst", "0"]].concat());
+    assert_eq!(code, 1, "an API error");
+    assert!(err.contains("burst"), "{err}");
+    let (code, _, _) = cli(
+        &a_url,
+        &[&["set"], &key[..], &["--max-in-flight", "2"]].concat(),
+    );
+    assert_eq!(code, 2, "a tenant-only flag");
+    let (code, _, _) = cli(&a_url, &["get", "--rule", "rk-gcra"]);
+    assert_eq!(code, 2, "--rule without --key");
+    let (code, out, _) = cli(
+        &a_url,
+        &[&["set", "u-raise", "--usage-burst", "4"][..]].concat(),
+    );
+    assert_eq!(code, 0);
+    assert!(out.contains("usage burst 4"), "{out}");
+    let (code, out, _) = cli(&a_url, &[&["clear"], &key[..]].concat());
+    assert_eq!(code, 0);
+    assert!(out.contains("removed"), "{out}");
+    let (_, out, _) = cli(&b_url, &[&["get"], &key[..]].concat());
+    assert!(out.contains("no live override"), "{out}");
 }

@@ -103,7 +103,11 @@ fn int(map: &Map<String, Value>, name: &str) -> Result<Option<i64>, Problem> {
 }
 
 /// [`int`] at most `max` (the config's own check takes the lower bound).
-pub(super) fn int_at_most(map: &Map<String, Value>, name: &str, max: i64) -> Result<Option<i64>, Problem> {
+pub(super) fn int_at_most(
+    map: &Map<String, Value>,
+    name: &str,
+    max: i64,
+) -> Result<Option<i64>, Problem> {
     match int(map, name)? {
         Some(n) if n > max => Err(bad(
             name,
@@ -125,7 +129,10 @@ pub(super) fn text(map: &Map<String, Value>, name: &str) -> Result<Option<String
 /// The bucket fields (`limit`, `per`, `burst`) of `m`, their names prefixed by `prefix`
 /// (`usage.`) in errors: `per` in a documented form, numbers within a live override's bounds.
 /// The config's own checks follow.
-pub(super) fn rate_fields(m: &Map<String, Value>, prefix: &str) -> Result<RawRateOverride, Problem> {
+pub(super) fn rate_fields(
+    m: &Map<String, Value>,
+    prefix: &str,
+) -> Result<RawRateOverride, Problem> {
     let named = |mut p: Problem| {
         if let Some(Value::String(f)) = p.extensions.get("field") {
             let field = format!("{prefix}{f}");

@@ -50,7 +50,10 @@ pub fn target<'a>(snap: &'a Snapshot, rule: &str, key: &str) -> Result<Target<'a
         values.push(v.into_owned());
     }
     if values.iter().map(|v| v.chars().count()).sum::<usize>() > MAX_KEY_CHARS {
-        return Err(bad("key", format!("longer than {MAX_KEY_CHARS} characters")));
+        return Err(bad(
+            "key",
+            format!("longer than {MAX_KEY_CHARS} characters"),
+        ));
     }
     let parts: Vec<String> = rule.key.iter().map(KeyPart::spec).collect();
     if values.len() != parts.len() {

@@ -144,9 +144,21 @@ pub const ROUTES: &[(&str, &str, Endpoint)] = &[
     ("GET", "/v1/tenants/{id}/limits", Endpoint::Limits),
     ("PUT", "/v1/tenants/{id}/limits", Endpoint::LimitsSet),
     ("DELETE", "/v1/tenants/{id}/limits", Endpoint::LimitsClear),
-    ("GET", "/v1/rules/{rule}/keys/{id}/limits", Endpoint::RuleLimits),
-    ("PUT", "/v1/rules/{rule}/keys/{id}/limits", Endpoint::RuleLimitsSet),
-    ("DELETE", "/v1/rules/{rule}/keys/{id}/limits", Endpoint::RuleLimitsClear),
+    (
+        "GET",
+        "/v1/rules/{rule}/keys/{id}/limits",
+        Endpoint::RuleLimits,
+    ),
+    (
+        "PUT",
+        "/v1/rules/{rule}/keys/{id}/limits",
+        Endpoint::RuleLimitsSet,
+    ),
+    (
+        "DELETE",
+        "/v1/rules/{rule}/keys/{id}/limits",
+        Endpoint::RuleLimitsClear,
+    ),
 ];
 
 /// Where [`route`] sends a request.

@@ -63,10 +63,14 @@ pub fn resolve<'a>(
     let mut policy = None;
     let mut usage = None;
     if let Some(l) = live {
-        usage = l.usage.as_ref().zip(t.usage.as_ref()).map(|(o, u)| UsageBudget {
-            rate: o.merged(u.rate),
-            ..u.clone()
-        });
+        usage = l
+            .usage
+            .as_ref()
+            .zip(t.usage.as_ref())
+            .map(|(o, u)| UsageBudget {
+                rate: o.merged(u.rate),
+                ..u.clone()
+            });
         rate = l.rate.merged(rate);
         max_in_flight = l.max_in_flight.or(max_in_flight);
         policy = with_quotas(&t.policy, l);

@@ -322,10 +322,7 @@ pub(super) async fn tenant_stage(
     let prefix = &quota.settings.key_prefix;
     let body = body.as_deref();
     let mut usage: Vec<(&str, &UsageBudget, RuleCall)> = Vec::new();
-    if let Some((p, u)) = plan
-        .as_ref()
-        .and_then(|p| Some((p, p.limits.usage()?)))
-    {
+    if let Some((p, u)) = plan.as_ref().and_then(|p| Some((p, p.limits.usage()?))) {
         let tier = p.limits.tier;
         let reserve = pipeline::usage::reserve_for(u, body);
         let (shadow, on_failure) = (tier.mode.is_shadow(), tier.on_failure);

@@ -144,8 +144,12 @@ pub fn live_override(
 /// The fields of `raw` at `path` (`<path>.limit`, `<path>.per`, `<path>.burst`) checked as the
 /// file's `limit`, `per` and `burst` are, before they are merged with a base.
 fn rate_fields(c: &mut Check, path: &str, raw: &RawRateOverride) -> TenantOverride {
-    let limit = raw.limit.and_then(|v| c.positive(&format!("{path}.limit"), v));
-    let burst = raw.burst.and_then(|v| c.positive(&format!("{path}.burst"), v));
+    let limit = raw
+        .limit
+        .and_then(|v| c.positive(&format!("{path}.limit"), v));
+    let burst = raw
+        .burst
+        .and_then(|v| c.positive(&format!("{path}.burst"), v));
     let per_ms = raw
         .per
         .as_deref()
@@ -209,7 +213,10 @@ fn usage_override(
     if tiers.values().all(|t| t.usage.is_none()) {
         c.err("usage", "no tier has a usage budget (tiers.<name>.usage)");
     }
-    for (name, u) in tiers.iter().filter_map(|(n, t)| Some((n, t.usage.as_ref()?))) {
+    for (name, u) in tiers
+        .iter()
+        .filter_map(|(n, t)| Some((n, t.usage.as_ref()?)))
+    {
         let tier = format!("tier \"{name}\"'s usage budget");
         if !merged_bucket(c, "usage", &o, u.rate, Algorithm::TokenBucket, &tier) {
             break;
