@@ -75,7 +75,7 @@ enum Command {
         from: ImportFrom,
     },
     #[command(flatten)]
-    Admin(tollgate::cli::AdminCommand),
+    Admin(Box<tollgate::cli::AdminCommand>),
 }
 
 #[derive(Subcommand)]
@@ -176,7 +176,7 @@ fn main() -> ExitCode {
         Command::Import {
             from: ImportFrom::EnvoyRatelimit { files },
         } => import_envoy_ratelimit(&files),
-        Command::Admin(command) => tollgate::cli::run(command),
+        Command::Admin(command) => tollgate::cli::run(*command),
         Command::Schema => {
             print!("{}", tollgate::config::schema::gateway_schema_text());
             ExitCode::SUCCESS
