@@ -813,16 +813,23 @@ async fn rule_key_expiry_scopes_and_bad_input() {
             400,
             "key",
         ),
+        // A key no request of the rule can have names no bucket: 404.
+        (
+            "/v1/rules/per-tenant/keys/%20x/limits".into(),
+            json!({"burst": 1}),
+            404,
+            "key",
+        ),
         (
             "/v1/rules/rk-gcra/keys/a,b/limits".into(),
             json!({"burst": 1}),
-            400,
+            404,
             "key",
         ),
         (
             "/v1/rules/by-ip/keys/not-an-ip/limits".into(),
             json!({"burst": 1}),
-            400,
+            404,
             "key",
         ),
         (

@@ -93,7 +93,20 @@ pub(super) fn string(map: &serde_json::Map<String, Value>, name: &str) -> Result
     }
 }
 
-/// Member `name` as a whole number from `min` to `max`, if present. Errors: 400 naming it.
+/// [`uint`] for a member the document does not make nullable: `null` is a 400 naming it.
+pub(super) fn uint_not_null(
+    map: &serde_json::Map<String, Value>,
+    name: &str,
+    bounds: (u64, u64),
+) -> Result<Option<u64>, Problem> {
+    if map.get(name).is_some_and(Value::is_null) {
+        return Err(bad(name, "must be a whole number"));
+    }
+    uint(map, name, bounds)
+}
+
+/// Member `name` as a whole number from `min` to `max`, if present (`null`: absent). Errors:
+/// 400 naming it.
 pub(super) fn uint(
     map: &serde_json::Map<String, Value>,
     name: &str,
@@ -161,7 +174,7 @@ pub async fn create(snap: &Snapshot, body: &[u8]) -> Result<(Value, Change), Pro
     tenant_ok(&b.tenant)?;
     name_ok(&b.name)?;
     let now = now_s();
-    let expires_at = uint(&m, "expires_in_s", (1, MAX_EXPIRY_S))?.map(|s| now + s);
+    let expires_at = uint_not_null(&m, "expires_in_s", (1, MAX_EXPIRY_S))?.map(|s| now + s);
     if !snap.config.tiers.contains_key(&b.tier) {
         let known: Vec<&str> = snap.config.tiers.keys().map(String::as_str).collect();
         let detail = format!(
@@ -294,7 +307,7 @@ pub async fn revoke(snap: &Snapshot, id: &str) -> Result<(Value, Change), Proble
 pub async fn rotate(snap: &Snapshot, id: &str, body: &[u8]) -> Result<(Value, Change), Problem> {
     let (live, quota) = live(snap)?;
     let m = object(body, &["grace_s"], true)?;
-    let grace = uint(&m, "grace_s", (0, MAX_GRACE_S))?.unwrap_or(0) * 1000;
+    let grace = uint_not_null(&m, "grace_s", (0, MAX_GRACE_S))?.unwrap_or(0) * 1000;
     let before = find(snap, id).await?;
     if before.revoked_at.is_some() {
         return Err(Problem::status(409, "the key is revoked; create a new one"));

@@ -9,7 +9,7 @@
 //! 400 problem naming the field and changes nothing.
 
 use super::audit::Change;
-use super::keys::{bad, object, uint};
+use super::keys::{bad, object, uint_not_null};
 use super::reply::store_problem;
 use crate::config::raw::RawQuota;
 use crate::config::{live_override, RawLimitOverride, RawRateOverride};
@@ -229,10 +229,7 @@ pub async fn set(snap: &Snapshot, tenant: &str, body: &[u8]) -> Result<(Value, C
         usage: usage(&m)?,
     };
     let now = now_s();
-    if m.get("expires_in_s").is_some_and(Value::is_null) {
-        return Err(bad("expires_in_s", "must be a whole number"));
-    }
-    let expires_at = uint(&m, "expires_in_s", (1, MAX_EXPIRY_S))?.map(|s| now + s);
+    let expires_at = uint_not_null(&m, "expires_in_s", (1, MAX_EXPIRY_S))?.map(|s| now + s);
     let nothing = raw.limit.is_none()
         && raw.per.is_none()
         && raw.burst.is_none()

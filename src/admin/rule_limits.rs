@@ -7,10 +7,11 @@
 //! (a `,` or `%` inside a value is percent-encoded: `%2C`, `%25`). `PUT` replaces the key's
 //! override with the body's `limit`, `per`, `burst` (and `expires_in_s`), checked as the rule's
 //! own buckets are in the file; `GET` answers it; `DELETE` removes it. Unknown rule: 404 naming
-//! `rule`; a key of the wrong shape: 400 naming `key`. Bad input changes nothing.
+//! `rule`; a key no request of the rule can have (the wrong shape): 404 naming `key`; a key
+//! longer than [`MAX_KEY_CHARS`]: 400 naming `key`. Bad input changes nothing.
 
 use super::audit::Change;
-use super::keys::{bad, object, uint};
+use super::keys::{bad, object, uint_not_null};
 use super::limits::{now_s, rate_fields, store, MAX_EXPIRY_S};
 use super::reply::store_problem;
 use crate::config::{live_rule_override, KeyPart, LimitRule};
@@ -33,9 +34,10 @@ pub struct Target<'a> {
 }
 
 /// The rule named by path segment `rule` and its key from path segment `key` (still
-/// percent-encoded). Errors: 404 naming `rule` when no rule has that name; 400 naming `key`
-/// when the key does not have the rule's shape (one value per part, none empty, each valid
-/// for its part) or is longer than [`MAX_KEY_CHARS`].
+/// percent-encoded). Errors: 404 naming `rule` when no rule has that name; 404 naming `key`
+/// when no request of the rule can have the key (not one value per part, an empty one, a value
+/// not valid for its part): it names no bucket; 400 naming `key` when it is longer than
+/// [`MAX_KEY_CHARS`] or not percent-encoded UTF-8.
 pub fn target<'a>(snap: &'a Snapshot, rule: &str, key: &str) -> Result<Target<'a>, Problem> {
     let name = percent_decode_str(rule).decode_utf8_lossy();
     let Some(rule) = snap.config.limits.iter().find(|r| r.name == name) else {
@@ -63,11 +65,11 @@ pub fn target<'a>(snap: &'a Snapshot, rule: &str, key: &str) -> Result<Target<'a
             parts.join(", "),
             parts.len()
         );
-        return Err(bad("key", detail));
+        return Err(no_such_key(detail));
     }
     for (part, value) in rule.key.iter().zip(&values) {
         if let Err(why) = shape(part, value) {
-            return Err(bad("key", format!("{}: {why}", part.spec())));
+            return Err(no_such_key(format!("{}: {why}", part.spec())));
         }
     }
     let pairs: Vec<(String, &[u8])> = parts
@@ -85,6 +87,11 @@ pub fn target<'a>(snap: &'a Snapshot, rule: &str, key: &str) -> Result<Target<'a
             text,
         },
     })
+}
+
+/// The 404 of a key no request of the rule can have, naming `key`.
+fn no_such_key(why: String) -> Problem {
+    Problem::status(404, format!("key: no such key of the rule: {why}")).with("field", json!("key"))
 }
 
 /// Whether `value` can be a request's value of `part`: never empty; a client address is an IP
@@ -125,11 +132,8 @@ pub async fn set(
     let t = target(snap, rule, key)?;
     let m = object(body, MEMBERS, false)?;
     let raw = rate_fields(&m, "")?;
-    if m.get("expires_in_s").is_some_and(Value::is_null) {
-        return Err(bad("expires_in_s", "must be a whole number"));
-    }
     let now = now_s();
-    let expires_at = uint(&m, "expires_in_s", (1, MAX_EXPIRY_S))?.map(|s| now + s);
+    let expires_at = uint_not_null(&m, "expires_in_s", (1, MAX_EXPIRY_S))?.map(|s| now + s);
     if raw.limit.is_none() && raw.per.is_none() && raw.burst.is_none() {
         return Err(bad(
             "body",

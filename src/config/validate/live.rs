@@ -202,17 +202,14 @@ fn merged_bucket(
 
 /// `usage` of a tenant's override: checked like a tier's `usage` bucket (a token bucket) in
 /// every tier that has a usage budget, and never below that budget's `reserve` (no request
-/// could be admitted). Errors name `usage.limit`, `usage.per`, `usage.burst`, or `usage` when
-/// no tier has a usage budget.
+/// could be admitted). Errors name `usage.limit`, `usage.per`, `usage.burst`. A tier without a
+/// usage budget gets none (as a quota period a tier has no quota of).
 fn usage_override(
     c: &mut Check,
     raw: &RawRateOverride,
     tiers: &BTreeMap<String, Tier>,
 ) -> TenantOverride {
     let o = rate_fields(c, "usage", raw);
-    if tiers.values().all(|t| t.usage.is_none()) {
-        c.err("usage", "no tier has a usage budget (tiers.<name>.usage)");
-    }
     for (name, u) in tiers
         .iter()
         .filter_map(|(n, t)| Some((n, t.usage.as_ref()?)))
