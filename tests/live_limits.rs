@@ -653,15 +653,15 @@ async fn rule_key_and_usage_overrides_apply_on_every_instance() {
 }
 
 /// A descriptor rule's key overridden on gateway A is in force in the decision service of a
-/// third gateway on the same Redis (`POST /v1/check`), with exact counts; other keys keep the
-/// rule's numbers.
+/// third gateway on the same Redis, over HTTP (`POST /v1/check`) and gRPC (`ShouldRateLimit`),
+/// with exact counts; other keys keep the rule's numbers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rule_key_override_applies_in_the_decision_service() {
     const TOKEN_ENV: &str = "TOLLGATE_DECISION_TOKEN";
     let rig = Rig::start();
-    let addr = free_addr();
+    let (addr, grpc) = (free_addr(), free_addr());
     let yaml = format!(
-        "{}decision: {{ http: {{ listen: \"{addr}\", token_env: {TOKEN_ENV} }} }}\n",
+        "{}decision: {{ http: {{ listen: \"{addr}\", token_env: {TOKEN_ENV} }}, grpc: {{ listen: \"{grpc}\" }} }}\n",
         rig.yaml
     );
     let env = [
@@ -734,7 +734,75 @@ async fn rule_key_override_applies_in_the_decision_service() {
         assert!(admitted <= 4, "more than 4 admitted");
     }
     assert_eq!(admitted, 3, "another key keeps the rule's 3");
+
+    // Through gRPC (Envoy's rate limit service), the same override: the key's 5 are spent, and
+    // a key overridden to 4 admits exactly 4.
+    put_rule_key(
+        &rig.a,
+        "desc-user",
+        "grpc-vip",
+        json!({"limit": 4, "burst": 4}),
+    )
+    .await;
+    let ask = |user: &str| json!({"domain": "api", "descriptors": [{"entries": [["user", user]]}]});
+    let deadline = Instant::now() + SEEN_WITHIN;
+    loop {
+        let (_, _, v) = check("grpc-vip", true).await;
+        if v["statuses"][0]["current_limit"]["requests_per_unit"] == 4 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "C never applied the second override: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut asked = vec![ask("vip")];
+    asked.extend((0..5).map(|_| ask("grpc-vip")));
+    let answers = rls_calls(&grpc, &asked);
+    let code = |v: &Value| {
+        v["response"]["overall_code"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    let limit =
+        |v: &Value| v["response"]["statuses"][0]["current_limit"]["requests_per_unit"].clone();
+    assert_eq!(code(&answers[0]), "OVER_LIMIT", "{}", answers[0]);
+    assert_eq!(limit(&answers[0]), 5, "{}", answers[0]);
+    let codes: Vec<String> = answers[1..].iter().map(code).collect();
+    assert_eq!(codes, ["OK", "OK", "OK", "OK", "OVER_LIMIT"], "{answers:?}");
+    assert_eq!(limit(&answers[5]), 4, "{}", answers[5]);
     drop(c);
+}
+
+/// `tests/rls/client.py` (a real gRPC client of Envoy's rate limit service) asked `commands` in
+/// turn on one channel to `target`: its answers.
+fn rls_calls(target: &str, commands: &[Value]) -> Vec<Value> {
+    use std::io::{BufRead, BufReader, Write};
+    let venv = venv_with("tests/rls/requirements.txt");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/rls/client.py");
+    let mut child = std::process::Command::new(venv.join("bin/python"))
+        .arg(script)
+        .arg(target)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn tests/rls/client.py");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let answers = commands
+        .iter()
+        .map(|cmd| {
+            writeln!(stdin, "{cmd}").expect("write command");
+            let mut line = String::new();
+            out.read_line(&mut line).expect("read answer");
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+        })
+        .collect();
+    drop(stdin);
+    let _ = child.wait();
+    answers
 }
 
 /// A rule key's override with an expiry stops applying when it expires; the read token reads
