@@ -622,6 +622,11 @@ async fn rule_key_and_usage_overrides_apply_on_every_instance() {
         policy(&refusal).contains("\"U.tokens\";q=5;"),
         "{refusal:?}"
     );
+    assert!(
+        refusal.body.contains("of 5 "),
+        "usage refusal's detail: {}",
+        refusal.body
+    );
     let (n, refusal) = admitted_until_refused(&rig.b, "u-lower", 3).await;
     assert_eq!(n, 1, "usage lowered from 3 to 1 after spending 1");
     assert!(

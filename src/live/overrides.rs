@@ -22,7 +22,7 @@ use arc_swap::ArcSwap;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The kind of change in a live channel message (`<version> overrides`).
@@ -259,6 +259,8 @@ pub struct Overrides {
     prefix: String,
     max_entries: usize,
     held: ArcSwap<Memory>,
+    /// Whether `held` has any rule key's override: the request path's one check.
+    any_rule_key: AtomicBool,
     generation: AtomicU64,
     load: LuaScript,
     get: LuaScript,
@@ -273,6 +275,7 @@ impl Overrides {
             prefix: prefix.to_string(),
             max_entries: max_entries.max(1),
             held: ArcSwap::from_pointee(Memory::default()),
+            any_rule_key: AtomicBool::new(false),
             generation: AtomicU64::new(UNSEEN),
             load: LuaScript::new(LOAD),
             get: LuaScript::new(GET),
@@ -296,7 +299,7 @@ impl Overrides {
     /// Whether any key of a limit rule has an override (in force or not): when none has, the
     /// request path looks no further.
     pub fn any_rule_key(&self) -> bool {
-        !self.held.load().rules.is_empty()
+        self.any_rule_key.load(Ordering::Acquire)
     }
 
     /// The bucket fields set for key `text` ([`rule_key_text`](crate::store::redis::keys::rule_key_text))
@@ -359,7 +362,9 @@ impl Overrides {
                 }
             }
         }
+        let any_rule_key = !copy.rules.is_empty();
         self.held.store(Arc::new(copy));
+        self.any_rule_key.store(any_rule_key, Ordering::Release);
         self.generation.store(g, Ordering::Release);
         Ok(true)
     }

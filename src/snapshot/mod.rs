@@ -163,7 +163,7 @@ impl Snapshot {
     }
 
     /// The live overrides when any key of a limit rule has one (`store.overrides`): `None`
-    /// (one empty-map check) when none has, so rules pay nothing for the feature unused.
+    /// (one atomic flag read) when none has, so rules pay nothing for the feature unused.
     pub fn rule_key_overrides(&self) -> Option<&crate::live::overrides::Overrides> {
         let o = self.live.as_ref()?.overrides.as_ref()?;
         o.any_rule_key().then_some(o)
