@@ -8,6 +8,8 @@
 //! probe's it sees every earlier one), never timed.
 
 mod common;
+#[path = "common/rls.rs"]
+mod rls;
 
 use common::admin::*;
 use common::*;
@@ -704,18 +706,13 @@ async fn rule_key_override_applies_in_the_decision_service() {
     let v = put_rule_key(&rig.a, "desc-user", "vip", json!({"limit": 5, "burst": 5})).await;
     assert_eq!(v["key"], json!(["vip"]));
     // Seen by C (a dry run debits nothing).
-    let deadline = Instant::now() + SEEN_WITHIN;
-    loop {
-        let (_, _, v) = check("vip", true).await;
-        if v["statuses"][0]["current_limit"]["requests_per_unit"] == 5 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "C never applied the override: {v}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let seen = poll(
+        SEEN_WITHIN,
+        || check("vip", true),
+        |(_, _, v)| v["statuses"][0]["current_limit"]["requests_per_unit"] == 5,
+    )
+    .await;
+    assert!(seen.is_ok(), "C never applied the override: {seen:?}");
     let mut admitted = 0;
     let refusal = loop {
         let (status, policy, v) = check("vip", false).await;
@@ -749,22 +746,20 @@ async fn rule_key_override_applies_in_the_decision_service() {
         json!({"limit": 4, "burst": 4}),
     )
     .await;
-    let ask = |user: &str| json!({"domain": "api", "descriptors": [{"entries": [["user", user]]}]});
-    let deadline = Instant::now() + SEEN_WITHIN;
-    loop {
-        let (_, _, v) = check("grpc-vip", true).await;
-        if v["statuses"][0]["current_limit"]["requests_per_unit"] == 4 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "C never applied the second override: {v}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let mut asked = vec![ask("vip")];
-    asked.extend((0..5).map(|_| ask("grpc-vip")));
-    let answers = rls_calls(&grpc, &asked);
+    let seen = poll(
+        SEEN_WITHIN,
+        || check("grpc-vip", true),
+        |(_, _, v)| v["statuses"][0]["current_limit"]["requests_per_unit"] == 4,
+    )
+    .await;
+    assert!(
+        seen.is_ok(),
+        "C never applied the second override: {seen:?}"
+    );
+    let mut client = rls::Rls::connect(&grpc);
+    let mut ask = |user: &str| client.call("api", &[(&[("user", user)], 0)], 0);
+    let mut answers = vec![ask("vip")];
+    answers.extend((0..5).map(|_| ask("grpc-vip")));
     let code = |v: &Value| {
         v["response"]["overall_code"]
             .as_str()
@@ -779,35 +774,6 @@ async fn rule_key_override_applies_in_the_decision_service() {
     assert_eq!(codes, ["OK", "OK", "OK", "OK", "OVER_LIMIT"], "{answers:?}");
     assert_eq!(limit(&answers[5]), 4, "{}", answers[5]);
     drop(c);
-}
-
-/// `tests/rls/client.py` (a real gRPC client of Envoy's rate limit service) asked `commands` in
-/// turn on one channel to `target`: its answers.
-fn rls_calls(target: &str, commands: &[Value]) -> Vec<Value> {
-    use std::io::{BufRead, BufReader, Write};
-    let venv = venv_with("tests/rls/requirements.txt");
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/rls/client.py");
-    let mut child = std::process::Command::new(venv.join("bin/python"))
-        .arg(script)
-        .arg(target)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn tests/rls/client.py");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-    let answers = commands
-        .iter()
-        .map(|cmd| {
-            writeln!(stdin, "{cmd}").expect("write command");
-            let mut line = String::new();
-            out.read_line(&mut line).expect("read answer");
-            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
-        })
-        .collect();
-    drop(stdin);
-    let _ = child.wait();
-    answers
 }
 
 /// A rule key's override with an expiry stops applying when it expires; the read token reads
