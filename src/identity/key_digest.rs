@@ -51,7 +51,7 @@ pub fn digest(key: &[u8]) -> [u8; 32] {
     let hit = TABLE.with(|t| {
         let t = t.borrow();
         let slot = &t[index];
-        let same = usize::from(slot.len).ct_eq(&key.len()) & slot.key.ct_eq(&padded);
+        let same = usize::from(slot.len).ct_eq(&key.len()) & same_bytes(&slot.key, &padded);
         bool::from(same).then_some(slot.digest)
     });
     if let Some(d) = hit {
@@ -66,6 +66,18 @@ pub fn digest(key: &[u8]) -> [u8; 32] {
         }
     });
     d
+}
+
+/// Whether `a` and `b` are equal, in time independent of their contents: their 8-byte words'
+/// differences OR-ed together without a branch, then one constant-time test of the result
+/// (`subtle`'s byte-wise `ct_eq` spent a `black_box` per byte).
+fn same_bytes(a: &[u8; MAX_CACHED_LEN], b: &[u8; MAX_CACHED_LEN]) -> subtle::Choice {
+    let word = |w: &[u8]| u64::from_ne_bytes(w.try_into().expect("8-byte chunk"));
+    let diff = a
+        .chunks_exact(8)
+        .zip(b.chunks_exact(8))
+        .fold(0u64, |d, (x, y)| d | (word(x) ^ word(y)));
+    diff.ct_eq(&0)
 }
 
 fn sha256(key: &[u8]) -> [u8; 32] {
@@ -91,5 +103,16 @@ mod tests {
         assert_eq!(digest(b"abc\0"), sha256(b"abc\0"));
         assert_eq!(digest(b"abc"), sha256(b"abc"));
         assert_eq!(digest(b"abc\0"), sha256(b"abc\0"));
+    }
+
+    #[test]
+    fn keys_differing_in_any_one_byte_are_not_the_same() {
+        let a = [7u8; MAX_CACHED_LEN];
+        assert!(bool::from(same_bytes(&a, &a)));
+        for i in 0..MAX_CACHED_LEN {
+            let mut b = a;
+            b[i] ^= 0x80;
+            assert!(!bool::from(same_bytes(&a, &b)), "byte {i}");
+        }
     }
 }
