@@ -145,3 +145,19 @@ impl Ctx {
             .is_some_and(|r| r.mode.is_shadow())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::hooks::Proxy;
+    use pingora::proxy::ProxyHttp;
+
+    /// Pingora keeps the request context inside each request's future and moves that future
+    /// into a box per request: the context is a pointer there, not the whole state.
+    #[test]
+    fn the_request_future_holds_a_pointer_to_the_request_state() {
+        assert_eq!(
+            std::mem::size_of::<<Proxy as ProxyHttp>::CTX>(),
+            std::mem::size_of::<usize>()
+        );
+    }
+}

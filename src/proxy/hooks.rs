@@ -53,14 +53,17 @@ impl Proxy {
 
 #[async_trait]
 impl ProxyHttp for Proxy {
-    type CTX = Ctx;
+    /// Boxed: Pingora keeps the context inside each request's future, which it builds and then
+    /// moves into a box of its own per request (`async_trait`); a pointer there instead of the
+    /// whole state makes that copy smaller by the state's size.
+    type CTX = Box<Ctx>;
 
-    fn new_ctx(&self) -> Ctx {
-        Ctx::new(self.app.snapshot.load_full())
+    fn new_ctx(&self) -> Box<Ctx> {
+        Box::new(Ctx::new(self.app.snapshot.load_full()))
     }
 
     /// The stages in order; each answers the request itself when it refuses (`Ok(true)`).
-    async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
+    async fn request_filter(&self, session: &mut Session, ctx: &mut Box<Ctx>) -> Result<bool> {
         // One snapshot reference for all stages (each clone is a shared atomic count).
         let snap = ctx.snapshot.clone();
         (ctx.request_id, ctx.request_id_sent) = request_id(session.req_header());
@@ -99,7 +102,7 @@ impl ProxyHttp for Proxy {
         &self,
         _session: &mut Session,
         upstream_request: &mut RequestHeader,
-        ctx: &mut Ctx,
+        ctx: &mut Box<Ctx>,
     ) -> Result<()> {
         if let Some(body) = &ctx.body_rewrite {
             upstream_request.insert_header(http::header::CONTENT_LENGTH, body.len())?;
@@ -107,7 +110,11 @@ impl ProxyHttp for Proxy {
         trace::propagate(ctx, upstream_request)
     }
 
-    async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
+    async fn upstream_peer(
+        &self,
+        _session: &mut Session,
+        ctx: &mut Box<Ctx>,
+    ) -> Result<Box<HttpPeer>> {
         backend_peer(ctx)
     }
 
@@ -115,7 +122,7 @@ impl ProxyHttp for Proxy {
         &self,
         _session: &mut Session,
         _peer: &HttpPeer,
-        ctx: &mut Ctx,
+        ctx: &mut Box<Ctx>,
         mut e: Box<Error>,
     ) -> Box<Error> {
         // Try the next backend once per backend before giving up.
@@ -142,7 +149,7 @@ impl ProxyHttp for Proxy {
         #[cfg(unix)] _fd: std::os::unix::io::RawFd,
         #[cfg(windows)] _sock: std::os::windows::io::RawSocket,
         digest: Option<&pingora::protocols::Digest>,
-        ctx: &mut Ctx,
+        ctx: &mut Box<Ctx>,
     ) -> Result<()> {
         stages::check_backend_connection(ctx, digest)
     }
@@ -152,7 +159,7 @@ impl ProxyHttp for Proxy {
         session: &mut Session,
         chunk: &mut Option<bytes::Bytes>,
         end_of_stream: bool,
-        ctx: &mut Ctx,
+        ctx: &mut Box<Ctx>,
     ) -> Result<()> {
         body_stage(session, ctx, chunk, end_of_stream).await
     }
@@ -161,7 +168,7 @@ impl ProxyHttp for Proxy {
         &self,
         _session: &mut Session,
         upstream_response: &mut ResponseHeader,
-        ctx: &mut Ctx,
+        ctx: &mut Box<Ctx>,
     ) -> Result<()> {
         for meter in &mut ctx.usage {
             meter.head(
@@ -183,7 +190,7 @@ impl ProxyHttp for Proxy {
         _session: &mut Session,
         body: &mut Option<bytes::Bytes>,
         end_of_stream: bool,
-        ctx: &mut Ctx,
+        ctx: &mut Box<Ctx>,
     ) -> Result<Option<std::time::Duration>> {
         for meter in &mut ctx.usage {
             meter.body(body.as_deref(), end_of_stream);
@@ -191,7 +198,12 @@ impl ProxyHttp for Proxy {
         Ok(None)
     }
 
-    async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut Ctx) -> FailToProxy {
+    async fn fail_to_proxy(
+        &self,
+        session: &mut Session,
+        e: &Error,
+        ctx: &mut Box<Ctx>,
+    ) -> FailToProxy {
         let (status, detail) = failure_status(e);
         // A 4xx of tollgate's own (a body over the limit, a body too slow) is a refusal; the
         // backend's failures are settled by `refund_on` when the request ends.
@@ -219,7 +231,7 @@ impl ProxyHttp for Proxy {
         }
     }
 
-    async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {
+    async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Box<Ctx>) {
         finish(session, e, ctx);
     }
 }
