@@ -182,3 +182,36 @@ fn a_late_reply_is_undone_like_a_refused_request() {
         "a reply of one request"
     );
 }
+
+#[test]
+fn arguments_are_read_back_as_written() {
+    let entry = |key: &str, algorithm| LimitEntry {
+        key: key.into(),
+        algorithm,
+        rate: Rate::new(10, 1000, 20),
+        cost: 3,
+        max_delay_ms: 250,
+        shadow: false,
+    };
+    let (a, b) = (
+        entry("tg:{t}:a", Algorithm::Gcra),
+        entry("tg:{t}:b", Algorithm::LeakyBucket),
+    );
+    let quotas = [CalendarQuota {
+        period: Period::Day,
+        limit: 5000,
+    }];
+    let part = QuotaPart {
+        tenant: "t",
+        quotas: &quotas,
+        cost: 3,
+    };
+    let key = call_key("tg", &[&a, &b], Some(part));
+    let split: Vec<&str> = key.args.split_terminator(' ').collect();
+    assert_eq!(key.arg_list().collect::<Vec<_>>(), split);
+    let mut count = itoa::Buffer::new();
+    let mut with_count = split.clone();
+    with_count.push("7");
+    assert_eq!(key.args_with(&mut count, 7), with_count);
+}
+

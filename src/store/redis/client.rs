@@ -18,7 +18,7 @@ use super::sentinel::is_failover_hold;
 use crate::config::RedisSettings;
 use crate::limit::token_bucket::decide_batch;
 use crate::limit::{Decision, Rate};
-use redis::{FromRedisValue, ToRedisArgs, Value};
+use redis::{Cmd, FromRedisValue, ToRedisArgs, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -200,16 +200,18 @@ impl RedisStore {
         args: &[A],
         late: Option<M>,
     ) -> Result<T, RedisFault> {
-        let Some(first) = keys.first() else {
-            return Err(RedisFault::CrossSlot);
-        };
-        let slot = key_slot(first);
-        if keys.iter().any(|k| key_slot(k) != slot) {
-            tracing::error!(keys = ?keys, "script keys span several cluster slots");
-            return Err(RedisFault::CrossSlot);
-        }
-        let mut call = redis::cmd("EVALSHA");
-        call.arg(script.sha1()).arg(keys.len()).arg(keys).arg(args);
+        let call = evalsha(script, keys, args)?;
+        self.send_undoable(script, call, late).await
+    }
+
+    /// [`eval_undoable`](Self::eval_undoable) of a command already built by [`evalsha`] for
+    /// `script` (a caller that sends the same call many times builds it once and clones it).
+    pub async fn send_undoable<T: FromRedisValue, M: FnOnce() -> Late>(
+        &self,
+        script: &LuaScript,
+        call: Cmd,
+        late: Option<M>,
+    ) -> Result<T, RedisFault> {
         // Owned, so that a call this bound cuts can be handed off with its reply to come.
         let mut sent = Sent {
             call: Some(late::run(self.conn.clone(), call, script.source)),
@@ -303,6 +305,35 @@ impl RedisStore {
             .and_then(|r| single_decision(&r, rate, cost))
             .ok_or_else(|| self.failed(RedisFault::Other, &"token bucket reply of another shape"))
     }
+}
+
+/// `EVALSHA <sha> <key count> <keys> <args>` of `script`, as [`RedisStore::eval`] sends it.
+/// Errors: [`RedisFault::CrossSlot`] when there is no key, or the keys hash to several Redis
+/// Cluster slots (refused in every mode, so a layout that would break on a cluster fails
+/// against a single Redis too).
+pub fn evalsha<A: ToRedisArgs>(
+    script: &LuaScript,
+    keys: &[String],
+    args: &[A],
+) -> Result<Cmd, RedisFault> {
+    let Some(first) = keys.first() else {
+        return Err(RedisFault::CrossSlot);
+    };
+    let slot = key_slot(first);
+    if keys[1..].iter().any(|k| key_slot(k) != slot) {
+        tracing::error!(keys = ?keys, "script keys span several cluster slots");
+        return Err(RedisFault::CrossSlot);
+    }
+    // Sized up front: growing the command's buffers (realloc and copy) cost more than writing
+    // it. Arguments are numbers here; a longer one only grows the buffer.
+    let data = 7 + 40 + 4 + keys.iter().map(String::len).sum::<usize>() + 16 * args.len();
+    let mut call = Cmd::with_capacity(3 + keys.len() + args.len(), data);
+    call.arg("EVALSHA")
+        .arg(script.sha1())
+        .arg(keys.len())
+        .arg(keys)
+        .arg(args);
+    Ok(call)
 }
 
 /// What undoes a late call debiting token buckets (`buckets`: each key with its size), each by
