@@ -79,13 +79,11 @@ impl QuotaService {
         // Shared, not copied, by every attempt and by the coalescer's queue.
         let key = &key;
         let call = |n: usize| async move {
-            let script = policy::policy_script();
-            let mut count = itoa::Buffer::new();
-            let args = key.args_with(&mut count, n);
             let late = || policy::late_refund(key.clone(), n);
+            let command = key.command(n)?;
             let reply = self
                 .redis
-                .eval_undoable::<Vec<i64>, _, _>(script, &key.keys, &args, Some(late))
+                .send_undoable::<Vec<i64>, _>(policy::policy_script(), command, Some(late))
                 .await?;
             let spec = key.spec().ok_or(RedisFault::Other)?;
             policy::decode_reply_of(&reply, spec, n).ok_or(RedisFault::Other)

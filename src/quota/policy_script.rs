@@ -13,7 +13,7 @@ use crate::limit::algorithm::{Algorithm, Outcome};
 pub use crate::limit::calendar::CalendarQuota;
 use crate::limit::gcra::TatState;
 use crate::limit::{Decision, Rate};
-use crate::store::redis::client::LuaScript;
+use crate::store::redis::client::{evalsha, LuaScript, RedisFault};
 use crate::store::redis::keys::{main_key, quota_base_key, quota_key};
 use crate::store::redis::late::{Late, Undo};
 use crate::store::redis::scripts::{
@@ -21,7 +21,7 @@ use crate::store::redis::scripts::{
     PRELUDE_LUA, REFUND_LUA, SLIDING_WINDOW_COUNTER_LUA, SLIDING_WINDOW_LOG_LUA, TAT_LUA,
     TOKEN_BUCKET_LUA,
 };
-use redis::FromRedisValue;
+use redis::{Cmd, FromRedisValue};
 use std::sync::{Arc, OnceLock};
 
 /// The template `lua/<alg>.lua` as written.
@@ -207,6 +207,10 @@ pub struct CallKey {
     digest: u64,
     /// The arguments read back, on first use ([`CallKey::spec`]).
     spec: OnceLock<Option<replay::CallSpec>>,
+    /// Its `EVALSHA` of [`policy_script`] deciding one request, and without the request count,
+    /// each built on first use ([`CallKey::command`]).
+    single: OnceLock<Result<Cmd, RedisFault>>,
+    base: OnceLock<Result<Cmd, RedisFault>>,
 }
 
 impl PartialEq for CallKey {
@@ -242,6 +246,8 @@ impl CallKey {
             ends,
             digest,
             spec: OnceLock::new(),
+            single: OnceLock::new(),
+            base: OnceLock::new(),
         }
     }
 
@@ -267,6 +273,27 @@ impl CallKey {
         let mut count = itoa::Buffer::new();
         let args = self.args_with(&mut count, requests);
         args.into_iter().map(str::to_string).collect()
+    }
+
+    /// The `EVALSHA` of [`policy_script`] deciding `requests` such requests: built once per
+    /// identity and copied per call (a kept plan's call is sent many times; writing its dozens
+    /// of arguments into a command each time cost more than the rest of the call's encoding).
+    /// Errors: [`RedisFault::CrossSlot`] for keys of several Cluster slots.
+    pub fn command(&self, requests: usize) -> Result<Cmd, RedisFault> {
+        let build = |requests: Option<usize>| {
+            let mut count = itoa::Buffer::new();
+            let mut args = self.args_with(&mut count, requests.unwrap_or(0));
+            if requests.is_none() {
+                args.pop();
+            }
+            evalsha(policy_script(), &self.keys, &args)
+        };
+        if requests == 1 {
+            return self.single.get_or_init(|| build(Some(1))).clone();
+        }
+        let mut cmd = self.base.get_or_init(|| build(None)).clone()?;
+        cmd.arg(requests);
+        Ok(cmd)
     }
 
     /// [`args_for`](Self::args_for) borrowed from the identity, the count written to `count`.

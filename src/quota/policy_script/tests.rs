@@ -215,3 +215,21 @@ fn arguments_are_read_back_as_written() {
     assert_eq!(key.args_with(&mut count, 7), with_count);
 }
 
+#[test]
+fn a_kept_command_is_the_one_built_from_the_arguments() {
+    let entry = LimitEntry {
+        key: "tg:{t}:gcra".into(),
+        algorithm: Algorithm::Gcra,
+        rate: Rate::new(10, 1000, 20),
+        cost: 1,
+        max_delay_ms: 0,
+        shadow: false,
+    };
+    let key = call_key("tg", &[&entry], None);
+    for n in [1, 3, 1, 12] {
+        let mut count = itoa::Buffer::new();
+        let built = evalsha(policy_script(), &key.keys, &key.args_with(&mut count, n)).unwrap();
+        let kept = key.command(n).unwrap();
+        assert_eq!(kept.get_packed_command(), built.get_packed_command(), "{n}");
+    }
+}
