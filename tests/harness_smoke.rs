@@ -126,6 +126,34 @@ fn redis_kill_and_restart_on_the_same_port() {
     assert!(redis.keys("*").is_empty());
 }
 
+/// A server of another test that took the port in between is never taken for this handle's
+/// own: the start fails on "address in use" (and `start` retries on another port) instead of
+/// going on against a server `kill` does not stop.
+#[test]
+fn redis_restart_onto_a_port_taken_by_another_server_fails() {
+    let mut redis = RedisServer::start();
+    let port = redis.port();
+    redis.kill();
+    let mut other = std::process::Command::new(redis_server_binary())
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn the other redis-server");
+    let up = wait_until(Duration::from_secs(10), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let restarted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| redis.restart()));
+    let _ = other.kill();
+    let _ = other.wait();
+    assert!(up, "the other server listens");
+    assert!(
+        restarted.is_err(),
+        "the other server's answer was taken for the restarted one's"
+    );
+}
+
 #[test]
 fn command_calls_parser() {
     let info = "# Commandstats\r\ncmdstat_evalsha:calls=42,usec=10,usec_per_call=0.2,rejected_calls=0,failed_calls=1\r\ncmdstat_script|load:calls=3,usec=1\r\n";

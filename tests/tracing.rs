@@ -293,10 +293,16 @@ async fn sampling_zero_sends_nothing_and_reload_changes_endpoint_and_sampling() 
         }),
         "{spans:#?}"
     );
-    assert_eq!(
-        gw.metric_or_zero("tollgate_trace_spans_exported_total"),
-        1.0
+    // The receiver prints a span before it answers the export; the gateway counts the
+    // export once that answer is back, a moment later.
+    let exported = "tollgate_trace_spans_exported_total";
+    assert!(
+        wait_until(Duration::from_secs(30), || gw.metric_or_zero(exported)
+            >= 1.0),
+        "exported: {}",
+        gw.metrics()
     );
+    assert_eq!(gw.metric_or_zero(exported), 1.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -335,8 +341,21 @@ async fn a_collector_gone_or_stuck_drops_spans_and_never_the_requests() {
         let r = get(&gw, &format!("rid-stuck-{i}"), Some("key-o"), &[]).await;
         assert_eq!(r.status, 200, "{r:?}");
     }
-    let full = gw.metric_or_zero("tollgate_trace_spans_dropped_total{reason=\"queue_full\"}");
-    assert!(full >= 100.0 - 16.0, "queue_full drops: {full}");
+    // A request's span ends once its response is written, a moment after the client read
+    // it: the last requests' drops are counted shortly after their answers.
+    let series = "tollgate_trace_spans_dropped_total{reason=\"queue_full\"}";
+    let all_but_held = wait_until(Duration::from_secs(30), || {
+        gw.metric_or_zero(series) >= 100.0 - 16.0
+    });
+    let full = gw.metric_or_zero(series);
+    assert!(all_but_held, "queue_full drops: {full}");
+    assert!(full <= 100.0 - 8.0, "the queue holds its 8: {full}");
+    let failed = "tollgate_trace_spans_dropped_total{reason=\"export_failed\"}";
+    assert_eq!(
+        gw.metric_or_zero(failed),
+        30.0,
+        "the held batch is still waiting (60s), nothing else failed"
+    );
 }
 
 #[test]

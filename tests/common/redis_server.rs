@@ -85,7 +85,7 @@ impl RedisServer {
                     tail_file(&self.log, 30)
                 ));
             }
-            if self.ping(Duration::from_millis(250)) {
+            if self.answers_as_child(Duration::from_millis(250)) {
                 return Ok(());
             }
             if Instant::now() >= deadline {
@@ -99,7 +99,14 @@ impl RedisServer {
         }
     }
 
-    fn ping(&self, timeout: Duration) -> bool {
+    /// Whether the server on this port answers and is this handle's own process (its
+    /// `INFO server` `process_id`): another test's server that took the port first (the free
+    /// port was picked, not held) answers too, while this one is about to exit on "address in
+    /// use"; a test must never go on against it (killing this handle would not stop it).
+    fn answers_as_child(&self, timeout: Duration) -> bool {
+        let Some(own) = self.child.as_ref().map(Child::id) else {
+            return false;
+        };
         let Ok(client) = redis::Client::open(self.url()) else {
             return false;
         };
@@ -107,7 +114,13 @@ impl RedisServer {
             return false;
         };
         let _ = con.set_read_timeout(Some(timeout));
-        redis::cmd("PING").query::<String>(&mut con).is_ok()
+        let Ok(info) = redis::cmd("INFO").arg("server").query::<String>(&mut con) else {
+            return false;
+        };
+        info.lines()
+            .find_map(|l| l.trim().strip_prefix("process_id:"))
+            .and_then(|pid| pid.parse::<u32>().ok())
+            == Some(own)
     }
 
     pub fn port(&self) -> u16 {
