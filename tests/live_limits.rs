@@ -226,20 +226,23 @@ async fn admitted_until_refused(gw: &Gateway, tenant: &str, max: usize) -> (usiz
     panic!("{tenant}: more than {max} admitted");
 }
 
-/// Asserts a refusal names `tier` with `q` in `RateLimit-Policy` and the tokens in its detail.
-fn names_limit(r: &Reply, tier: &str, q: u64, who: &str) {
+/// Asserts a refusal names `name` (a tier or a rule) with `q` in `RateLimit-Policy`, and its
+/// problem detail contains `detail`.
+fn names_limit_as(r: &Reply, name: &str, q: u64, detail: &str, who: &str) {
     assert_eq!(r.status, 429, "{who}: {r:?}");
     let p = policy(r);
     assert!(
-        p.contains(&format!("\"{tier}\";q={q};")),
+        p.contains(&format!("\"{name}\";q={q};")),
         "{who}: RateLimit-Policy {p:?} does not name q={q}"
     );
-    let detail: Value = serde_json::from_str(&r.body).expect("problem JSON");
-    let d = detail["detail"].as_str().unwrap_or_default();
-    assert!(
-        d.contains(&format!("of {q} tokens")),
-        "{who}: detail {d:?} does not name {q}"
-    );
+    let problem: Value = serde_json::from_str(&r.body).expect("problem JSON");
+    let d = problem["detail"].as_str().unwrap_or_default();
+    assert!(d.contains(detail), "{who}: detail {d:?} does not name {q}");
+}
+
+/// Asserts a refusal names `tier` with `q` in `RateLimit-Policy` and the tokens in its detail.
+fn names_limit(r: &Reply, tier: &str, q: u64, who: &str) {
+    names_limit_as(r, tier, q, &format!("of {q} tokens"), who);
 }
 
 /// Every algorithm and a calendar quota, on two gateways: a raised limit admits at once what
@@ -522,18 +525,7 @@ async fn expiry_scopes_and_bad_input() {
 
 /// A refusal by rule `rule` naming `q` in `RateLimit-Policy` and the tokens in its detail.
 fn names_rule(r: &Reply, rule: &str, q: u64, who: &str) {
-    assert_eq!(r.status, 429, "{who}: {r:?}");
-    let p = policy(r);
-    assert!(
-        p.contains(&format!("\"{rule}\";q={q};")),
-        "{who}: RateLimit-Policy {p:?} does not name q={q}"
-    );
-    let detail: Value = serde_json::from_str(&r.body).expect("problem JSON");
-    let d = detail["detail"].as_str().unwrap_or_default();
-    assert!(
-        d.contains(&format!("\"{rule}\" (0 of {q} left)")),
-        "{who}: detail {d:?} does not name {q}"
-    );
+    names_limit_as(r, rule, q, &format!("\"{rule}\" (0 of {q} left)"), who);
 }
 
 /// One key of a limit rule raised and lowered live, on two gateways, for a token bucket, GCRA
