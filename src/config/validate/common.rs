@@ -2,7 +2,7 @@
 //! numbers, durations, addresses, failure policies, modes and rates, and [`key_path`].
 
 use crate::config::duration::parse_duration;
-use crate::config::model::{FailurePolicy, Mode};
+use crate::config::model::{FailurePolicy, Mode, TenantOverride};
 use crate::config::ConfigError;
 use crate::limit::bounds::{self, RateBoundError};
 use crate::limit::Rate;
@@ -60,6 +60,26 @@ impl Check {
             return default;
         }
         v
+    }
+
+    /// The optional `limit`, `per` and `burst` of an override at `path` (`<path>.limit`, ...),
+    /// each checked alone as the file's fields are (positive numbers, a duration), `per` in
+    /// milliseconds. The period's bounds and the merged bucket are the caller's to check.
+    pub(super) fn rate_fields(
+        &mut self,
+        path: &str,
+        limit: Option<i64>,
+        per: Option<&str>,
+        burst: Option<i64>,
+    ) -> TenantOverride {
+        TenantOverride {
+            tier: None,
+            limit: limit.and_then(|v| self.positive(&format!("{path}.limit"), v)),
+            burst: burst.and_then(|v| self.positive(&format!("{path}.burst"), v)),
+            per_ms: per
+                .and_then(|p| self.duration(&format!("{path}.per"), p))
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        }
     }
 
     /// A duration such as `250ms` or `1m` ([`parse_duration`]), or an error naming `path`.

@@ -144,26 +144,11 @@ pub fn live_override(
 /// The fields of `raw` at `path` (`<path>.limit`, `<path>.per`, `<path>.burst`) checked as the
 /// file's `limit`, `per` and `burst` are, before they are merged with a base.
 fn rate_fields(c: &mut Check, path: &str, raw: &RawRateOverride) -> TenantOverride {
-    let limit = raw
-        .limit
-        .and_then(|v| c.positive(&format!("{path}.limit"), v));
-    let burst = raw
-        .burst
-        .and_then(|v| c.positive(&format!("{path}.burst"), v));
-    let per_ms = raw
-        .per
-        .as_deref()
-        .and_then(|p| c.duration(&format!("{path}.per"), p))
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    if let Some(Err(e)) = per_ms.map(bounds::check_per) {
+    let o = c.rate_fields(path, raw.limit, raw.per.as_deref(), raw.burst);
+    if let Some(Err(e)) = o.per_ms.map(bounds::check_per) {
         c.err(format!("{path}.per"), e.to_string());
     }
-    TenantOverride {
-        tier: None,
-        limit,
-        per_ms,
-        burst,
-    }
+    o
 }
 
 /// `o` merged over `base` checked as a bucket of the file is ([`bounds::check`] and the

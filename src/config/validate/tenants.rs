@@ -23,24 +23,11 @@ pub(super) fn settings(
         if let Some(tier) = &t.tier {
             tier_ref(c, &format!("{path}.tier"), tier);
         }
-        let limit = t
-            .limit
-            .and_then(|v| c.positive(&format!("{path}.limit"), v));
-        let burst = t
-            .burst
-            .and_then(|v| c.positive(&format!("{path}.burst"), v));
-        let per_ms = t
-            .per
-            .as_deref()
-            .and_then(|p| c.duration(&format!("{path}.per"), p))
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         let o = TenantOverride {
             tier: t.tier.clone(),
-            limit,
-            per_ms,
-            burst,
+            ..c.rate_fields(&path, t.limit, t.per.as_deref(), t.burst)
         };
-        if let Some(Err(e)) = per_ms.map(bounds::check_per) {
+        if let Some(Err(e)) = o.per_ms.map(bounds::check_per) {
             c.err(format!("{path}.per"), e.to_string());
         } else {
             merged_rates(c, &path, &o, tiers);
