@@ -241,9 +241,14 @@ headers_of '^(HTTP|ratelimit|x-ratelimit)' "${PRO[@]}" "$GWA/api/orders"
 
 if have redis-cli; then
   section "Redis key layout: <key_prefix>:{<tenant>}:tb, TTL = time until the bucket is full"
-  say "(hash fields: l = tokens x per_ms, s = per_ms, t = last refill in Redis TIME ms)"
+  say "(one string: level = tokens x per_ms, scale = per_ms, last refill in Redis TIME ms)"
   for key in $(redis-cli -p "$P_REDIS" --scan --pattern 'tollgate:*' | sort); do
-    say "$key  $(redis-cli -p "$P_REDIS" hgetall "$key" | paste -sd' ')  pttl=$(redis-cli -p "$P_REDIS" pttl "$key")ms"
+    case $(redis-cli -p "$P_REDIS" type "$key") in
+      string) value=$(redis-cli -p "$P_REDIS" get "$key") ;;
+      hash) value=$(redis-cli -p "$P_REDIS" hgetall "$key" | paste -sd' ') ;;
+      *) value="($(redis-cli -p "$P_REDIS" type "$key"))" ;;
+    esac
+    say "$key  $value  pttl=$(redis-cli -p "$P_REDIS" pttl "$key")ms"
   done
 fi
 

@@ -48,8 +48,8 @@ def delta_redis(a, b):
         cmds.pop("info")
     total = rb["total_commands_processed"] - ra["total_commands_processed"] - 1
     # total_commands_processed (and commandstats) also count the commands the Lua script runs
-    # with redis.call (TIME, HMGET, HSET, PEXPIRE: 5 "commands" per decision). Pipelining is
-    # about what the gateway sends, so subtract the calls of the script's own commands.
+    # with redis.call (a token bucket decision: TIME, GET, SET; 4 "commands" with its EVALSHA).
+    # Pipelining is about what the gateway sends, so subtract the script's own commands.
     internal = sum(v for k, v in cmds.items() if k in SCRIPT_COMMANDS)
     out = {
         "commands": total,
