@@ -62,6 +62,15 @@ fn yaml(redis: &RedisServer, backend: &Backend) -> String {
     .api_key(&api_key_of("u-raise"), "u-raise", "U")
     .api_key(&api_key_of("u-lower"), "u-lower", "U")
     .api_key(&api_key_of("both"), "both", "T_gcra")
+    .tier(
+        "V",
+        "{ limit: 100, per: 1d, burst: 100, quotas: [{ limit: 50, period: month }], \
+         usage: { limit: 1, per: 1d, burst: 30, reserve: 1, from: { header: x-usage-count } } }",
+    )
+    .api_key(&api_key_of("v-main"), "v-main", "V")
+    .api_key(&api_key_of("v-quota"), "v-quota", "V")
+    .api_key(&api_key_of("v-usage"), "v-usage", "V")
+    .api_key(&api_key_of("v-rule"), "v-rule", "R")
     .tier("R", "{ limit: 1000, per: 1d, burst: 1000 }")
     .api_key(&api_key_of("ruler"), "ruler", "R")
     .section("limits", &format!("\n{RULES}"))
@@ -938,4 +947,200 @@ async fn rule_key_expiry_scopes_and_bad_input() {
     assert!(out.contains("removed"), "{out}");
     let (_, out, _) = cli(&b_url, &[&["get"], &key[..]].concat());
     assert!(out.contains("no live override"), "{out}");
+}
+
+/// `GET /v1/tenants/{tenant}` on `gw`.
+async fn tenant_view(gw: &Gateway, tenant: &str) -> Value {
+    admin_ok(
+        gw.admin_addr(),
+        "GET",
+        &format!("/v1/tenants/{tenant}"),
+        None,
+    )
+    .await
+}
+
+/// `POST /v1/explain` on `gw` of a GET of `path` by `tenant`: its tenant layer.
+async fn explained_tenant(gw: &Gateway, tenant: &str, path: &str) -> Value {
+    let body = json!({"method": "GET", "host": "example.com", "path": path,
+        "headers": {"x-api-key": api_key_of(tenant)}, "client_ip": "127.0.0.1"});
+    let v = admin_ok(gw.admin_addr(), "POST", "/v1/explain", Some(&body)).await;
+    let layers = v["layers"].as_array().cloned().unwrap_or_default();
+    let layer = layers.into_iter().find(|l| l["layer"] == "tenant");
+    layer.unwrap_or_else(|| panic!("no tenant layer in {v}"))
+}
+
+/// The entry named `name` of `list` (a view's `policies` or `rules`).
+fn entry<'a>(list: &'a Value, name: &str) -> &'a Value {
+    let found = list
+        .as_array()
+        .and_then(|l| l.iter().find(|p| p["name"] == name));
+    found.unwrap_or_else(|| panic!("no {name} in {list}"))
+}
+
+/// Asserts `e`'s `limit`, `burst` and `source` (`override` with the fields set, or `config`).
+fn shows(e: &Value, limit: u64, burst: u64, set: Option<Value>, who: &str) {
+    assert_eq!(
+        (&e["limit"], &e["burst"]),
+        (&json!(limit), &json!(burst)),
+        "{who}: {e}"
+    );
+    match set {
+        Some(o) => {
+            assert_eq!(e["source"], "override", "{who}: {e}");
+            assert_eq!(e["override"], o, "{who}: {e}");
+        }
+        None => {
+            assert_eq!(e["source"], "config", "{who}: {e}");
+            assert!(e.get("override").is_none(), "{who}: {e}");
+        }
+    }
+}
+
+/// The admin views (`GET /v1/tenants/{id}` and `POST /v1/explain`) show the numbers a live
+/// override puts in force, marked as the override's, for every field one can change (the
+/// tier's limit and burst, a quota, `max_in_flight`, the usage budget, a rule key's bucket);
+/// a real request is refused at exactly those numbers; after DELETE the views show the file's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_views_show_the_overrides_in_force() {
+    let mut rig = Rig::start();
+    let main = json!({"limit": 4, "burst": 4, "quotas": {"month": 6}, "max_in_flight": 1,
+        "usage": {"limit": 2, "burst": 9}});
+    put(&rig.a, "v-main", main).await;
+    put(&rig.a, "v-quota", json!({"quotas": {"month": 2}})).await;
+    put(&rig.a, "v-usage", json!({"usage": {"burst": 2}})).await;
+    put_rule_key(
+        &rig.a,
+        "per-tenant",
+        "v-rule",
+        json!({"limit": 2, "burst": 2}),
+    )
+    .await;
+    rig.synced().await;
+
+    // Both views of B, before any request: the override's numbers, marked.
+    let view = tenant_view(&rig.b, "v-main").await;
+    let layer = explained_tenant(&rig.b, "v-main", "/").await;
+    for (who, v) in [("view", &view), ("explain", &layer)] {
+        let p = &v["policies"];
+        shows(
+            entry(p, "V"),
+            4,
+            4,
+            Some(json!({"limit": 4, "burst": 4})),
+            who,
+        );
+        shows(entry(p, "V.month"), 6, 6, Some(json!({"limit": 6})), who);
+        let usage = entry(p, "V.tokens");
+        shows(usage, 2, 9, Some(json!({"limit": 2, "burst": 9})), who);
+        assert_eq!(
+            (&usage["remaining"], &usage["reserve"]),
+            (&json!(9), &json!(1)),
+            "{who}"
+        );
+        let held = &v["in_flight"];
+        assert_eq!(
+            (&held["max"], &held["source"]),
+            (&json!(1), &json!("override")),
+            "{who}"
+        );
+        assert_eq!(held["override"], json!({"max": 1}), "{who}: {held}");
+    }
+    assert_eq!(layer["decision"], "admitted", "{layer}");
+    let view = tenant_view(&rig.b, "v-rule").await;
+    let rule = json!({"limit": 2, "burst": 2});
+    shows(
+        entry(&view["rules"], "per-tenant"),
+        2,
+        2,
+        Some(rule.clone()),
+        "view",
+    );
+    let layer = explained_tenant(&rig.b, "v-rule", "/t").await;
+    shows(
+        entry(&layer["rules"], "per-tenant"),
+        2,
+        2,
+        Some(rule),
+        "explain",
+    );
+
+    // Real requests are refused at exactly those numbers, and explain says so beforehand.
+    let (n, refusal) = admitted_until_refused(&rig.b, "v-main", 5).await;
+    assert_eq!(n, 4, "the overridden burst");
+    names_limit(&refusal, "V", 4, "v-main");
+    let v = tenant_view(&rig.b, "v-main").await;
+    assert_eq!(entry(&v["policies"], "V.tokens")["remaining"], 5, "{v}");
+    assert_eq!(entry(&v["policies"], "V.month")["remaining"], 2, "{v}");
+    let (n, refusal) = admitted_until_refused(&rig.b, "v-quota", 3).await;
+    assert_eq!(n, 2, "the overridden quota");
+    assert!(policy(&refusal).contains("\"V.month\";q=2;"), "{refusal:?}");
+    let (n, refusal) = admitted_until_refused(&rig.b, "v-usage", 3).await;
+    assert_eq!(n, 2, "the overridden usage budget");
+    assert!(
+        policy(&refusal).contains("\"V.tokens\";q=2;"),
+        "{refusal:?}"
+    );
+    for (tenant, name) in [("v-quota", "V.month"), ("v-usage", "V.tokens")] {
+        let layer = explained_tenant(&rig.b, tenant, "/").await;
+        assert_eq!(layer["decision"], "limited", "{tenant}: {layer}");
+        let e = entry(&layer["policies"], name);
+        assert_eq!(
+            (&e["burst"], &e["would_admit"]),
+            (&json!(2), &json!(false)),
+            "{e}"
+        );
+    }
+    let (n, refusal) = admitted_as(&rig.b, "v-rule", "/t", "x", 3).await;
+    assert_eq!(n, 2, "the overridden rule key");
+    names_rule(&refusal, "per-tenant", 2, "v-rule");
+    let layer = explained_tenant(&rig.b, "v-rule", "/t").await;
+    assert_eq!(layer["decision"], "limited", "{layer}");
+
+    // The concurrency cap: one slow request held, explain says limited, a second is refused.
+    put(&rig.a, "v-rule", json!({"max_in_flight": 1})).await;
+    rig.synced().await;
+    let slow_url = rig.b.url("/s?delay_ms=3000");
+    let slow = tokio::spawn(async move {
+        try_get_with_key(&client(), &slow_url, Some(&api_key_of("v-rule")))
+            .await
+            .expect("slow request")
+    });
+    let holding = || {
+        redis::cmd("ZCARD")
+            .arg("tollgate:{v-rule}:inflight")
+            .query::<u64>(&mut rig.redis.conn())
+            .expect("ZCARD")
+            == 1
+    };
+    assert!(eventually(SEEN_WITHIN, holding).await, "no lease held");
+    let layer = explained_tenant(&rig.b, "v-rule", "/").await;
+    assert_eq!(layer["in_flight"]["held"], 1, "{layer}");
+    assert_eq!(layer["decision"], "limited", "{layer}");
+    let second = call(&rig.b, "v-rule").await;
+    assert_eq!(second.status, 429, "{second:?}");
+    assert_eq!(policy(&second), "\"R.concurrency\";q=1");
+    assert_eq!(slow.await.expect("slow task").status, 200);
+
+    // Removed: the views show the file's numbers again.
+    for tenant in ["v-main", "v-quota", "v-usage", "v-rule"] {
+        let path = format!("/v1/tenants/{tenant}/limits");
+        admin_ok(rig.a.admin_addr(), "DELETE", &path, None).await;
+    }
+    let path = "/v1/rules/per-tenant/keys/v-rule/limits";
+    admin_ok(rig.a.admin_addr(), "DELETE", path, None).await;
+    rig.synced().await;
+    let view = tenant_view(&rig.b, "v-main").await;
+    let layer = explained_tenant(&rig.b, "v-main", "/").await;
+    for (who, v) in [("view", &view), ("explain", &layer)] {
+        let p = &v["policies"];
+        shows(entry(p, "V"), 100, 100, None, who);
+        shows(entry(p, "V.month"), 50, 50, None, who);
+        shows(entry(p, "V.tokens"), 1, 30, None, who);
+        assert_eq!(v["in_flight"], Value::Null, "{who}: {v}");
+    }
+    let view = tenant_view(&rig.b, "v-rule").await;
+    shows(entry(&view["rules"], "per-tenant"), 5, 5, None, "view");
+    let layer = explained_tenant(&rig.b, "v-rule", "/t").await;
+    shows(entry(&layer["rules"], "per-tenant"), 5, 5, None, "explain");
 }

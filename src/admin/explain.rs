@@ -362,7 +362,11 @@ async fn run(
     let mut layer = match (&tenant_tier, &snap.quota) {
         (Some((tenant, tier)), Some(quota)) => {
             // Boxed, as the other deep Redis futures of the admin handlers.
-            Box::pin(tenant_layer(app, snap, quota, tenant, tier, cost.route)).await
+            let body = req.body.as_deref().map(str::as_bytes);
+            Box::pin(tenant_layer(
+                app, snap, quota, tenant, tier, cost.route, body,
+            ))
+            .await
         }
         (None, _) => {
             json!({"layer": "tenant", "decision": "skipped", "why": "no tenant with a tier"})
@@ -372,7 +376,9 @@ async fn run(
         }
     };
     if let (Some(quota), false) = (&snap.quota, rules.is_empty()) {
-        let (json_rules, admitted) = Box::pin(rules_view::explained(quota, &rules)).await;
+        let overrides = snap.rule_key_overrides();
+        let explained = rules_view::explained(quota, &rules, overrides);
+        let (json_rules, admitted) = Box::pin(explained).await;
         layer["rules"] = json!(json_rules);
         if layer["decision"] == "skipped" {
             layer["decision"] = json!("admitted");
@@ -483,7 +489,9 @@ fn refused_outcome(p: &Problem) -> Value {
     json!({"layer": "tenant", "decision": "rejected", "status": p.status, "problem": problem_json(p)})
 }
 
-/// The tenant layer: every policy's state and what a request of `cost` would get.
+/// The tenant layer: every policy's state in force (the proxy's resolution, live overrides
+/// included and marked) and what a request of `cost` would get: the tier's limit and quotas,
+/// its usage budget's reserve (read from `body` as the proxy reads it), its concurrency cap.
 async fn tenant_layer(
     app: &App,
     snap: &Snapshot,
@@ -491,14 +499,13 @@ async fn tenant_layer(
     tenant: &str,
     tier: &str,
     cost: u64,
+    body: Option<&[u8]>,
 ) -> Value {
-    let Some(limits) = crate::policy::resolve(
-        &snap.config,
-        snap.region.as_deref(),
-        snap.live_limits(tenant).as_deref(),
-        tenant,
-        tier,
-    ) else {
+    let live = snap.live_limits(tenant);
+    let live = live.as_deref();
+    let Some(limits) =
+        crate::policy::resolve(&snap.config, snap.region.as_deref(), live, tenant, tier)
+    else {
         return json!({"layer": "tenant", "decision": "rejected", "status": 403, "detail": format!("tier \"{tier}\" does not exist")});
     };
     let (t, rate, policy) = (limits.tier, limits.rate, limits.policy());
@@ -512,14 +519,28 @@ async fn tenant_layer(
                 &policy.quotas,
                 cost,
             );
-            let decision = if p.admitted() { "admitted" } else { "limited" };
+            let mut policies = tenants::policies_json(&t.name, &rate, policy, &p, live);
+            if let Some(u) = limits.usage() {
+                let reserve = crate::pipeline::usage::reserve_for(u, body);
+                policies.push(tenants::usage_json(quota, tenant, u, reserve, live).await);
+            }
+            let in_flight =
+                tenants::in_flight_json(Some(quota), tenant, limits.max_in_flight, live).await;
+            let full = in_flight["held"]
+                .as_u64()
+                .zip(in_flight["max"].as_u64())
+                .is_some_and(|(held, max)| held >= max);
+            let admitted =
+                p.admitted() && !full && policies.iter().all(|v| v["would_admit"] != json!(false));
+            let decision = if admitted { "admitted" } else { "limited" };
             json!({
                 "layer": "tenant",
                 "decision": decision,
                 "tenant": tenant,
                 "tier": t.name,
                 "cost": cost,
-                "policies": tenants::policies_json(&t.name, &rate, policy, &p),
+                "policies": policies,
+                "in_flight": in_flight,
                 "fit": app.tier_fit.report(tenant, raw.now_ms),
             })
         }

@@ -2,12 +2,15 @@
 //! explained request and the state of each one's bucket (`POST /v1/explain`), and which rules
 //! a tenant's requests can meet (`GET /v1/tenants/{id}`).
 
+use super::tenants::{mark_source, rate_override_json};
 use crate::config::{KeyPart, LimitRule};
 use crate::limit::Rate;
+use crate::live::overrides::Overrides;
 use crate::policy::rules::AppliedRule;
 use crate::quota::peek;
 use crate::quota::rules::RuleCall;
 use crate::quota::QuotaService;
+use crate::snapshot::Snapshot;
 use crate::store::redis::keys;
 use serde_json::{json, Value};
 
@@ -127,11 +130,20 @@ async fn with_state(
     v
 }
 
+/// Marks a rule's entry with where its bucket comes from ([`mark_source`]): the live override
+/// of its key `text` in `overrides` (the snapshot's, when any key has one), else the file.
+fn mark_rule(v: &mut Value, overrides: Option<&Overrides>, rule: &LimitRule, text: &str) {
+    let set = overrides.and_then(|o| Snapshot::live_rule_override(o, rule, text));
+    mark_source(v, set.as_ref().and_then(rate_override_json));
+}
+
 /// Each applied rule with its bucket's state and what this request (of its cost) would get,
-/// and whether every enforced one would admit.
+/// and whether every enforced one would admit. Its bucket is the one the proxy uses (`a.rate`,
+/// a key's live override included), marked by `overrides` (the snapshot's rule key overrides).
 pub async fn explained(
     quota: &QuotaService,
     applied: &[(AppliedRule<'_>, RuleCall)],
+    overrides: Option<&Overrides>,
 ) -> (Vec<Value>, bool) {
     let mut out = Vec::with_capacity(applied.len());
     let mut admitted = true;
@@ -140,6 +152,7 @@ pub async fn explained(
         if a.rule.max_in_flight.is_none() {
             v["cost"] = json!(call.entry.cost);
         }
+        mark_rule(&mut v, overrides, a.rule, &a.key);
         let v = with_state(
             quota,
             v,
@@ -158,31 +171,46 @@ pub async fn explained(
 }
 
 /// Every rule a request of `tenant` in `tier` can meet, sized for the tier. A rule keyed by
-/// the tenant alone has one bucket per tenant, shown with its state; other rules have one
-/// bucket per value of their other parts (see `POST /v1/explain` for one request's).
+/// the tenant alone has one bucket per tenant, shown with its state and sized as the proxy
+/// sizes it (the live override of the tenant's key in `overrides`, when any, marked); other
+/// rules have one bucket per value of their other parts, shown with the file's size (see
+/// `POST /v1/explain` for one request's).
 pub async fn of_tenant(
     quota: &QuotaService,
     rules: &[LimitRule],
     tenant: &str,
     tier: &str,
+    overrides: Option<&Overrides>,
 ) -> Vec<Value> {
     let mut out = Vec::with_capacity(rules.len());
     for rule in rules {
-        let rate = rule.rate_for(Some(tier));
-        let v = size_json(rule, &rate);
+        let mut rate = rule.rate_for(Some(tier));
         if rule.key != [KeyPart::Tenant] {
+            let mut v = size_json(rule, &rate);
+            mark_source(&mut v, None);
             out.push(v);
             continue;
         }
+        let text = tenant_key_text(tenant);
+        if let Some(r) = overrides.and_then(|o| Snapshot::live_rule_rate(o, rule, &text, rate)) {
+            rate = r;
+        }
+        let mut v = size_json(rule, &rate);
+        mark_rule(&mut v, overrides, rule, &text);
         let key = tenant_rule_key(quota, rule, tenant);
         out.push(with_state(quota, v, &key, rule, &rate, None).await);
     }
     out
 }
 
+/// The key text of `tenant` in a rule keyed by the tenant alone.
+fn tenant_key_text(tenant: &str) -> String {
+    keys::rule_key_text(&[("tenant", tenant.as_bytes())])
+}
+
 /// The bucket (or lease set) of `tenant` in a rule keyed by the tenant alone.
 fn tenant_rule_key(quota: &QuotaService, rule: &LimitRule, tenant: &str) -> String {
-    let text = keys::rule_key_text(&[("tenant", tenant.as_bytes())]);
+    let text = tenant_key_text(tenant);
     let prefix = quota.redis.key_prefix();
     match rule.max_in_flight {
         Some(_) => keys::inflight_rule_key(prefix, &rule.name, Some(tenant), &text),

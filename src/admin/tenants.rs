@@ -9,12 +9,15 @@
 
 use super::reply::store_problem;
 use super::rules_view;
-use crate::config::{Config, TierPolicy};
+use crate::config::{Config, LimitOverride, TenantOverride, TierPolicy, UsageBudget};
+use crate::limit::algorithm::Algorithm;
 use crate::limit::Rate;
 use crate::policy;
 use crate::quota::peek::{self, Peeked};
+use crate::quota::QuotaService;
 use crate::response::Problem;
 use crate::snapshot::{App, Snapshot};
+use crate::store::redis::keys::usage_key;
 use crate::tenant_id::ANONYMOUS_PREFIX;
 use serde_json::{json, Value};
 
@@ -83,13 +86,20 @@ impl TierSource {
     }
 }
 
-/// The tenant's policies under `tier`, read without debiting.
+/// The tenant's policies under `tier`, read without debiting: the numbers in force (the
+/// proxy's [`policy::resolve`], live overrides included).
 pub struct KnownTier {
     pub tier: String,
     pub source: TierSource,
     pub rate: Rate,
     pub policy: TierPolicy,
     pub peeked: Peeked,
+    /// The tier's usage budget, with the live override's bucket.
+    pub usage: Option<UsageBudget>,
+    /// The tier's concurrency cap, with the live override's.
+    pub max_in_flight: Option<u64>,
+    /// The tenant's live override in force, if any (what [`mark_source`] marks).
+    pub live: Option<std::sync::Arc<LimitOverride>>,
 }
 
 /// What [`inspect`] found.
@@ -181,6 +191,7 @@ pub async fn inspect(
     .ok_or_else(|| not_found(true))?;
     let quota = snap.quota.as_ref().ok_or_else(no_store)?;
     let (rate, policy) = (limits.rate, limits.policy().clone());
+    let (usage, max_in_flight) = (limits.usage().cloned(), limits.max_in_flight);
     let raw = peek::read(&quota.redis, tenant, policy.algorithm, &policy.quotas)
         .await
         .map_err(store_problem)?;
@@ -204,6 +215,9 @@ pub async fn inspect(
         rate,
         policy,
         peeked,
+        usage,
+        max_in_flight,
+        live,
     })))
 }
 
@@ -211,10 +225,40 @@ fn no_store() -> Problem {
     Problem::status(503, "no quota store is configured (redis:)")
 }
 
+/// Marks where an entry's numbers come from: `"source": "override"` and `"override"` (the
+/// fields the tenant's or rule key's live override sets) when `set`, else `"source": "config"`
+/// (the file: the tier, `tenants:`, the rule).
+pub fn mark_source(v: &mut Value, set: Option<Value>) {
+    match set {
+        Some(o) => {
+            v["source"] = json!("override");
+            v["override"] = o;
+        }
+        None => v["source"] = json!("config"),
+    }
+}
+
+/// The bucket fields `o` sets (`limit`, `per_ms`, `burst`); `None` when it sets none.
+pub fn rate_override_json(o: &TenantOverride) -> Option<Value> {
+    let fields = [("limit", o.limit), ("per_ms", o.per_ms), ("burst", o.burst)];
+    let set: serde_json::Map<String, Value> = fields
+        .iter()
+        .filter_map(|(k, x)| x.map(|x| (k.to_string(), json!(x))))
+        .collect();
+    (!set.is_empty()).then_some(Value::Object(set))
+}
+
 /// The per-policy JSON of `peeked`: the main limit first (named after the tier), then each
 /// calendar quota (`<tier>.<period>`), each with what a request of the peeked cost would get
-/// (`would_admit`, `remaining_after`, `retry_after_s`: the Retry-After of its refusal).
-pub fn policies_json(tier: &str, rate: &Rate, policy: &TierPolicy, peeked: &Peeked) -> Vec<Value> {
+/// (`would_admit`, `remaining_after`, `retry_after_s`: the Retry-After of its refusal) and
+/// where its numbers come from ([`mark_source`], `live`: the tenant's live override).
+pub fn policies_json(
+    tier: &str,
+    rate: &Rate,
+    policy: &TierPolicy,
+    peeked: &Peeked,
+    live: Option<&LimitOverride>,
+) -> Vec<Value> {
     let secs = |ms: u64| ms.div_ceil(1000);
     let retry = |ms: u64| {
         if ms == u64::MAX {
@@ -243,6 +287,7 @@ pub fn policies_json(tier: &str, rate: &Rate, policy: &TierPolicy, peeked: &Peek
     } else {
         retry(d.retry_after_ms)
     };
+    mark_source(&mut main, live.and_then(|l| rate_override_json(&l.rate)));
     let mut out = vec![main];
     for (q, (view, d)) in policy.quotas.iter().zip(&peeked.quotas) {
         let (_, end) = q.period.window(peeked.state.now_ms);
@@ -264,9 +309,80 @@ pub fn policies_json(tier: &str, rate: &Rate, policy: &TierPolicy, peeked: &Peek
         } else {
             retry(d.retry_after_ms)
         };
+        let set = live.and_then(|l| l.quotas.iter().find(|o| o.period == q.period));
+        mark_source(&mut v, set.map(|o| json!({"limit": o.limit})));
         out.push(v);
     }
     out
+}
+
+/// The tier's usage budget `budget` (in force: with the live override's bucket) as a policy
+/// entry (`"usage_budget": true`, named `<tier>.<usage.name>`, a token bucket in units): its
+/// state read without debiting and what a request reserving `reserve` units would get, marked
+/// by [`mark_source`]; on a Redis fault, `state: unknown`.
+pub async fn usage_json(
+    quota: &QuotaService,
+    tenant: &str,
+    budget: &UsageBudget,
+    reserve: u64,
+    live: Option<&LimitOverride>,
+) -> Value {
+    let rate = &budget.rate;
+    let mut v = json!({
+        "name": budget.policy,
+        "algorithm": Algorithm::TokenBucket.as_str(),
+        "usage_budget": true,
+        "limit": rate.limit,
+        "per_ms": rate.per_ms,
+        "burst": rate.burst,
+        "reserve": reserve,
+    });
+    let key = usage_key(quota.redis.key_prefix(), tenant, &budget.name);
+    match peek::read_key(&quota.redis, &key, Algorithm::TokenBucket).await {
+        Ok(raw) => {
+            let p = peek::evaluate(Algorithm::TokenBucket, &raw, rate, 0, &[], reserve);
+            let d = &p.main_decision;
+            v["remaining"] = json!(p.main_view.remaining);
+            v["seconds_until_full"] = json!(p.main_view.full_ms.div_ceil(1000));
+            v["would_admit"] = json!(d.admitted);
+            v["remaining_after"] = json!(d.remaining);
+            v["retry_after_s"] = match d.admitted {
+                true => json!(0),
+                false => d.retry_after_s().map_or(Value::Null, |s| json!(s)),
+            };
+        }
+        Err(fault) => {
+            v["state"] = json!("unknown");
+            v["why"] = json!(format!("quota store fault: {}", fault.as_str()));
+        }
+    }
+    let set = live
+        .and_then(|l| l.usage.as_ref())
+        .and_then(rate_override_json);
+    mark_source(&mut v, set);
+    v
+}
+
+/// The tier's concurrency cap in force (`max`, this region's share under `multi_region:`) with
+/// the leases `held` now, marked by [`mark_source`]; `null` without a cap or a quota store.
+pub async fn in_flight_json(
+    quota: Option<&QuotaService>,
+    tenant: &str,
+    max: Option<u64>,
+    live: Option<&LimitOverride>,
+) -> Value {
+    let (Some(q), Some(max)) = (quota, max) else {
+        return Value::Null;
+    };
+    let mut v = match q.inflight_of(tenant).await {
+        Ok(held) => json!({"max": max, "held": held}),
+        Err(fault) => {
+            json!({"max": max, "held": null, "why": format!("quota store fault: {}", fault.as_str())})
+        }
+    };
+    let set = live.and_then(|l| l.max_in_flight);
+    mark_source(&mut v, set.map(|m| json!({"max": m})));
+    v
 }
 
 /// `GET /v1/tenants/{id}` (`asked`: the `?tier=` parameter). A tenant whose tier is unknown
@@ -297,39 +413,32 @@ pub async fn get(
         rate,
         policy,
         peeked,
+        usage,
+        max_in_flight,
+        live,
     } = *known;
     let fit = app
         .tier_fit
         .report(tenant, crate::observe::tier_fit::unix_ms())
         .unwrap_or_default();
+    let overrides = snap.rule_key_overrides();
     let rules = match &snap.quota {
-        Some(q) => rules_view::of_tenant(q, &snap.config.limits, tenant, &tier).await,
+        Some(q) => rules_view::of_tenant(q, &snap.config.limits, tenant, &tier, overrides).await,
         None => Vec::new(),
     };
+    let live = live.as_deref();
+    let mut policies = policies_json(&tier, &rate, &policy, &peeked, live);
+    if let (Some(q), Some(u)) = (&snap.quota, &usage) {
+        policies.push(usage_json(q, tenant, u, u.reserve, live).await);
+    }
     // This region's share of the cap under `multi_region:`, as the proxy enforces it.
-    let max_in_flight = policy::resolve(
-        &snap.config,
-        snap.region.as_deref(),
-        snap.live_limits(tenant).as_deref(),
-        tenant,
-        &tier,
-    )
-    .and_then(|a| a.max_in_flight);
-    let in_flight = match (&snap.quota, max_in_flight) {
-        (Some(q), Some(max)) => match q.inflight_of(tenant).await {
-            Ok(held) => json!({"max": max, "held": held}),
-            Err(fault) => {
-                json!({"max": max, "held": null, "why": format!("quota store fault: {}", fault.as_str())})
-            }
-        },
-        _ => Value::Null,
-    };
+    let in_flight = in_flight_json(snap.quota.as_deref(), tenant, max_in_flight, live).await;
     Ok(json!({
         "tenant": tenant,
         "tier": tier,
         "tier_source": source.as_str(),
         // With what the next request (cost 1) would get: its Retry-After when refused.
-        "policies": policies_json(&tier, &rate, &policy, &peeked),
+        "policies": policies,
         "rules": rules,
         "in_flight": in_flight,
         "fit": fit,

@@ -178,13 +178,21 @@ impl Snapshot {
         key: &str,
         base: crate::limit::Rate,
     ) -> Option<crate::limit::Rate> {
+        Self::live_rule_override(overrides, rule, key).map(|o| o.merged(base))
+    }
+
+    /// The live override of key `key` (its encoded key text) of `rule` in force now, the
+    /// fields it sets; `None` for none, and always for a concurrency rule (never overridden).
+    pub fn live_rule_override(
+        overrides: &crate::live::overrides::Overrides,
+        rule: &crate::config::LimitRule,
+        key: &str,
+    ) -> Option<crate::config::TenantOverride> {
         if rule.max_in_flight.is_some() {
             return None;
         }
         let now = crate::observe::tier_fit::unix_ms() / 1000;
-        overrides
-            .of_rule_key(&rule.name, key, now)
-            .map(|o| o.merged(base))
+        overrides.of_rule_key(&rule.name, key, now)
     }
 
     /// The live state of `config` (`store.keys` or `store.overrides` with a quota store), kept
