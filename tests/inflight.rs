@@ -400,7 +400,7 @@ async fn the_admin_api_shows_leases_in_flight() {
     let v = t.expect_ok();
     assert_eq!(
         v["in_flight"],
-        serde_json::json!({"max": 4, "held": 2}),
+        serde_json::json!({"max": 4, "held": 2, "source": "config"}),
         "{v}"
     );
     let replies = slow.await.unwrap();

@@ -509,8 +509,16 @@ async fn tenant_layer(
         return json!({"layer": "tenant", "decision": "rejected", "status": 403, "detail": format!("tier \"{tier}\" does not exist")});
     };
     let (t, rate, policy) = (limits.tier, limits.rate, limits.policy());
-    match crate::quota::peek::read(&quota.redis, tenant, policy.algorithm, &policy.quotas).await {
-        Ok(raw) => {
+    let usage = match limits.usage() {
+        Some(u) => {
+            let reserve = crate::pipeline::usage::reserve_for(u, body);
+            Some(tenants::usage_json(quota, tenant, u, reserve, live).await)
+        }
+        None => None,
+    };
+    let read = crate::quota::peek::read(&quota.redis, tenant, policy.algorithm, &policy.quotas);
+    match (read.await, usage.transpose()) {
+        (Ok(raw), Ok(usage)) => {
             let p = crate::quota::peek::evaluate(
                 policy.algorithm,
                 &raw,
@@ -520,10 +528,7 @@ async fn tenant_layer(
                 cost,
             );
             let mut policies = tenants::policies_json(&t.name, &rate, policy, &p, live);
-            if let Some(u) = limits.usage() {
-                let reserve = crate::pipeline::usage::reserve_for(u, body);
-                policies.push(tenants::usage_json(quota, tenant, u, reserve, live).await);
-            }
+            policies.extend(usage);
             let in_flight =
                 tenants::in_flight_json(Some(quota), tenant, limits.max_in_flight, live).await;
             let full = in_flight["held"]
@@ -544,7 +549,7 @@ async fn tenant_layer(
                 "fit": app.tier_fit.report(tenant, raw.now_ms),
             })
         }
-        Err(fault) => json!({
+        (Err(fault), _) | (_, Err(fault)) => json!({
             "layer": "tenant",
             "decision": "unknown",
             "why": format!("quota store fault: {}", fault.as_str()),

@@ -13,6 +13,7 @@ pub mod config_view;
 pub mod console;
 pub mod explain;
 pub mod keys;
+pub mod limit_source;
 pub mod limits;
 pub mod recent;
 pub mod reply;

@@ -2,7 +2,7 @@
 //! explained request and the state of each one's bucket (`POST /v1/explain`), and which rules
 //! a tenant's requests can meet (`GET /v1/tenants/{id}`).
 
-use super::tenants::{mark_source, rate_override_json};
+use super::limit_source::{mark_source, rate_override_json};
 use crate::config::{KeyPart, LimitRule};
 use crate::limit::Rate;
 use crate::live::overrides::Overrides;

@@ -7,9 +7,10 @@
 //! exists; any other id (e.g. a JWT subject) only when `identity.default_tier` is set and the
 //! tenant has state in Redis or was seen by this instance. Everything else is 404.
 
+use super::limit_source::{mark_source, rate_override_json};
 use super::reply::store_problem;
 use super::rules_view;
-use crate::config::{Config, LimitOverride, TenantOverride, TierPolicy, UsageBudget};
+use crate::config::{Config, LimitOverride, TierPolicy, UsageBudget};
 use crate::limit::algorithm::Algorithm;
 use crate::limit::Rate;
 use crate::policy;
@@ -17,6 +18,7 @@ use crate::quota::peek::{self, Peeked};
 use crate::quota::QuotaService;
 use crate::response::Problem;
 use crate::snapshot::{App, Snapshot};
+use crate::store::redis::client::RedisFault;
 use crate::store::redis::keys::usage_key;
 use crate::tenant_id::ANONYMOUS_PREFIX;
 use serde_json::{json, Value};
@@ -98,7 +100,7 @@ pub struct KnownTier {
     pub usage: Option<UsageBudget>,
     /// The tier's concurrency cap, with the live override's.
     pub max_in_flight: Option<u64>,
-    /// The tenant's live override in force, if any (what [`mark_source`] marks).
+    /// The tenant's live override in force, if any (what marks its numbers' `source`).
     pub live: Option<std::sync::Arc<LimitOverride>>,
 }
 
@@ -225,29 +227,6 @@ fn no_store() -> Problem {
     Problem::status(503, "no quota store is configured (redis:)")
 }
 
-/// Marks where an entry's numbers come from: `"source": "override"` and `"override"` (the
-/// fields the tenant's or rule key's live override sets) when `set`, else `"source": "config"`
-/// (the file: the tier, `tenants:`, the rule).
-pub fn mark_source(v: &mut Value, set: Option<Value>) {
-    match set {
-        Some(o) => {
-            v["source"] = json!("override");
-            v["override"] = o;
-        }
-        None => v["source"] = json!("config"),
-    }
-}
-
-/// The bucket fields `o` sets (`limit`, `per_ms`, `burst`); `None` when it sets none.
-pub fn rate_override_json(o: &TenantOverride) -> Option<Value> {
-    let fields = [("limit", o.limit), ("per_ms", o.per_ms), ("burst", o.burst)];
-    let set: serde_json::Map<String, Value> = fields
-        .iter()
-        .filter_map(|(k, x)| x.map(|x| (k.to_string(), json!(x))))
-        .collect();
-    (!set.is_empty()).then_some(Value::Object(set))
-}
-
 /// The per-policy JSON of `peeked`: the main limit first (named after the tier), then each
 /// calendar quota (`<tier>.<period>`), each with what a request of the peeked cost would get
 /// (`would_admit`, `remaining_after`, `retry_after_s`: the Retry-After of its refusal) and
@@ -319,15 +298,23 @@ pub fn policies_json(
 /// The tier's usage budget `budget` (in force: with the live override's bucket) as a policy
 /// entry (`"usage_budget": true`, named `<tier>.<usage.name>`, a token bucket in units): its
 /// state read without debiting and what a request reserving `reserve` units would get, marked
-/// by [`mark_source`]; on a Redis fault, `state: unknown`.
+/// by [`mark_source`]. Errors: the quota store's fault, as for the main limit's read.
 pub async fn usage_json(
     quota: &QuotaService,
     tenant: &str,
     budget: &UsageBudget,
     reserve: u64,
     live: Option<&LimitOverride>,
-) -> Value {
+) -> Result<Value, RedisFault> {
     let rate = &budget.rate;
+    let key = usage_key(quota.redis.key_prefix(), tenant, &budget.name);
+    let raw = peek::read_key(&quota.redis, &key, Algorithm::TokenBucket).await?;
+    let p = peek::evaluate(Algorithm::TokenBucket, &raw, rate, 0, &[], reserve);
+    let d = &p.main_decision;
+    let retry = match d.admitted {
+        true => json!(0),
+        false => d.retry_after_s().map_or(Value::Null, |s| json!(s)),
+    };
     let mut v = json!({
         "name": budget.policy,
         "algorithm": Algorithm::TokenBucket.as_str(),
@@ -336,31 +323,15 @@ pub async fn usage_json(
         "per_ms": rate.per_ms,
         "burst": rate.burst,
         "reserve": reserve,
+        "remaining": p.main_view.remaining,
+        "seconds_until_full": p.main_view.full_ms.div_ceil(1000),
+        "would_admit": d.admitted,
+        "remaining_after": d.remaining,
+        "retry_after_s": retry,
     });
-    let key = usage_key(quota.redis.key_prefix(), tenant, &budget.name);
-    match peek::read_key(&quota.redis, &key, Algorithm::TokenBucket).await {
-        Ok(raw) => {
-            let p = peek::evaluate(Algorithm::TokenBucket, &raw, rate, 0, &[], reserve);
-            let d = &p.main_decision;
-            v["remaining"] = json!(p.main_view.remaining);
-            v["seconds_until_full"] = json!(p.main_view.full_ms.div_ceil(1000));
-            v["would_admit"] = json!(d.admitted);
-            v["remaining_after"] = json!(d.remaining);
-            v["retry_after_s"] = match d.admitted {
-                true => json!(0),
-                false => d.retry_after_s().map_or(Value::Null, |s| json!(s)),
-            };
-        }
-        Err(fault) => {
-            v["state"] = json!("unknown");
-            v["why"] = json!(format!("quota store fault: {}", fault.as_str()));
-        }
-    }
-    let set = live
-        .and_then(|l| l.usage.as_ref())
-        .and_then(rate_override_json);
-    mark_source(&mut v, set);
-    v
+    let set = live.and_then(|l| l.usage.as_ref());
+    mark_source(&mut v, set.and_then(rate_override_json));
+    Ok(v)
 }
 
 /// The tier's concurrency cap in force (`max`, this region's share under `multi_region:`) with
@@ -429,7 +400,8 @@ pub async fn get(
     let live = live.as_deref();
     let mut policies = policies_json(&tier, &rate, &policy, &peeked, live);
     if let (Some(q), Some(u)) = (&snap.quota, &usage) {
-        policies.push(usage_json(q, tenant, u, u.reserve, live).await);
+        let usage = usage_json(q, tenant, u, u.reserve, live).await;
+        policies.push(usage.map_err(store_problem)?);
     }
     // This region's share of the cap under `multi_region:`, as the proxy enforces it.
     let in_flight = in_flight_json(snap.quota.as_deref(), tenant, max_in_flight, live).await;
