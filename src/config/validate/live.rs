@@ -9,7 +9,7 @@ use crate::config::model::{LimitOverride, LimitRule, TenantOverride, Tier};
 use crate::config::raw::{RawQuota, RawTenant};
 use crate::config::ConfigError;
 use crate::limit::algorithm::Algorithm;
-use crate::limit::bounds::{self, RateBoundError};
+use crate::limit::bounds;
 use crate::limit::calendar::{CalendarQuota, Period};
 use crate::limit::Rate;
 use std::collections::BTreeMap;
@@ -164,13 +164,7 @@ fn merged_bucket(
 ) -> bool {
     let merged = o.merged(base);
     if let Err(e) = bounds::check(&merged) {
-        let field = match e {
-            RateBoundError::BurstTooLarge if o.burst.is_some() => "burst",
-            RateBoundError::LimitTooLarge if o.limit.is_some() => "limit",
-            _ if o.per_ms.is_some() => "per",
-            _ if o.burst.is_some() => "burst",
-            _ => "limit",
-        };
+        let field = super::tenants::blamed_field(o, &e);
         c.err(
             format!("{path}.{field}"),
             format!(

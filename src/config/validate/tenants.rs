@@ -56,13 +56,7 @@ fn merged_rates(c: &mut Check, path: &str, o: &TenantOverride, tiers: &BTreeMap<
         let Err(e) = bounds::check(&merged) else {
             continue;
         };
-        let field = match e {
-            RateBoundError::BurstTooLarge if o.burst.is_some() => "burst",
-            RateBoundError::LimitTooLarge if o.limit.is_some() => "limit",
-            _ if o.per_ms.is_some() => "per",
-            _ if o.burst.is_some() => "burst",
-            _ => "limit",
-        };
+        let field = blamed_field(o, &e);
         c.err(
             format!("{path}.{field}"),
             format!(
@@ -71,5 +65,17 @@ fn merged_rates(c: &mut Check, path: &str, o: &TenantOverride, tiers: &BTreeMap<
             ),
         );
         return;
+    }
+}
+
+/// The field of override `o` that takes the blame for `e`, a bound its merged rate broke: the
+/// field named by the bound when `o` sets it, else the first of `per`, `burst`, `limit` it sets.
+pub(super) fn blamed_field(o: &TenantOverride, e: &RateBoundError) -> &'static str {
+    match e {
+        RateBoundError::BurstTooLarge if o.burst.is_some() => "burst",
+        RateBoundError::LimitTooLarge if o.limit.is_some() => "limit",
+        _ if o.per_ms.is_some() => "per",
+        _ if o.burst.is_some() => "burst",
+        _ => "limit",
     }
 }
