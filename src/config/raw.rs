@@ -205,6 +205,8 @@ pub struct RawServer {
     pub max_connections: Option<i64>,
     #[schemars(range(min = 0))]
     pub max_connections_per_client: Option<i64>,
+    /// Keep header names' case on their way through (default false: lower case, as Envoy).
+    pub preserve_header_case: Option<bool>,
 }
 
 /// `redis`: the shared store of the tenant buckets and the failure policy when it is slow or down.

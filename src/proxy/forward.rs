@@ -4,6 +4,7 @@
 //! of the client's `Connection` header.
 
 use super::ctx::Ctx;
+use super::fields::{self, Fields};
 use crate::http::client_ip;
 use crate::http::proxy_fields::{self, ProxyField};
 use crate::http::{connection, lookalike, request_id};
@@ -19,7 +20,7 @@ fn is_tls(session: &Session) -> bool {
     session.digest().is_some_and(|d| d.ssl_digest.is_some())
 }
 
-const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+pub(super) const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub(super) const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 
@@ -44,57 +45,57 @@ pub(super) fn request_id(req: &RequestHeader) -> (HeaderValue, bool) {
 /// `Connection` header, which would otherwise make Pingora remove them again
 /// ([`crate::http::connection`]).
 ///
-/// Done on the downstream request once it is admitted, not in `upstream_request_filter`: Pingora
-/// parses the downstream head into a header map with room to spare, while the upstream copy it
-/// makes per attempt has exactly the fields it copied, so every insert there grew (reallocated)
-/// both of its maps. Each attempt's copy carries the result.
+/// Done on the downstream request once it is admitted, not in `upstream_request_filter`, so
+/// each attempt's copy of the head carries the result; through [`fields::edit_request`] (room
+/// for the added fields at once, names in lower case unless `server.preserve_header_case`).
 pub(super) fn forward_headers(session: &mut Session, ctx: &Ctx) -> Result<()> {
     let proto = if is_tls(session) { "https" } else { "http" };
     let peer = session
         .client_addr()
         .and_then(|a| a.as_inet())
         .map(|a| client_ip::normalize(a.ip()));
-    let req = session.req_header_mut();
-    let forward = ctx.snapshot.auth.forward(ctx.identity.as_ref());
-    for name in forward.remove {
-        req.remove_header(name);
-    }
-    for (name, value) in forward.insert {
-        req.insert_header(name.clone(), value)?;
-    }
-    // X-Forwarded-For in one allocation: every field the client sent, byte for byte and in
-    // order (as one list, RFC 9110 5.3, the same list the edge stage read), then the peer.
-    let mut xff = Vec::with_capacity(64);
-    for v in req.headers.get_all(&X_FORWARDED_FOR) {
-        xff.extend_from_slice(v.as_bytes());
-        xff.extend_from_slice(b", ");
-    }
-    match peer {
-        Some(peer) => client_ip::push_ip(&mut xff, peer),
-        None => xff.truncate(xff.len().saturating_sub(2)),
-    }
-    // Names as lower-case static strings: the same bytes on the wire as a `HeaderName`, without
-    // Pingora copying the name for its case-preserving map.
-    if !xff.is_empty() {
-        req.insert_header("x-forwarded-for", xff)?;
-    }
-    req.insert_header("x-forwarded-proto", HeaderValue::from_static(proto))?;
-    if !ctx.request_id_sent {
-        req.insert_header("x-request-id", ctx.request_id.clone())?;
-    }
-    drop_lookalikes(req, &ctx.snapshot.auth);
     let trusted = match (&ctx.snapshot.config.edge, peer) {
         (Some(edge), Some(peer)) => client_ip::is_trusted(peer, &edge.trusted_proxies),
         _ => false,
     };
-    drop_proxy_fields(req, trusted);
-    keep_owned_headers(req, ctx.snapshot.auth.strip_headers())
+    let forward = ctx.snapshot.auth.forward(ctx.identity.as_ref());
+    let preserve_case = ctx.snapshot.config.server.http.preserve_header_case;
+    let extra = set_for_backend(&[]).count() + forward.insert.len();
+    fields::edit_request(session.req_header_mut(), preserve_case, extra, |req| {
+        for name in forward.remove {
+            req.remove(name);
+        }
+        for (name, value) in forward.insert {
+            req.insert(name.clone(), fields::value(value)?)?;
+        }
+        // X-Forwarded-For in one allocation: every field the client sent, byte for byte and in
+        // order (as one list, RFC 9110 5.3, the same list the edge stage read), then the peer.
+        let mut xff = Vec::with_capacity(64);
+        for v in req.map().get_all(&X_FORWARDED_FOR) {
+            xff.extend_from_slice(v.as_bytes());
+            xff.extend_from_slice(b", ");
+        }
+        match peer {
+            Some(peer) => client_ip::push_ip(&mut xff, peer),
+            None => xff.truncate(xff.len().saturating_sub(2)),
+        }
+        if !xff.is_empty() {
+            req.insert(X_FORWARDED_FOR, fields::value(xff)?)?;
+        }
+        req.insert(X_FORWARDED_PROTO, HeaderValue::from_static(proto))?;
+        if !ctx.request_id_sent {
+            req.insert(X_REQUEST_ID, ctx.request_id.clone())?;
+        }
+        drop_lookalikes(req, &ctx.snapshot.auth);
+        drop_proxy_fields(req, trusted);
+        keep_owned_headers(req, ctx.snapshot.auth.strip_headers())
+    })
 }
 
 /// Removes the proxy-set fields a client sent ([`crate::http::proxy_fields`]): `Forwarded`,
 /// `X-Real-IP`, `X-Forwarded-Host`, `X-Original-URL`, ... unless the peer is `trusted`, and their
 /// `_` spellings always.
-fn drop_proxy_fields(req: &mut RequestHeader, trusted: bool) {
+fn drop_proxy_fields(req: &mut dyn Fields, trusted: bool) {
     remove_fields(req, |name| {
         match proxy_fields::classify(name.as_str().as_bytes()) {
             ProxyField::Other => false,
@@ -106,13 +107,13 @@ fn drop_proxy_fields(req: &mut RequestHeader, trusted: bool) {
 
 /// Removes every field whose name `dropped` says so. One scan of the names, and nothing
 /// allocated, when none is.
-fn remove_fields(req: &mut RequestHeader, dropped: impl Fn(&HeaderName) -> bool) {
-    if !req.headers.keys().any(&dropped) {
+fn remove_fields(req: &mut dyn Fields, dropped: impl Fn(&HeaderName) -> bool) {
+    if !req.map().keys().any(&dropped) {
         return;
     }
-    let names: Vec<HeaderName> = req.headers.keys().filter(|n| dropped(n)).cloned().collect();
+    let names: Vec<HeaderName> = req.map().keys().filter(|n| dropped(n)).cloned().collect();
     for name in &names {
-        req.remove_header(name);
+        req.remove(name);
     }
 }
 
@@ -126,9 +127,9 @@ fn set_for_backend(identity: &[HeaderName]) -> impl Iterator<Item = &HeaderName>
 /// Removes the client's fields whose names only look like one tollgate sets or reads
 /// ([`crate::http::lookalike`]: `X_Tollgate_Tenant`, `X_Forwarded_For`, `X_Api_Key`). One scan
 /// of the names, and nothing allocated, for a request without `_` in any name.
-fn drop_lookalikes(req: &mut RequestHeader, auth: &Authenticator) {
+fn drop_lookalikes(req: &mut dyn Fields, auth: &Authenticator) {
     let has_underscore = |name: &HeaderName| name.as_str().as_bytes().contains(&b'_');
-    if !req.headers.keys().any(has_underscore) {
+    if !req.map().keys().any(has_underscore) {
         return;
     }
     let owned: Vec<&str> = set_for_backend(auth.strip_headers())
@@ -145,13 +146,13 @@ fn drop_lookalikes(req: &mut RequestHeader, auth: &Authenticator) {
 /// Removes from `Connection` the names of the fields tollgate sets for the backend (`identity`,
 /// the identity headers; `X-Forwarded-For`/`-Proto`, `X-Request-Id`), keeping its other tokens.
 /// Nothing is allocated for a request without `Connection`, the usual case.
-fn keep_owned_headers(req: &mut RequestHeader, identity: &[HeaderName]) -> Result<()> {
-    if !req.headers.contains_key(CONNECTION) {
+fn keep_owned_headers(req: &mut dyn Fields, identity: &[HeaderName]) -> Result<()> {
+    if !req.map().contains_key(CONNECTION) {
         return Ok(());
     }
     let owned: Vec<&str> = set_for_backend(identity).map(HeaderName::as_str).collect();
     let values: Vec<&[u8]> = req
-        .headers
+        .map()
         .get_all(CONNECTION)
         .iter()
         .map(|v| v.as_bytes())
@@ -159,9 +160,9 @@ fn keep_owned_headers(req: &mut RequestHeader, identity: &[HeaderName]) -> Resul
     let Some(kept) = connection::without_owned(&values, &owned) else {
         return Ok(());
     };
-    req.remove_header(&CONNECTION);
+    req.remove(&CONNECTION);
     if !kept.is_empty() {
-        req.insert_header(CONNECTION, kept)?;
+        req.insert(CONNECTION, fields::value(kept)?)?;
     }
     Ok(())
 }

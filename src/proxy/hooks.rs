@@ -2,8 +2,9 @@
 
 use super::ctx::Ctx;
 use super::failure::failure_status;
+use super::fields;
 use super::finish::finish;
-use super::forward::{forward_headers, request_id};
+use super::forward::{forward_headers, request_id, X_REQUEST_ID};
 use super::head::check_h2;
 use super::refuse::{answer_now, count, refuse_head};
 use super::stages::{self, backend_peer, body_stage};
@@ -177,11 +178,16 @@ impl ProxyHttp for Proxy {
             );
         }
         ctx.settle.head(upstream_response.status.as_u16()).await;
-        upstream_response.insert_header("X-Request-Id", ctx.request_id.clone())?;
-        for (name, value) in ctx.quota_pairs() {
-            upstream_response.insert_header(name, value)?;
-        }
-        Ok(())
+        let pairs = ctx.quota_pairs();
+        let preserve_case = ctx.snapshot.config.server.http.preserve_header_case;
+        // Room for Pingora's own fields after this hook too (`Connection`, `Date`).
+        fields::edit_response(upstream_response, preserve_case, 3 + pairs.len(), |resp| {
+            resp.insert(X_REQUEST_ID, ctx.request_id.clone())?;
+            for (name, value) in pairs {
+                resp.insert(fields::name(name)?, fields::value(value)?)?;
+            }
+            Ok(())
+        })
     }
 
     /// The usage meter reads the body as it passes (never holding or changing a byte).

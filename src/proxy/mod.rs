@@ -21,6 +21,7 @@ mod cost_body;
 mod ctx;
 mod failure;
 mod fence;
+mod fields;
 mod finish;
 mod forward;
 pub mod front;

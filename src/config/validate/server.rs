@@ -127,6 +127,9 @@ fn http_limits(c: &mut Check, raw: Option<&RawServer>) -> HttpLimits {
         ),
         max_connections,
         max_connections_per_client,
+        preserve_header_case: raw
+            .and_then(|s| s.preserve_header_case)
+            .unwrap_or(d.preserve_header_case),
         header_read_timeout: timeout(
             "server.header_read_timeout",
             raw.and_then(|s| s.header_read_timeout.as_ref()),
