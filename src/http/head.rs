@@ -294,7 +294,28 @@ pub fn is_host_field(value: &[u8]) -> bool {
             None => (value, &value[value.len()..]),
         }
     };
-    let reg_name = |b: u8| b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=".contains(&b);
+    // One match (a bit test) per byte, not a scan of the allowed punctuation.
+    let reg_name = |b: u8| {
+        b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'%'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+            )
+    };
     let port_ok = match port.split_first() {
         None => true,
         Some((b':', digits)) => digits.len() <= 5 && digits.iter().all(u8::is_ascii_digit),

@@ -28,15 +28,15 @@ use target::Target;
 
 /// Host used for routing: the absolute-form authority when there is one (RFC 9112 3.2.2: it wins
 /// over `Host`; Pingora already refuses a `Host` that differs from it), else the h2 `:authority`,
-/// else `Host`; lower-cased and without port (see [`normalize_host`]).
-pub fn routing_host(req: &RequestHeader, target: &Target) -> String {
+/// else `Host`; lower-cased and without port (see [`normalize_host`]); borrowed when it is
+/// already lower case.
+pub fn routing_host<'a>(req: &'a RequestHeader, target: &'a Target) -> Cow<'a, str> {
     let raw = target
         .authority
         .as_deref()
         .or_else(|| req.uri.authority().map(|a| a.as_str()))
         .or_else(|| req.headers.get(HOST).and_then(|h| h.to_str().ok()));
-    raw.map(|r| normalize_host(r).into_owned())
-        .unwrap_or_default()
+    raw.map(normalize_host).unwrap_or_default()
 }
 
 /// Makes `req` carry the normalised target in origin-form (what routing saw is what the backend
@@ -78,7 +78,10 @@ pub fn normalize_host(raw: &str) -> Cow<'_, str> {
     let host = if raw.starts_with('[') {
         raw.split_inclusive(']').next().unwrap_or(raw)
     } else {
-        raw.rsplit_once(':').map(|(h, _)| h).unwrap_or(raw)
+        // `:` is ASCII: its byte position is a character boundary.
+        raw.bytes()
+            .rposition(|b| b == b':')
+            .map_or(raw, |i| &raw[..i])
     };
     let host = host.trim_end_matches('.');
     if host.bytes().any(|b| b.is_ascii_uppercase()) {

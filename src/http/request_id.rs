@@ -26,11 +26,16 @@ pub fn accepted<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> Option<&'a st
 
 /// A new random request id: UUID v4, hyphenated lower case (36 bytes, one allocation).
 pub fn generate() -> String {
-    let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
-    uuid::Uuid::new_v4()
-        .hyphenated()
-        .encode_lower(&mut buf)
-        .to_string()
+    generate_into(&mut [0u8; LENGTH]).to_string()
+}
+
+/// Length of a generated request id, in bytes.
+pub const LENGTH: usize = uuid::fmt::Hyphenated::LENGTH;
+
+/// [`generate`] written into `buf`, without allocating: for a caller that copies it into a
+/// buffer of its own anyway (a header value).
+pub fn generate_into(buf: &mut [u8; LENGTH]) -> &str {
+    uuid::Uuid::new_v4().hyphenated().encode_lower(buf)
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ use crate::config::{ConfigError, IdentitySettings, TenantOverride, Tier};
 use crate::http::client_ip;
 use crate::tenant_id::{self, TenantIdError};
 use http::header::{HeaderMap, HeaderName, AUTHORIZATION};
+use smallvec::SmallVec;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -185,11 +186,14 @@ pub struct Authenticator {
 /// How the request sent to the backend changes for one identity (see
 /// [`Authenticator::forward`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Both lists are short (at most three names removed, two set) and kept inline: nothing is
+/// allocated for them per request.
 pub struct Forward<'a> {
     /// Headers removed from the client's request.
-    pub remove: Vec<&'a HeaderName>,
+    pub remove: SmallVec<[&'a HeaderName; 3]>,
     /// Headers set (name, value); values are header-safe.
-    pub insert: Vec<(&'a HeaderName, String)>,
+    pub insert: SmallVec<[(&'a HeaderName, String); 2]>,
 }
 
 impl Authenticator {
@@ -389,10 +393,10 @@ impl Authenticator {
         let Some(id) = identity.filter(|id| id.method != Method::Anonymous) else {
             return Forward {
                 remove: self.strip.iter().collect(),
-                insert: Vec::new(),
+                insert: SmallVec::new(),
             };
         };
-        let mut insert = Vec::with_capacity(2);
+        let mut insert = SmallVec::new();
         insert.push((
             &self.tenant_header,
             tenant_id::encode(&id.tenant).into_owned(),
@@ -400,7 +404,7 @@ impl Authenticator {
         if let Some(tier) = &id.tier {
             insert.push((&self.tier_header, tier.clone()));
         }
-        let mut remove: Vec<&HeaderName> = self
+        let mut remove: SmallVec<[&HeaderName; 3]> = self
             .strip
             .iter()
             .filter(|name| !insert.iter().any(|(set, _)| set == name))

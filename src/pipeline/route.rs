@@ -14,11 +14,14 @@ use serde_json::json;
 /// normalised safely, or whose `;` parameters change its route, with `reason`), 404 `not_found`.
 pub fn resolve(snap: &Snapshot, req: &mut RequestHeader) -> Result<usize, Rejection> {
     let target = target::normalise_target(req.raw_path()).map_err(bad_target)?;
-    let host = http::routing_host(req, &target);
+    // Matched before the request line changes, on the host borrowed from the head; a target
+    // that cannot be applied is refused before what the match found is looked at.
+    let found = snap
+        .router
+        .find(&http::routing_host(req, &target), &target.path);
     if http::apply_target(req, &target).is_err() {
         return Err(bad_target(target::TargetError::UnsupportedForm));
     }
-    let found = snap.router.find(&host, &target.path);
     let found = found.map_err(|_| bad_target(target::TargetError::AmbiguousParameters))?;
     found.ok_or_else(|| {
         let p = Problem::status(404, "no route matches this host and path");
@@ -59,6 +62,9 @@ pub fn bad_target(why: target::TargetError) -> Rejection {
 
 /// 413 when the declared `Content-Length` is over `route.max_body_bytes`.
 pub fn check_body(route: &RouteSettings, req: &RequestHeader) -> Result<(), Rejection> {
+    if route.max_body_bytes.is_none() {
+        return Ok(());
+    }
     let declared = req
         .headers
         .get(::http::header::CONTENT_LENGTH)

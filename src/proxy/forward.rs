@@ -34,8 +34,10 @@ pub(super) fn request_id(req: &RequestHeader) -> (HeaderValue, bool) {
             return (value.clone(), true);
         }
     }
-    let id = request_id::generate();
-    let value = HeaderValue::from_str(&id).expect("a UUID is a valid header value");
+    // Straight from the stack into the value's one allocation.
+    let mut buf = [0u8; request_id::LENGTH];
+    let id = request_id::generate_into(&mut buf);
+    let value = HeaderValue::from_str(id).expect("a UUID is a valid header value");
     (value, false)
 }
 
@@ -60,10 +62,15 @@ pub(super) fn forward_headers(session: &mut Session, ctx: &Ctx) -> Result<()> {
     };
     let forward = ctx.snapshot.auth.forward(ctx.identity.as_ref());
     let preserve_case = ctx.snapshot.config.server.http.preserve_header_case;
-    let extra = set_for_backend(&[]).count() + forward.insert.len();
+    // The client's own request id stays as it is.
+    let extra =
+        set_for_backend(&[]).count() - usize::from(ctx.request_id_sent) + forward.insert.len();
     fields::edit_request(session.req_header_mut(), preserve_case, extra, |req| {
-        for name in forward.remove {
-            req.remove(name);
+        // Most requests carry none of them: one look at the names, not a lookup for each.
+        if req.map().keys().any(|k| forward.remove.contains(&k)) {
+            for name in &forward.remove {
+                req.remove(name);
+            }
         }
         for (name, value) in forward.insert {
             req.insert(name.clone(), fields::value(value)?)?;
@@ -86,10 +93,50 @@ pub(super) fn forward_headers(session: &mut Session, ctx: &Ctx) -> Result<()> {
         if !ctx.request_id_sent {
             req.insert(X_REQUEST_ID, ctx.request_id.clone())?;
         }
-        drop_lookalikes(req, &ctx.snapshot.auth);
-        drop_proxy_fields(req, trusted);
+        // One look at the names for the three rules below; each that applies looks again.
+        let seen = Seen::of(req.map());
+        if seen.underscore {
+            drop_lookalikes(req, &ctx.snapshot.auth);
+        }
+        if seen.proxy_field {
+            drop_proxy_fields(req, trusted);
+        }
+        if !seen.connection {
+            return Ok(());
+        }
         keep_owned_headers(req, ctx.snapshot.auth.strip_headers())
     })
+}
+
+/// What the names of a request's fields hold, as far as the rules of [`forward_headers`] go
+/// (each found in one pass, none allocated).
+struct Seen {
+    /// A name with `_` ([`drop_lookalikes`]).
+    underscore: bool,
+    /// A proxy-set field or a lookalike of one ([`drop_proxy_fields`]).
+    proxy_field: bool,
+    /// `Connection` ([`keep_owned_headers`]).
+    connection: bool,
+}
+
+impl Seen {
+    fn of(map: &http::HeaderMap) -> Seen {
+        let mut seen = Seen {
+            underscore: false,
+            proxy_field: false,
+            connection: false,
+        };
+        for name in map.keys() {
+            if *name == CONNECTION {
+                seen.connection = true;
+                continue;
+            }
+            let bytes = name.as_str().as_bytes();
+            seen.underscore |= bytes.contains(&b'_');
+            seen.proxy_field |= proxy_fields::classify(bytes) != ProxyField::Other;
+        }
+        seen
+    }
 }
 
 /// Removes the proxy-set fields a client sent ([`crate::http::proxy_fields`]): `Forwarded`,
@@ -125,13 +172,9 @@ fn set_for_backend(identity: &[HeaderName]) -> impl Iterator<Item = &HeaderName>
 }
 
 /// Removes the client's fields whose names only look like one tollgate sets or reads
-/// ([`crate::http::lookalike`]: `X_Tollgate_Tenant`, `X_Forwarded_For`, `X_Api_Key`). One scan
-/// of the names, and nothing allocated, for a request without `_` in any name.
+/// ([`crate::http::lookalike`]: `X_Tollgate_Tenant`, `X_Forwarded_For`, `X_Api_Key`); called
+/// for a request with `_` in a name ([`Seen`]).
 fn drop_lookalikes(req: &mut dyn Fields, auth: &Authenticator) {
-    let has_underscore = |name: &HeaderName| name.as_str().as_bytes().contains(&b'_');
-    if !req.map().keys().any(has_underscore) {
-        return;
-    }
     let owned: Vec<&str> = set_for_backend(auth.strip_headers())
         .chain(auth.api_key_header())
         .map(HeaderName::as_str)
@@ -144,12 +187,9 @@ fn drop_lookalikes(req: &mut dyn Fields, auth: &Authenticator) {
 }
 
 /// Removes from `Connection` the names of the fields tollgate sets for the backend (`identity`,
-/// the identity headers; `X-Forwarded-For`/`-Proto`, `X-Request-Id`), keeping its other tokens.
-/// Nothing is allocated for a request without `Connection`, the usual case.
+/// the identity headers; `X-Forwarded-For`/`-Proto`, `X-Request-Id`), keeping its other tokens;
+/// called for a request with `Connection` ([`Seen`]).
 fn keep_owned_headers(req: &mut dyn Fields, identity: &[HeaderName]) -> Result<()> {
-    if !req.map().contains_key(CONNECTION) {
-        return Ok(());
-    }
     let owned: Vec<&str> = set_for_backend(identity).map(HeaderName::as_str).collect();
     let values: Vec<&[u8]> = req
         .map()

@@ -12,7 +12,7 @@
 
 use super::conn_limit::{ConnectionLimits, Refused};
 use super::fence::Fence;
-use super::head::{check_head, HeadRefusal, HeadVerdict};
+use super::head::{check_head_and_end, HeadRefusal, HeadVerdict};
 use crate::config::HttpLimits;
 use crate::http::request_id;
 use crate::observe::metrics::{status_class, METRICS};
@@ -43,10 +43,10 @@ const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// What reading one request head gave.
 enum ReadHead {
-    /// A complete head of this many bytes (possibly followed by body bytes or pipelined
-    /// requests).
-    Head(BytesMut, usize),
-    /// Refused by [`check_head`].
+    /// A complete head (possibly followed by body bytes or pipelined requests), and where its
+    /// request ends ([`super::head::request_end`]).
+    Head(BytesMut, Option<usize>),
+    /// Refused by [`super::head::check_head`].
     Refused(HeadRefusal),
     /// The head did not arrive in time; `received` bytes of it had.
     TimedOut { received: usize },
@@ -126,12 +126,12 @@ pub async fn serve(
             &mut busy,
         );
         let (buf, fence) = match read.await {
-            ReadHead::Head(mut buf, head_len) => {
+            ReadHead::Head(mut buf, end) => {
                 // Pingora gets exactly this request; what follows it waits for the next turn
                 // (a chunked body's or an upgrade's end is unknown here: all bytes go to
                 // Pingora). The fence lets through the rest of the body and keeps what comes
                 // after it.
-                let fence = super::head::request_end(&buf, head_len).map(|end| {
+                let fence = end.map(|end| {
                     if end < buf.len() {
                         pipelined = buf.split_off(end);
                     }
@@ -197,10 +197,10 @@ async fn read_head(
     }
     // Pipelined bytes already received may hold the whole next head.
     if !carried.is_empty() {
-        match check_head(&carried, limits) {
-            HeadVerdict::Partial => {}
-            HeadVerdict::Complete(n) => return ReadHead::Head(carried, n),
-            HeadVerdict::Refused(r) => return ReadHead::Refused(r),
+        match check_head_and_end(&carried, limits) {
+            (HeadVerdict::Partial, _) => {}
+            (HeadVerdict::Complete(_), end) => return ReadHead::Head(carried, end),
+            (HeadVerdict::Refused(r), _) => return ReadHead::Refused(r),
         }
     }
     let mut buf = if carried.is_empty() {
@@ -250,15 +250,15 @@ async fn read_head(
                 busy.get_or_insert_with(|| pending::busy(Work::Request));
             }
         }
-        match check_head(&buf, limits) {
-            HeadVerdict::Partial => {
+        match check_head_and_end(&buf, limits) {
+            (HeadVerdict::Partial, _) => {
                 deadline = deadline.or_else(|| match accepted {
                     Some(at) => Some(at + first_wait),
                     None => Some(Instant::now() + limits.header_read_timeout),
                 });
             }
-            HeadVerdict::Complete(n) => return ReadHead::Head(buf, n),
-            HeadVerdict::Refused(r) => return ReadHead::Refused(r),
+            (HeadVerdict::Complete(_), end) => return ReadHead::Head(buf, end),
+            (HeadVerdict::Refused(r), _) => return ReadHead::Refused(r),
         }
     }
 }

@@ -90,6 +90,12 @@ fn too_large(buf: &[u8], limits: &HttpLimits) -> HeadVerdict {
 
 /// Judges `buf`, the bytes received so far on a connection for its next request.
 pub fn check_head(buf: &[u8], limits: &HttpLimits) -> HeadVerdict {
+    check_head_and_end(buf, limits).0
+}
+
+/// [`check_head`], and for a complete head where its request ends ([`request_end`]), read from
+/// the same parse: the front end needs both, and a second parse cost as much as the first.
+pub fn check_head_and_end(buf: &[u8], limits: &HttpLimits) -> (HeadVerdict, Option<usize>) {
     // Pingora's own cap (and the largest `server.max_headers` validation allows). Uninitialised
     // slots: this runs once per request, and initialising 256 slots (8 KiB) cost more than the
     // parse of a typical head.
@@ -98,26 +104,24 @@ pub fn check_head(buf: &[u8], limits: &HttpLimits) -> HeadVerdict {
     let parsed = req.parse_with_uninit_headers(buf, &mut slots[..limits.max_headers.min(256)]);
     let len = match parsed {
         Ok(httparse::Status::Partial) if buf.len() > limits.max_header_bytes => {
-            return too_large(buf, limits)
+            return (too_large(buf, limits), None)
         }
-        Ok(httparse::Status::Partial) => return HeadVerdict::Partial,
+        Ok(httparse::Status::Partial) => return (HeadVerdict::Partial, None),
         Ok(httparse::Status::Complete(n)) if n > limits.max_header_bytes => {
-            return too_large(buf, limits)
+            return (too_large(buf, limits), None)
         }
         Ok(httparse::Status::Complete(n)) => n,
         Err(httparse::Error::TooManyHeaders) => {
             let over = limits.max_headers + 1;
-            return match head::size_problem(0, 0, over, head_limits(limits)) {
+            let verdict = match head::size_problem(0, 0, over, head_limits(limits)) {
                 Some(p) => HeadVerdict::Refused(HeadRefusal::of(p)),
                 None => HeadVerdict::Partial,
             };
+            return (verdict, None);
         }
         Err(e) => {
-            return refuse(
-                400,
-                Outcome::Malformed,
-                format!("malformed request head: {e}"),
-            )
+            let detail = format!("malformed request head: {e}");
+            return (refuse(400, Outcome::Malformed, detail), None);
         }
     };
     let parsed = Head {
@@ -129,13 +133,16 @@ pub fn check_head(buf: &[u8], limits: &HttpLimits) -> HeadVerdict {
         fields: fields(req.headers),
     };
     match head::problem(&parsed) {
-        None => HeadVerdict::Complete(len),
-        Some(problem) => HeadVerdict::Refused(HeadRefusal {
-            // Read only for a refusal (the proxy reads it itself for served requests).
-            request_id: request_id::accepted(values(req.headers, "x-request-id"))
-                .map(str::to_string),
-            ..HeadRefusal::of(problem)
-        }),
+        None => (HeadVerdict::Complete(len), end_of(req.headers, len)),
+        Some(problem) => {
+            let refusal = HeadRefusal {
+                // Read only for a refusal (the proxy reads it itself for served requests).
+                request_id: request_id::accepted(values(req.headers, "x-request-id"))
+                    .map(str::to_string),
+                ..HeadRefusal::of(problem)
+            };
+            (HeadVerdict::Refused(refusal), None)
+        }
     }
 }
 
@@ -189,13 +196,18 @@ pub fn request_end(buf: &[u8], head_len: usize) -> Option<usize> {
     let mut req = httparse::Request::new(&mut []);
     req.parse_with_uninit_headers(&buf[..head_len], &mut slots)
         .ok()?;
-    if values(req.headers, "transfer-encoding").next().is_some()
-        || values(req.headers, "upgrade").next().is_some()
+    end_of(req.headers, head_len)
+}
+
+/// [`request_end`] of an accepted head of `head_len` bytes with these fields.
+fn end_of(headers: &[httparse::Header<'_>], head_len: usize) -> Option<usize> {
+    if values(headers, "transfer-encoding").next().is_some()
+        || values(headers, "upgrade").next().is_some()
     {
         return None;
     }
     // check_head accepted the head: every Content-Length value is the same number.
-    let length = head::content_lengths(fields(req.headers))
+    let length = head::content_lengths(fields(headers))
         .next()
         .map_or(Some(0), |v| {
             std::str::from_utf8(v).ok()?.parse::<usize>().ok()

@@ -59,9 +59,12 @@ pub(super) async fn edge_stage(
     ctx: &mut Ctx,
     snap: &Snapshot,
 ) -> Result<bool> {
-    // Blocked addresses first: refused before anything is counted for them.
-    if let Some(r) = pipeline::live_block::ip(snap, ctx.client, unix_now_s()) {
-        return refuse(session, ctx, r).await;
+    // Blocked addresses first: refused before anything is counted for them. The clock is read
+    // only when there is a block set to look in.
+    if snap.blocks.is_some() {
+        if let Some(r) = pipeline::live_block::ip(snap, ctx.client, unix_now_s()) {
+            return refuse(session, ctx, r).await;
+        }
     }
     let Some(settings) = &snap.config.edge else {
         return Ok(false);
@@ -117,12 +120,15 @@ pub(super) async fn identity_stage(
             issuer.wait_fetch(issuer.settings.fetch_timeout).await;
         }
     }
+    // The clock is read for what reads it: credentials (`exp`, `nbf`, live keys) and blocks;
+    // an `auth: none` route without a block set has neither.
+    let timed = route.auth != crate::config::AuthMode::None || snap.blocks.is_some();
     let credentials = Credentials {
         headers: &session.req_header().headers,
         cert_cn: client_cert(session).map(|c| c.subject_cn.as_str()),
         client: ctx.client,
         ipv6_prefix: snap.config.ipv6_prefix(),
-        now_s: unix_now_s(),
+        now_s: if timed { unix_now_s() } else { 0 },
     };
     let live = match route.auth {
         crate::config::AuthMode::None => None,
