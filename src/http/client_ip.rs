@@ -41,12 +41,19 @@ pub fn key_of(ip: IpAddr, ipv6_prefix: u8) -> IpAddr {
 pub fn push_ip(out: &mut Vec<u8>, ip: IpAddr) {
     match ip {
         IpAddr::V4(v4) => {
-            let mut digits = itoa::Buffer::new();
+            // Digit by digit into room made once (no copy call per octet).
+            out.reserve(15);
             for (i, octet) in v4.octets().into_iter().enumerate() {
                 if i > 0 {
                     out.push(b'.');
                 }
-                out.extend_from_slice(digits.format(octet).as_bytes());
+                if octet >= 100 {
+                    out.push(b'0' + octet / 100);
+                }
+                if octet >= 10 {
+                    out.push(b'0' + octet / 10 % 10);
+                }
+                out.push(b'0' + octet % 10);
             }
         }
         IpAddr::V6(v6) => {

@@ -269,6 +269,36 @@ where
     size_problem(line, bytes, count, limits)
 }
 
+/// The bytes of an RFC 3986 reg-name (unreserved, `%` and sub-delims), one lookup per byte.
+static REG_NAME: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'%'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+            );
+        b += 1;
+    }
+    table
+};
+
 /// Whether a (trimmed) `Host` field value is RFC 9110 `uri-host [ ":" port ]` (RFC 3986
 /// `host`: an IP-literal in brackets, or a reg-name / IPv4 of unreserved, percent-encoded and
 /// sub-delim characters; `port` digits), or empty (allowed for a target without authority).
@@ -294,28 +324,7 @@ pub fn is_host_field(value: &[u8]) -> bool {
             None => (value, &value[value.len()..]),
         }
     };
-    // One match (a bit test) per byte, not a scan of the allowed punctuation.
-    let reg_name = |b: u8| {
-        b.is_ascii_alphanumeric()
-            || matches!(
-                b,
-                b'-' | b'.'
-                    | b'_'
-                    | b'~'
-                    | b'%'
-                    | b'!'
-                    | b'$'
-                    | b'&'
-                    | b'\''
-                    | b'('
-                    | b')'
-                    | b'*'
-                    | b'+'
-                    | b','
-                    | b';'
-                    | b'='
-            )
-    };
+    let reg_name = |b: u8| REG_NAME[usize::from(b)];
     let port_ok = match port.split_first() {
         None => true,
         Some((b':', digits)) => digits.len() <= 5 && digits.iter().all(u8::is_ascii_digit),

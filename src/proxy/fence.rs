@@ -48,21 +48,27 @@ impl Fence {
         }
     }
 
-    /// The stream again, and the bytes that arrived past the request (the next one's start).
-    pub fn into_parts(self) -> (Stream, BytesMut) {
-        (self.inner, self.early)
+    /// The stream inside, to read a next head from (past the fence).
+    pub fn inner_mut(&mut self) -> &mut Stream {
+        &mut self.inner
     }
 
-    /// Takes the fence off a stream Pingora gave back: the inner stream and the early bytes;
-    /// a stream that is no fence is returned as it is.
-    pub fn unwrap(stream: Stream) -> (Stream, BytesMut) {
-        if !stream.as_any().is::<Fence>() {
-            return (stream, BytesMut::new());
-        }
-        match stream.into_any().downcast::<Fence>() {
-            Ok(fence) => fence.into_parts(),
-            Err(_) => unreachable!("checked to be a Fence"),
-        }
+    /// The same fence for a next request: `allowance` bytes to let through (`usize::MAX`: all of
+    /// them, for a body whose end is unknown), then up to `max_early` held back. One fence
+    /// serves a connection's requests in turn, rather than one allocated per request.
+    pub fn reset(&mut self, allowance: usize, max_early: usize) {
+        self.allowance = allowance;
+        self.max_early = max_early;
+    }
+
+    /// The bytes that arrived past the request (the next one's start), taken out.
+    pub fn take_early(&mut self) -> BytesMut {
+        std::mem::take(&mut self.early)
+    }
+
+    /// The fence of a stream Pingora gave back (`None`: the stream is no fence).
+    pub fn of(stream: Stream) -> Option<Box<Fence>> {
+        stream.into_any().downcast::<Fence>().ok()
     }
 }
 

@@ -66,8 +66,14 @@ pub(super) fn forward_headers(session: &mut Session, ctx: &Ctx) -> Result<()> {
     let extra =
         set_for_backend(&[]).count() - usize::from(ctx.request_id_sent) + forward.insert.len();
     fields::edit_request(session.req_header_mut(), preserve_case, extra, |req| {
-        // Most requests carry none of them: one look at the names, not a lookup for each.
-        if req.map().keys().any(|k| forward.remove.contains(&k)) {
+        // One look at the client's names for every rule below, not a lookup per name; each rule
+        // that applies looks again.
+        let seen = Seen::of(
+            req.map(),
+            &forward.remove,
+            forward.insert.iter().map(|(n, _)| *n),
+        );
+        if seen.stripped {
             for name in &forward.remove {
                 req.remove(name);
             }
@@ -93,8 +99,6 @@ pub(super) fn forward_headers(session: &mut Session, ctx: &Ctx) -> Result<()> {
         if !ctx.request_id_sent {
             req.insert(X_REQUEST_ID, ctx.request_id.clone())?;
         }
-        // One look at the names for the three rules below; each that applies looks again.
-        let seen = Seen::of(req.map());
         if seen.underscore {
             drop_lookalikes(req, &ctx.snapshot.auth);
         }
@@ -108,9 +112,13 @@ pub(super) fn forward_headers(session: &mut Session, ctx: &Ctx) -> Result<()> {
     })
 }
 
-/// What the names of a request's fields hold, as far as the rules of [`forward_headers`] go
-/// (each found in one pass, none allocated).
+/// What the names of a request's fields hold, as far as the rules of [`forward_headers`] go,
+/// found in one pass over the client's names (nothing allocated). The rules that run after the
+/// fields tollgate sets see those too: the identity headers set are looked at as well, and
+/// `X-Forwarded-For`/`-Proto` and `X-Request-Id` fall under none of the rules.
 struct Seen {
+    /// One of the names to strip ([`crate::identity::Forward::remove`]).
+    stripped: bool,
     /// A name with `_` ([`drop_lookalikes`]).
     underscore: bool,
     /// A proxy-set field or a lookalike of one ([`drop_proxy_fields`]).
@@ -120,22 +128,35 @@ struct Seen {
 }
 
 impl Seen {
-    fn of(map: &http::HeaderMap) -> Seen {
+    fn of<'a>(
+        map: &http::HeaderMap,
+        strip: &[&HeaderName],
+        set: impl Iterator<Item = &'a HeaderName>,
+    ) -> Seen {
         let mut seen = Seen {
+            stripped: false,
             underscore: false,
             proxy_field: false,
             connection: false,
         };
         for name in map.keys() {
-            if *name == CONNECTION {
-                seen.connection = true;
-                continue;
-            }
-            let bytes = name.as_str().as_bytes();
-            seen.underscore |= bytes.contains(&b'_');
-            seen.proxy_field |= proxy_fields::classify(bytes) != ProxyField::Other;
+            seen.stripped |= strip.contains(&name);
+            seen.look_at(name);
+        }
+        for name in set {
+            seen.look_at(name);
         }
         seen
+    }
+
+    fn look_at(&mut self, name: &HeaderName) {
+        if *name == CONNECTION {
+            self.connection = true;
+            return;
+        }
+        let bytes = name.as_str().as_bytes();
+        self.underscore |= bytes.iter().any(|&b| b == b'_');
+        self.proxy_field |= proxy_fields::classify(bytes) != ProxyField::Other;
     }
 }
 

@@ -44,7 +44,7 @@ const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// What reading one request head gave.
 enum ReadHead {
     /// A complete head (possibly followed by body bytes or pipelined requests), and where its
-    /// request ends ([`super::head::request_end`]).
+    /// request ends ([`super::head::check_head_and_end`]).
     Head(BytesMut, Option<usize>),
     /// Refused by [`super::head::check_head`].
     Refused(HeadRefusal),
@@ -106,6 +106,8 @@ pub async fn serve(
     let mut previous: Option<Option<HttpPersistentSettings>> = None;
     // Bytes of pipelined requests that arrived with an earlier one (they start the next head).
     let mut pipelined = BytesMut::new();
+    // Heads are read from the stream inside; Pingora reads each request through the fence.
+    let mut fence = Box::new(Fence::new(stream, 0, max_early));
     loop {
         let first_wait = if previous.is_some() {
             limits.keepalive_timeout
@@ -117,7 +119,7 @@ pub async fn serve(
         // In flight (for the idle exit) from the head's first byte to the end of the request.
         let mut busy = None;
         let read = read_head(
-            &mut stream,
+            fence.inner_mut(),
             limits,
             first_wait,
             reused,
@@ -125,19 +127,19 @@ pub async fn serve(
             carried,
             &mut busy,
         );
-        let (buf, fence) = match read.await {
+        let (buf, allowance) = match read.await {
             ReadHead::Head(mut buf, end) => {
                 // Pingora gets exactly this request; what follows it waits for the next turn
                 // (a chunked body's or an upgrade's end is unknown here: all bytes go to
                 // Pingora). The fence lets through the rest of the body and keeps what comes
                 // after it.
-                let fence = end.map(|end| {
+                let allowance = end.map_or(usize::MAX, |end| {
                     if end < buf.len() {
                         pipelined = buf.split_off(end);
                     }
                     end - buf.len()
                 });
-                (buf, fence)
+                (buf, allowance)
             }
             ReadHead::Gone => return None,
             ReadHead::TimedOut { received: 0 } => return None,
@@ -151,19 +153,16 @@ pub async fn serve(
                     ),
                     request_id: None,
                 };
-                answer(&mut stream, refusal).await;
+                answer(fence.inner_mut(), refusal).await;
                 return None;
             }
             ReadHead::Refused(refusal) => {
-                answer(&mut stream, refusal).await;
+                answer(fence.inner_mut(), refusal).await;
                 return None;
             }
         };
-        let stream_in: Stream = match fence {
-            Some(allowance) => Box::new(Fence::new(stream, allowance, max_early)),
-            None => stream,
-        };
-        let mut session = ServerSession::new_http1(stream_in);
+        fence.reset(allowance, max_early);
+        let mut session = ServerSession::new_http1(fence);
         match previous.take().flatten() {
             Some(settings) => settings.apply_to_session(&mut session),
             None => session.set_keepalive(Some(keepalive_s)),
@@ -173,9 +172,9 @@ pub async fn serve(
         }
         session.set_pipelined_prefix(buf);
         let (next, settings) = proxy.process_new_http(session, shutdown).await?.consume();
-        let (next, early) = Fence::unwrap(next);
-        pipelined.unsplit(early);
-        stream = next;
+        // Pingora gives back the stream it was given: the fence, for the next request.
+        fence = Fence::of(next)?;
+        pipelined.unsplit(fence.take_early());
         previous = Some(settings);
     }
 }

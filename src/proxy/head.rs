@@ -93,8 +93,10 @@ pub fn check_head(buf: &[u8], limits: &HttpLimits) -> HeadVerdict {
     check_head_and_end(buf, limits).0
 }
 
-/// [`check_head`], and for a complete head where its request ends ([`request_end`]), read from
-/// the same parse: the front end needs both, and a second parse cost as much as the first.
+/// [`check_head`], and for a complete head where its request ends in `buf` (after the head when
+/// it has no body, after `Content-Length` body bytes otherwise, RFC 9112 6.3; `None` for a
+/// chunked body or an `Upgrade` request, whose end is not known from the head), read from the
+/// same parse: the front end needs both, and a second parse cost as much as the first.
 pub fn check_head_and_end(buf: &[u8], limits: &HttpLimits) -> (HeadVerdict, Option<usize>) {
     // Pingora's own cap (and the largest `server.max_headers` validation allows). Uninitialised
     // slots: this runs once per request, and initialising 256 slots (8 KiB) cost more than the
@@ -187,19 +189,10 @@ fn values<'h>(
         .map(|h| h.value)
 }
 
-/// Where the first request in `buf` ends, given its accepted head of `head_len` bytes: after the
+/// Where the request of an accepted head of `head_len` bytes with these fields ends: after the
 /// head when it has no body, after `Content-Length` body bytes otherwise (RFC 9112 6.3). `None`
 /// for a chunked body (its end is only known by reading it) and for an `Upgrade` request (what
 /// follows a `101` is another protocol). Bytes past the end are the next pipelined request(s).
-pub fn request_end(buf: &[u8], head_len: usize) -> Option<usize> {
-    let mut slots = [const { std::mem::MaybeUninit::<httparse::Header>::uninit() }; 256];
-    let mut req = httparse::Request::new(&mut []);
-    req.parse_with_uninit_headers(&buf[..head_len], &mut slots)
-        .ok()?;
-    end_of(req.headers, head_len)
-}
-
-/// [`request_end`] of an accepted head of `head_len` bytes with these fields.
 fn end_of(headers: &[httparse::Header<'_>], head_len: usize) -> Option<usize> {
     if values(headers, "transfer-encoding").next().is_some()
         || values(headers, "upgrade").next().is_some()

@@ -180,10 +180,8 @@ impl ProxyHttp for Proxy {
         ctx.settle.head(upstream_response.status.as_u16()).await;
         let pairs = ctx.quota_pairs();
         let preserve_case = ctx.snapshot.config.server.http.preserve_header_case;
-        // Room for the fields added here only: reserving more made the map grow at once (a new
-        // table and every field moved) for most responses, whose map still had room for the
-        // `Connection` Pingora sets after this hook.
-        fields::edit_response(upstream_response, preserve_case, 1 + pairs.len(), |resp| {
+        // Room for Pingora's own fields after this hook too (`Connection`, `Date`).
+        fields::edit_response(upstream_response, preserve_case, 3 + pairs.len(), |resp| {
             resp.insert(X_REQUEST_ID, ctx.request_id.clone())?;
             for (name, value) in pairs {
                 resp.insert(fields::name(name)?, fields::value(value)?)?;

@@ -182,3 +182,26 @@ fn h2_heads_are_judged_by_the_same_rules() {
     let long = format!("https://a/{}", "x".repeat(300));
     assert_eq!(check_h2(&head(&long, &[]), &limits).unwrap().status, 414);
 }
+
+/// The request's end comes with the verdict of its head, from the same parse: after the head,
+/// after its `Content-Length` body, or unknown (chunked, upgrade); nothing for a head that is
+/// not complete or is refused.
+#[test]
+fn a_complete_head_says_where_its_request_ends() {
+    let end = |head: &str| match check_head_and_end(head.as_bytes(), &limits(200, 4)) {
+        (HeadVerdict::Complete(n), end) => (Some(n), end),
+        (_, end) => (None, end),
+    };
+    let get = "GET / HTTP/1.1\r\nHost: a\r\n\r\n";
+    assert_eq!(end(get), (Some(get.len()), Some(get.len())));
+    // Bytes after the head (a pipelined request) are not part of it.
+    assert_eq!(end(&format!("{get}GET /next")), (Some(get.len()), Some(get.len())));
+    let post = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n";
+    assert_eq!(end(post), (Some(post.len()), Some(post.len() + 5)));
+    let chunked = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
+    assert_eq!(end(chunked), (Some(chunked.len()), None));
+    let upgrade = "GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n";
+    assert_eq!(end(upgrade), (Some(upgrade.len()), None));
+    assert_eq!(end("GET / HTTP/1.1\r\nHost: a\r\n"), (None, None));
+    assert_eq!(end("GET / HTTP/1.1\r\nHost: a b\r\n\r\n"), (None, None));
+}
