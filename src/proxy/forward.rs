@@ -155,7 +155,7 @@ impl Seen {
             return;
         }
         let bytes = name.as_str().as_bytes();
-        self.underscore |= bytes.iter().any(|&b| b == b'_');
+        self.underscore |= bytes.contains(&b'_');
         self.proxy_field |= proxy_fields::classify(bytes) != ProxyField::Other;
     }
 }

@@ -195,7 +195,10 @@ fn a_complete_head_says_where_its_request_ends() {
     let get = "GET / HTTP/1.1\r\nHost: a\r\n\r\n";
     assert_eq!(end(get), (Some(get.len()), Some(get.len())));
     // Bytes after the head (a pipelined request) are not part of it.
-    assert_eq!(end(&format!("{get}GET /next")), (Some(get.len()), Some(get.len())));
+    assert_eq!(
+        end(&format!("{get}GET /next")),
+        (Some(get.len()), Some(get.len()))
+    );
     let post = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n";
     assert_eq!(end(post), (Some(post.len()), Some(post.len() + 5)));
     let chunked = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
