@@ -142,6 +142,29 @@ pub fn normalise_target(raw: &[u8]) -> Result<Target, TargetError> {
     })
 }
 
+/// `path` (an origin-form path, without its query) as text when [`normalise_target`] leaves it
+/// exactly as it is, found in one pass and without building a [`Target`]: `/` then non-empty
+/// segments of raw `pchar` bytes, none starting with `.`. `None` for every other path, which
+/// the full rules decide (it may still be normal: `/.well-known`, `/%41`).
+pub fn plain_path(path: &[u8]) -> Option<&str> {
+    if path.first() != Some(&b'/') {
+        return None;
+    }
+    let mut previous = b'/';
+    for &b in &path[1..] {
+        let starts_segment = previous == b'/';
+        match b {
+            b'/' | b'.' if starts_segment => return None,
+            b'/' => {}
+            b if is_pchar(b) => {}
+            _ => return None,
+        }
+        previous = b;
+    }
+    // Only ASCII passed.
+    std::str::from_utf8(path).ok()
+}
+
 /// Splits off an absolute-form `scheme://authority`; returns `(authority, path-and-query)`.
 fn split_form(raw: &[u8]) -> Result<(Option<String>, &[u8]), TargetError> {
     if raw.first() == Some(&b'/') {

@@ -13,6 +13,9 @@ use serde_json::json;
 /// index into `snap.config.routes`. Errors: 400 `bad_target` (a target that cannot be
 /// normalised safely, or whose `;` parameters change its route, with `reason`), 404 `not_found`.
 pub fn resolve(snap: &Snapshot, req: &mut RequestHeader) -> Result<usize, Rejection> {
+    if let Some(found) = resolve_plain(snap, req) {
+        return found;
+    }
     let target = target::normalise_target(req.raw_path()).map_err(bad_target)?;
     // Matched before the request line changes, on the host borrowed from the head; a target
     // that cannot be applied is refused before what the match found is looked at.
@@ -22,6 +25,33 @@ pub fn resolve(snap: &Snapshot, req: &mut RequestHeader) -> Result<usize, Reject
     if http::apply_target(req, &target).is_err() {
         return Err(bad_target(target::TargetError::UnsupportedForm));
     }
+    routed(found)
+}
+
+/// [`resolve`] of the usual request, whose target the rules leave as it is and which has no
+/// authority besides `Host` (HTTP/1 origin-form): routed on the head as it came, with nothing to
+/// rewrite ([`target::plain_path`]; what `normalise_target` and `apply_target` would do is
+/// nothing). `None` for every other request, which [`resolve`] takes the full way.
+fn resolve_plain(snap: &Snapshot, req: &RequestHeader) -> Option<Result<usize, Rejection>> {
+    if req.uri.authority().is_some() {
+        return None;
+    }
+    let raw = req.raw_path();
+    let end = raw.iter().position(|&b| b == b'?').unwrap_or(raw.len());
+    let path = target::plain_path(&raw[..end])?;
+    let host = req
+        .headers
+        .get(::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(http::normalize_host)
+        .unwrap_or_default();
+    Some(routed(snap.router.find(&host, path)))
+}
+
+/// The route the router found: 400 `ambiguous_parameters`, 404 `not_found`, or its index.
+fn routed(
+    found: Result<Option<usize>, crate::routing::AmbiguousParameters>,
+) -> Result<usize, Rejection> {
     let found = found.map_err(|_| bad_target(target::TargetError::AmbiguousParameters))?;
     found.ok_or_else(|| {
         let p = Problem::status(404, "no route matches this host and path");

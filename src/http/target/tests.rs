@@ -233,3 +233,45 @@ mod properties {
         }
     }
 }
+
+/// A plain path is one the rules leave exactly as it is; anything the rules change or refuse
+/// (and some paths they keep) is not plain, and goes the full way.
+#[test]
+fn a_plain_path_is_its_own_normal_form() {
+    let plain = [
+        "/",
+        "/a",
+        "/a/",
+        "/orders/1",
+        "/a;x/b",
+        "/;x",
+        "/a.b/c..d",
+        "/v1/x:y@z!$&'()*+,=~_-",
+    ];
+    for p in plain {
+        assert_eq!(plain_path(p.as_bytes()), Some(p), "{p}");
+        let t = normalise_target(p.as_bytes()).unwrap();
+        assert_eq!((t.path.as_str(), t.query, t.authority), (p, None, None));
+    }
+    let not_plain: [&[u8]; 16] = [
+        b"",
+        b"a/b",
+        b"//a",
+        b"/a//b",
+        b"/./a",
+        b"/a/.",
+        b"/a/..",
+        b"/..;x/a",
+        b"/.well-known/x",
+        b"/%41",
+        b"/a%2fb",
+        b"/a b",
+        b"/a\\b",
+        b"/caf\xc3\xa9",
+        b"/a{b}",
+        b"/a#b",
+    ];
+    for p in not_plain {
+        assert_eq!(plain_path(p), None, "{}", p.escape_ascii());
+    }
+}
