@@ -18,6 +18,7 @@
 //!   line alone is longer).
 
 use super::connection;
+use super::target::{is_sub_delim, is_unreserved};
 
 /// What kind of refusal a head gets: the status and the metrics outcome follow from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -275,25 +276,7 @@ static REG_NAME: [bool; 256] = {
     let mut b = 0;
     while b < 256 {
         let c = b as u8;
-        table[b] = c.is_ascii_alphanumeric()
-            || matches!(
-                c,
-                b'-' | b'.'
-                    | b'_'
-                    | b'~'
-                    | b'%'
-                    | b'!'
-                    | b'$'
-                    | b'&'
-                    | b'\''
-                    | b'('
-                    | b')'
-                    | b'*'
-                    | b'+'
-                    | b','
-                    | b';'
-                    | b'='
-            );
+        table[b] = is_unreserved(c) || c == b'%' || is_sub_delim(c);
         b += 1;
     }
     table

@@ -192,28 +192,21 @@ fn split_form(raw: &[u8]) -> Result<(Option<String>, &[u8]), TargetError> {
 }
 
 /// `unreserved` of RFC 3986 2.3.
-fn is_unreserved(b: u8) -> bool {
+pub(super) const fn is_unreserved(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
+}
+
+/// `sub-delims` of RFC 3986 2.2.
+pub(super) const fn is_sub_delim(b: u8) -> bool {
+    matches!(
+        b,
+        b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'='
+    )
 }
 
 /// `pchar` of RFC 3986 3.3 minus `%` (handled as escapes): unreserved, sub-delims, `:`, `@`.
 fn is_pchar(b: u8) -> bool {
-    is_unreserved(b)
-        || matches!(
-            b,
-            b'!' | b'$'
-                | b'&'
-                | b'\''
-                | b'('
-                | b')'
-                | b'*'
-                | b'+'
-                | b','
-                | b';'
-                | b'='
-                | b':'
-                | b'@'
-        )
+    is_unreserved(b) || is_sub_delim(b) || matches!(b, b':' | b'@')
 }
 
 fn hex_value(b: u8) -> Option<u8> {

@@ -39,29 +39,23 @@ impl Fields for HeaderMap {
     }
 }
 
-impl Fields for RequestHeader {
-    fn map(&self) -> &HeaderMap {
-        &self.headers
-    }
-    fn insert(&mut self, name: HeaderName, value: HeaderValue) -> Result<()> {
-        self.insert_header(name, value)
-    }
-    fn remove(&mut self, name: &HeaderName) {
-        self.remove_header(name);
-    }
+/// Through the head's own methods, which keep both of its maps (values and names' case).
+macro_rules! fields_of_head {
+    ($($head:ty),*) => {$(
+        impl Fields for $head {
+            fn map(&self) -> &HeaderMap {
+                &self.headers
+            }
+            fn insert(&mut self, name: HeaderName, value: HeaderValue) -> Result<()> {
+                self.insert_header(name, value)
+            }
+            fn remove(&mut self, name: &HeaderName) {
+                self.remove_header(name);
+            }
+        }
+    )*};
 }
-
-impl Fields for ResponseHeader {
-    fn map(&self) -> &HeaderMap {
-        &self.headers
-    }
-    fn insert(&mut self, name: HeaderName, value: HeaderValue) -> Result<()> {
-        self.insert_header(name, value)
-    }
-    fn remove(&mut self, name: &HeaderName) {
-        self.remove_header(name);
-    }
-}
+fields_of_head!(RequestHeader, ResponseHeader);
 
 /// Runs `edit` on the fields of `req`, which will gain at most `extra` of them. With
 /// `preserve_case` through the head itself; otherwise on its value map alone (module docs).
