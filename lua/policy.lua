@@ -14,6 +14,10 @@
 -- KEYS[i]       entry i's key (i = 1..ne), e.g. <prefix>:{<tenant>}:<tb|gcra|fw|swl|swc|lb>
 -- KEYS[ne + j]  quota j's key base <prefix>:{<tenant>}:q:<period>; the window start (Unix ms) is
 --               appended here, from Redis TIME (same hash tag, so the same Cluster slot)
+-- The arguments below may come packed: ARGV[1] holds the first ones as words separated by
+-- spaces (the gateway sends everything up to the request count so, one argument instead of
+-- dozens: a rule plan's call is the same text for every request), and each further ARGV
+-- follows its words. Unpacked (one word per ARGV) reads the same.
 -- ARGV[1]       ne, the number of entries; then per entry: algorithm (1..6, in the order of
 --               src/limit/algorithm.rs ALL), shadow (0|1), m, and its m script arguments
 -- then          cost (tokens debited from every quota), nq, per quota: period
@@ -34,13 +38,29 @@
 --
 -- Requests (one or several) whose entries all use a scalable algorithm (below), each on its own
 -- key, are decided in closed form instead when the state read can be replayed (replayable), and
--- the reply is {-1, the clock, k = requests admitted (the first k), ne, per entry {m, the m
--- values of its hash as read before the call (m = 0: no state)}, nq, per quota {tokens used
--- before the call}}: src/quota/policy_script/replay.rs derives each request's decisions from
--- that state with the algorithms' Rust mirrors, exactly as this script's loop would decide them.
+-- the reply is one string of integers separated by spaces (a client reads one string faster
+-- than an array of integers): -1, the clock, k = requests admitted (the first k), per entry its
+-- state before the call, per quota the tokens used before the call. A token bucket's state is
+-- one value, its level at the call's clock (units of 1/per_ms token, refilled; a missing bucket
+-- is full), a GCRA's one value, its debt at the call's clock (units of 1/limit ms,
+-- lua/lib/owed.lua), any other's m, then the m values of its hash as read (m = 0: no state).
+-- The gateway knows each entry's algorithm and the number of quotas from its arguments, so the
+-- reply carries neither ne nor nq; src/quota/policy_script/replay.rs derives each request's
+-- decisions from that state with the algorithms' Rust mirrors, exactly as this script's loop
+-- would decide them.
 if redis.replicate_commands then redis.replicate_commands() end
 
 local real = redis
+-- The arguments unpacked (see above): ARGV[1]'s words, then ARGV[2], ARGV[3], ...
+local ARGV = (function(given)
+  local all, n = {}, 0
+  for w in string.gmatch(given[1], '%S+') do
+    n = n + 1
+    all[n] = w
+  end
+  for i = 2, #given do all[n + i - 1] = given[i] end
+  return all
+end)(ARGV)
 local ne = tonumber(ARGV[1])
 -- Entry i: its algorithm, whether it is in shadow mode, and where its m script arguments start
 -- in ARGV (`first`); `argv` (a table of them) is built only for its algorithm script.
@@ -393,7 +413,8 @@ end
 -- "m requests of cost c" as one request of cost m*c; here `state` reads entry e's hash and sets
 -- its state in numbers (`nums`: the hash's fields as numbers), `fit` says how many of n such
 -- requests it admits, and `write` issues what the script would write for d admitted requests
--- (d = 0: for one request it refuses). A scale is written back as its argument's digits.
+-- (d = 0: for one request it refuses), `before` the state the reply carries (the level or debt
+-- at the call's clock, before any debit). A scale is written back as its argument's digits.
 local function int(x) return string.format('%d', x) end
 local KERNELS = {}
 KERNELS[1] = {
@@ -416,6 +437,7 @@ KERNELS[1] = {
     if need > e.capacity or e.level < need then return 0 end
     return math.min(n, idiv(e.level, need))
   end,
+  before = function(e) return e.level end,
   write = function(key, e, d)
     local need = e.cost * e.per
     local level = e.level - d * need
@@ -446,6 +468,7 @@ KERNELS[2] = {
     if need > e.capacity or e.owed + need > e.capacity then return 0 end
     return math.min(n, idiv(e.capacity - e.owed, need))
   end,
+  before = function(e) return e.owed end,
   write = function(key, e, d)
     local need, limit = e.cost * e.per, e.limit
     local debt = e.owed + d * need
@@ -519,19 +542,22 @@ local function closed_form()
       real.call('PEXPIRE', q[1], q[2])
     end
   end
-  local reply = {-1, now, k, ne}
-  for i = 1, ne do
-    local read = read_of(i)
-    if read[1] then
-      reply[#reply + 1] = #read
-      for j = 1, #read do reply[#reply + 1] = field(i, j) end
+  local reply = {'-1', int(now), int(k)}
+  for i, e in ipairs(entries) do
+    if e.kernel then
+      reply[#reply + 1] = int(e.kernel.before(e))
     else
-      reply[#reply + 1] = 0
+      local read = read_of(i)
+      if read[1] then
+        reply[#reply + 1] = int(#read)
+        for j = 1, #read do reply[#reply + 1] = int(field(i, j)) end
+      else
+        reply[#reply + 1] = '0'
+      end
     end
   end
-  reply[#reply + 1] = nq
-  for _, q in ipairs(quotas) do reply[#reply + 1] = q[3] end
-  return reply
+  for _, q in ipairs(quotas) do reply[#reply + 1] = int(q[3]) end
+  return table.concat(reply, ' ')
 end
 
 -- The carry (src/limit/carry.rs mirrors it): what the `local` fallback admitted, taken into

@@ -908,7 +908,7 @@ fn run_entries_n(
     for a in &args {
         inv.arg(a);
     }
-    let reply: Vec<i64> = inv.invoke(con).expect("policy call");
+    let policy::PolicyReply(reply) = inv.invoke(con).expect("policy call");
     let decisions =
         policy::decode_reply(&reply, args.iter().map(String::as_str), n).expect("reply shape");
     let closed_form = reply.first() == Some(&-1);
@@ -1312,7 +1312,7 @@ fn run_carrying(
     for a in &args {
         inv.arg(a);
     }
-    let reply: Vec<i64> = inv.invoke(con).expect("policy call");
+    let policy::PolicyReply(reply) = inv.invoke(con).expect("policy call");
     let spec = policy::replay::CallSpec::parse(args.iter().map(String::as_str)).expect("spec");
     let mut d = policy::decode_reply_of(&reply, &spec, 1).expect("reply shape");
     policy::PolicyDecision::from_batch(d.remove(0))

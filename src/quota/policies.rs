@@ -83,8 +83,13 @@ impl QuotaService {
             let command = key.command(n)?;
             let reply = self
                 .redis
-                .send_undoable::<Vec<i64>, _>(policy::policy_script(), command, Some(late))
-                .await?;
+                .send_undoable::<policy::PolicyReply, _>(
+                    policy::policy_script(),
+                    command,
+                    Some(late),
+                )
+                .await?
+                .0;
             let spec = key.spec().ok_or(RedisFault::Other)?;
             policy::decode_reply_of(&reply, spec, n).ok_or(RedisFault::Other)
         };

@@ -192,17 +192,15 @@ pub struct BatchDecision {
 /// A policy call's identity: its KEYS and ARGV (for one request). Requests whose calls are
 /// equal are decided by one call of `lua/policy.lua` with a request count. The arguments are
 /// kept as one text, each followed by a space (they are numbers and period names), so building,
-/// hashing and comparing an identity per request costs one string, not one per argument. The
-/// identity is hashed once, when built ([`CallKey::new`]); its `Hash` writes that digest.
+/// hashing and comparing an identity per request costs one string, not one per argument; the
+/// call sends that text as one argument (packed: `lua/policy.lua` splits it into its words),
+/// then the request count. The identity is hashed once, when built ([`CallKey::new`]); its
+/// `Hash` writes that digest.
 #[derive(Debug, Clone)]
 pub struct CallKey {
     pub keys: Vec<String>,
     /// ARGV without the request count, each argument followed by one space.
     pub args: String,
-    /// Where each argument of `args` ends (byte offsets of the spaces), found once when built:
-    /// a kept call is sent many times, and splitting its text per call cost more than the rest
-    /// of building the command.
-    ends: Box<[u32]>,
     /// The keys and arguments hashed with this process's random keys.
     digest: u64,
     /// The arguments read back, on first use ([`CallKey::spec`]).
@@ -234,16 +232,9 @@ impl CallKey {
         let digest = HASHER
             .get_or_init(Default::default)
             .hash_one((&keys, &args));
-        let ends = args
-            .bytes()
-            .enumerate()
-            .filter(|(_, b)| *b == b' ')
-            .map(|(i, _)| i as u32)
-            .collect();
         CallKey {
             keys,
             args,
-            ends,
             digest,
             spec: OnceLock::new(),
             single: OnceLock::new(),
@@ -259,16 +250,19 @@ impl CallKey {
             .as_ref()
     }
 
-    /// The arguments without the request count.
+    /// The arguments without the request count, one by one.
     pub fn arg_list(&self) -> impl Iterator<Item = &str> {
-        let starts = std::iter::once(0).chain(self.ends.iter().map(|e| *e as usize + 1));
-        starts
-            .zip(self.ends.iter())
-            .map(|(start, end)| &self.args[start..*end as usize])
+        self.args.split_terminator(' ')
     }
 
-    /// ARGV deciding `requests` such requests in turn (the count is the last argument: a
-    /// coalesced call has no test clock).
+    /// The arguments without the request count, packed: one text, the words separated by
+    /// single spaces (what the call sends as its first argument).
+    pub fn packed(&self) -> &str {
+        self.args.strip_suffix(' ').unwrap_or(&self.args)
+    }
+
+    /// ARGV deciding `requests` such requests in turn: the packed arguments, then the count
+    /// (a coalesced call has no test clock).
     pub fn args_for(&self, requests: usize) -> Vec<String> {
         let mut count = itoa::Buffer::new();
         let args = self.args_with(&mut count, requests);
@@ -276,8 +270,7 @@ impl CallKey {
     }
 
     /// The `EVALSHA` of [`policy_script`] deciding `requests` such requests: built once per
-    /// identity and copied per call (a kept plan's call is sent many times; writing its dozens
-    /// of arguments into a command each time cost more than the rest of the call's encoding).
+    /// identity and copied per call (a kept plan's call is sent many times).
     /// Errors: [`RedisFault::CrossSlot`] for keys of several Cluster slots.
     pub fn command(&self, requests: usize) -> Result<Cmd, RedisFault> {
         let build = |requests: Option<usize>| {
@@ -298,10 +291,7 @@ impl CallKey {
 
     /// [`args_for`](Self::args_for) borrowed from the identity, the count written to `count`.
     pub fn args_with<'a>(&'a self, count: &'a mut itoa::Buffer, requests: usize) -> Vec<&'a str> {
-        let mut args = Vec::with_capacity(self.ends.len() + 1);
-        args.extend(self.arg_list());
-        args.push(count.format(requests));
-        args
+        vec![self.packed(), count.format(requests)]
     }
 }
 
@@ -405,7 +395,7 @@ pub fn refund_keys_and_args(
 /// refused request's), in one call.
 pub fn late_refund(key: Arc<CallKey>, requests: usize) -> Late {
     Box::new(move |reply| {
-        let reply = Vec::<i64>::from_redis_value(reply).ok()?;
+        let PolicyReply(reply) = PolicyReply::from_redis_value(reply).ok()?;
         let spec = key.spec()?;
         let decided = decode_reply_of(&reply, spec, requests)?;
         let (bases, ne) = (&key.keys[spec.entries.len()..], spec.entries.len());
@@ -435,6 +425,46 @@ pub fn late_refund(key: Arc<CallKey>, requests: usize) -> Late {
             args,
         })
     })
+}
+
+/// A reply of `lua/policy.lua`: its integers, from an array (decided request by request) or
+/// from the closed form's one string of integers separated by single spaces.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PolicyReply(pub Vec<i64>);
+
+impl FromRedisValue for PolicyReply {
+    fn from_redis_value(v: redis::Value) -> Result<Self, redis::ParsingError> {
+        match v {
+            redis::Value::BulkString(text) => integers(&text)
+                .map(PolicyReply)
+                .ok_or_else(|| "a policy reply of other than integers".into()),
+            v => Vec::<i64>::from_redis_value(v).map(PolicyReply),
+        }
+    }
+}
+
+/// The integers of `text` (decimal, an optional `-`, at most 18 digits each, separated by
+/// single spaces); `None` for anything else.
+fn integers(text: &[u8]) -> Option<Vec<i64>> {
+    let mut out = Vec::with_capacity(text.len() / 4 + 1);
+    for word in text.split(|b| *b == b' ') {
+        let (negative, digits) = match word {
+            [b'-', rest @ ..] => (true, rest),
+            _ => (false, word),
+        };
+        if digits.is_empty() || digits.len() > 18 {
+            return None;
+        }
+        let mut v: i64 = 0;
+        for d in digits {
+            if !d.is_ascii_digit() {
+                return None;
+            }
+            v = v * 10 + i64::from(d - b'0');
+        }
+        out.push(if negative { -v } else { v });
+    }
+    Some(out)
 }
 
 fn decision(v: &[i64]) -> Decision {

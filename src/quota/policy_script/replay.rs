@@ -35,10 +35,10 @@ pub struct CallSpec {
 }
 
 impl CallSpec {
-    /// Parses a policy call's ARGV (what follows the quotas is not read); `None` when it is
-    /// not one.
+    /// Parses a policy call's ARGV, packed or not (an argument's words separated by spaces;
+    /// what follows the quotas is not read); `None` when it is not one.
     pub fn parse<'a>(args: impl IntoIterator<Item = &'a str>) -> Option<CallSpec> {
-        let mut it = args.into_iter();
+        let mut it = args.into_iter().flat_map(str::split_ascii_whitespace);
         let mut num = || it.next()?.parse::<u64>().ok();
         let ne = num()?;
         let mut entries = Vec::new();
@@ -112,49 +112,81 @@ fn state(alg: Algorithm, v: &[u64]) -> Option<Option<AlgoState>> {
     Some(Some(s))
 }
 
-/// Each of `n` requests' decisions from a closed-form reply (`-1, clock, k, ne, per entry {m,
-/// values}, nq, per quota {used}`) of a call described by `spec`. `None` when the reply has an
-/// unexpected shape or the derived decisions do not admit exactly the first `k`.
+/// Entry `e`'s state from the closed-form reply at `at` (see `lua/policy.lua`), and where the
+/// next entry's starts: a token bucket's level at the call's clock `now` (one value) as a
+/// bucket stamped `now`, a GCRA's debt at `now` (one value) as the TAT that owes it, any
+/// other's `{m, the m values of its hash}`. `None` for a shape the algorithm never stores.
+fn entry_state(
+    e: &EntrySpec,
+    reply: &[i64],
+    at: usize,
+    now: u64,
+) -> Option<(Option<AlgoState>, usize)> {
+    let nonneg = |v: &i64| u64::try_from(*v).ok();
+    let Rate { limit, per_ms, .. } = e.rate;
+    let state = match e.algorithm {
+        Algorithm::TokenBucket => AlgoState::TokenBucket(TokenBucketState {
+            level: nonneg(reply.get(at)?)?,
+            scale: per_ms,
+            last_ms: now,
+        }),
+        Algorithm::Gcra => {
+            let debt = nonneg(reply.get(at)?)?;
+            AlgoState::Gcra(TatState {
+                tat_ms: now.checked_add(debt / limit.max(1))?,
+                rem: debt % limit.max(1),
+                scale: limit,
+                per_ms,
+            })
+        }
+        alg => {
+            let m = nonneg(reply.get(at)?)? as usize;
+            let mut values = [0; 4];
+            let raw = reply.get(at + 1..at + 1 + m)?;
+            if m > values.len() {
+                return None;
+            }
+            for (v, r) in values.iter_mut().zip(raw) {
+                *v = nonneg(r)?;
+            }
+            return Some((state(alg, &values[..m])?, at + 1 + m));
+        }
+    };
+    Some((Some(state), at + 1))
+}
+
+/// Each of `n` requests' decisions from a closed-form reply (`-1, clock, k, per entry its
+/// state, per quota {used}`: see [`entry_state`]) of a call described by `spec`. `None` when
+/// the reply has an unexpected shape or the derived decisions do not admit exactly the first
+/// `k`.
 pub fn replay(reply: &[i64], spec: &CallSpec, n: usize) -> Option<Vec<BatchDecision>> {
     let nonneg = |v: &i64| u64::try_from(*v).ok();
-    let (&marker, rest) = reply.split_first()?;
-    let [now, k, ne] = rest
-        .get(..3)?
-        .iter()
-        .map(nonneg)
-        .collect::<Option<Vec<_>>>()?[..]
-    else {
+    let [-1, now, k, ..] = *reply else {
         return None;
     };
-    if marker != -1 || ne as usize != spec.entries.len() {
-        return None;
-    }
-    let mut at = 4;
+    let (now, k) = (nonneg(&now)?, nonneg(&k)?);
+    let mut at = 3;
     let mut states = Vec::with_capacity(spec.entries.len());
     for e in &spec.entries {
-        let m = nonneg(reply.get(at)?)? as usize;
-        let values: Vec<u64> = reply
-            .get(at + 1..at + 1 + m)?
-            .iter()
-            .map(nonneg)
-            .collect::<Option<_>>()?;
-        states.push(state(e.algorithm, &values)?);
-        at += 1 + m;
+        let (s, next) = entry_state(e, reply, at, now)?;
+        states.push(s);
+        at = next;
     }
-    let nq = nonneg(reply.get(at)?)? as usize;
-    let mut used: Vec<u64> = reply
-        .get(at + 1..)?
-        .iter()
-        .map(nonneg)
-        .collect::<Option<_>>()?;
-    if nq != spec.quotas.len() || used.len() != nq {
+    let mut used: Vec<u64> = reply[at..].iter().map(nonneg).collect::<Option<_>>()?;
+    if used.len() != spec.quotas.len() {
         return None;
     }
     let ends: Vec<u64> = spec.quotas.iter().map(|q| q.period.window(now).1).collect();
 
     let mut out = Vec::with_capacity(n);
-    for _ in 0..n {
-        let mut next = states.clone();
+    for i in 0..n {
+        // The last request's states are not read again: decided in place.
+        let last = i + 1 == n;
+        let mut next = if last {
+            std::mem::take(&mut states)
+        } else {
+            states.clone()
+        };
         let entries: Vec<_> = spec
             .entries
             .iter()
@@ -177,14 +209,16 @@ pub fn replay(reply: &[i64], spec: &CallSpec, n: usize) -> Option<Vec<BatchDecis
             .zip(&entries)
             .all(|(e, (o, _))| e.shadow || o.decision.admitted)
             && quotas.iter().all(|d| d.admitted);
-        // As the script applies writes: every entry's when all admit, else a refusing one's.
-        for ((s, n), (o, _)) in states.iter_mut().zip(next).zip(&entries) {
-            if admitted || !o.decision.admitted {
-                *s = n;
+        if !last {
+            // As the script applies writes: every entry's when all admit, else a refusing one's.
+            for ((s, n), (o, _)) in states.iter_mut().zip(next).zip(&entries) {
+                if admitted || !o.decision.admitted {
+                    *s = n;
+                }
             }
-        }
-        if admitted {
-            used.iter_mut().for_each(|u| *u += spec.quota_cost);
+            if admitted {
+                used.iter_mut().for_each(|u| *u += spec.quota_cost);
+            }
         }
         out.push(BatchDecision {
             admitted,

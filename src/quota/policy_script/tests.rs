@@ -58,10 +58,8 @@ fn keys_and_args_layout() {
     };
     let (k, a) = keys_and_args("tg", &call, None);
     assert_eq!(k, ["tg:{acme}:lb", "tg:{acme}:q:day"]);
-    assert_eq!(
-        a,
-        ["1", "6", "0", "5", "10", "1000", "5", "2", "300", "2", "1", "day", "100", "1"]
-    );
+    // Packed: every argument but the request count in one, separated by spaces.
+    assert_eq!(a, ["1 6 0 5 10 1000 5 2 300 2 1 day 100", "1"]);
 }
 
 #[test]
@@ -113,16 +111,16 @@ fn batch_and_refund_layout() {
     assert_eq!(k, ["k1", "k2"]);
     let expected = [
         "2", "2", "0", "4", "10", "1000", "20", "1", "4", "1", "4", "10", "1000", "20", "1", "0",
-        "0", "1",
+        "0",
     ];
-    assert_eq!(args, expected);
+    assert_eq!(args, [expected.join(" ").as_str(), "1"]);
     let key = call_key("tg", &[&a, &b], None);
     assert_eq!(key.keys, k);
-    assert_eq!(key.args, expected[..expected.len() - 1].join(" ") + " ");
-    assert_eq!(key.arg_list().count(), expected.len() - 1);
+    assert_eq!(key.args, expected.join(" ") + " ");
+    assert_eq!(key.packed(), expected.join(" "));
+    assert_eq!(key.arg_list().collect::<Vec<_>>(), expected);
     let three = key.args_for(3);
-    assert_eq!(three[..three.len() - 1], expected[..expected.len() - 1]);
-    assert_eq!(three.last().map(String::as_str), Some("3"));
+    assert_eq!(three, [expected.join(" ").as_str(), "3"]);
     let mut count = itoa::Buffer::new();
     assert_eq!(key.args_with(&mut count, 3), three);
     let spec = key.spec().expect("a policy call's arguments");
@@ -177,6 +175,11 @@ fn a_late_reply_is_undone_like_a_refused_request() {
     let (keys, args) = refund_keys_and_args("tg", &[&entry], Some(part), 9);
     assert_eq!((undo.keys, undo.args), (keys, args));
     assert!(late_refund(key.clone(), 1)(value(&two)).is_none());
+    // In closed form (one string): the first of two admitted, the quota then full.
+    let closed = redis::Value::BulkString(b"-1 9 1 0 98".to_vec());
+    let undo = late_refund(key.clone(), 2)(closed).expect("one admitted");
+    let (keys, args) = refund_keys_and_args("tg", &[&entry], Some(part), 9);
+    assert_eq!((undo.keys, undo.args), (keys, args));
     assert!(
         late_refund(key, 2)(value(&one)).is_none(),
         "a reply of one request"
@@ -210,9 +213,15 @@ fn arguments_are_read_back_as_written() {
     let split: Vec<&str> = key.args.split_terminator(' ').collect();
     assert_eq!(key.arg_list().collect::<Vec<_>>(), split);
     let mut count = itoa::Buffer::new();
-    let mut with_count = split.clone();
-    with_count.push("7");
-    assert_eq!(key.args_with(&mut count, 7), with_count);
+    assert_eq!(
+        key.args_with(&mut count, 7),
+        [split.join(" ").as_str(), "7"]
+    );
+    // Read back alike, packed or one argument each.
+    let spec = replay::CallSpec::parse(split.iter().copied()).expect("unpacked");
+    assert_eq!(Some(&spec), key.spec());
+    let packed = replay::CallSpec::parse(key.args_with(&mut count, 7)).expect("packed");
+    assert_eq!(packed, spec);
 }
 
 #[test]
@@ -231,5 +240,33 @@ fn a_kept_command_is_the_one_built_from_the_arguments() {
         let built = evalsha(policy_script(), &key.keys, &key.args_with(&mut count, n)).unwrap();
         let kept = key.command(n).unwrap();
         assert_eq!(kept.get_packed_command(), built.get_packed_command(), "{n}");
+    }
+}
+
+/// The closed form's one string of integers reads as the integers an array would carry; any
+/// other text is refused.
+#[test]
+fn a_reply_string_reads_as_its_integers() {
+    let text = |t: &str| PolicyReply::from_redis_value(redis::Value::BulkString(t.into()));
+    assert_eq!(
+        text("-1 1796083200123 3 9007199254740992 0").unwrap(),
+        PolicyReply(vec![-1, 1_796_083_200_123, 3, 9_007_199_254_740_992, 0])
+    );
+    let array = redis::Value::Array(vec![redis::Value::Int(1), redis::Value::Int(-4)]);
+    assert_eq!(
+        PolicyReply::from_redis_value(array).unwrap(),
+        PolicyReply(vec![1, -4])
+    );
+    for bad in [
+        "",
+        "1  2",
+        "1 2 ",
+        "-",
+        "1.5",
+        "1e3",
+        "x",
+        "1234567890123456789",
+    ] {
+        assert!(text(bad).is_err(), "{bad:?}");
     }
 }

@@ -55,7 +55,9 @@ fn a_call_spec_is_read_back_from_the_arguments_that_made_it() {
     assert!(spec.entries[1].shadow);
     assert_eq!(spec.entries[1].max_delay_ms, 1500);
     assert_eq!((spec.quota_cost, spec.quotas.clone()), (2, quotas.to_vec()));
-    assert!(CallSpec::parse(args[..3].iter().map(String::as_str)).is_none());
+    let words: Vec<&str> = args[0].split(' ').collect();
+    assert!(CallSpec::parse(words[..3].iter().copied()).is_none());
+    assert_eq!(CallSpec::parse(words), Some(spec));
     assert!(CallSpec::parse(["1", "9"]).is_none());
 }
 
@@ -94,7 +96,8 @@ fn the_least_room_admits_the_first_k_and_debits_each_entry_k_times() {
         ],
         None,
     );
-    let d = replay(&[-1, 1_000, 3, 2, 0, 0, 0], &s, 5).unwrap();
+    // A fresh bucket's level is its capacity (burst × per_ms), a fresh GCRA owes nothing.
+    let d = replay(&[-1, 1_000, 3, 10_800_000, 0], &s, 5).unwrap();
     let admitted: Vec<bool> = d.iter().map(|b| b.admitted).collect();
     assert_eq!(admitted, [true, true, true, false, false]);
     let tb: Vec<u64> = d
@@ -109,8 +112,8 @@ fn the_least_room_admits_the_first_k_and_debits_each_entry_k_times() {
     assert_eq!(gcra, [4, 3, 2, 1, 1], "a refused request debits nothing");
     assert!(d.iter().all(|b| b.now_ms == 1_000));
     // The script's k must agree with the derived decisions.
-    assert!(replay(&[-1, 1_000, 2, 2, 0, 0, 0], &s, 5).is_none());
-    assert!(replay(&[-1, 1_000, 3, 2, 0, 0, 0], &s, 5).is_some());
+    assert!(replay(&[-1, 1_000, 2, 10_800_000, 0], &s, 5).is_none());
+    assert!(replay(&[-1, 1_000, 3, 10_800_000, 0], &s, 5).is_some());
 }
 
 /// A shadow entry never refuses, and is debited only for the requests it admits itself; a
@@ -125,7 +128,7 @@ fn shadow_entries_and_quotas_replay_as_the_script_loop_decides() {
         Some((4, 1)),
     );
     // The quota has 2 of 4 used: two admitted.
-    let d = replay(&[-1, 5_000, 2, 2, 0, 0, 1, 2], &s, 3).unwrap();
+    let d = replay(&[-1, 5_000, 2, 0, 3_600_000, 2], &s, 3).unwrap();
     assert_eq!(d.iter().filter(|b| b.admitted).count(), 2);
     assert!(d[0].entries[1].0.decision.admitted);
     assert!(
@@ -142,17 +145,35 @@ fn shadow_entries_and_quotas_replay_as_the_script_loop_decides() {
 #[test]
 fn stored_state_is_taken_as_each_algorithm_stores_it() {
     let s = spec(vec![es(Algorithm::TokenBucket, 3, false)], None);
-    // Level 1 token (scale 3 600 000) stamped now: one admitted.
-    let d = replay(&[-1, 1_000, 1, 1, 3, 3_600_000, 3_600_000, 1_000, 0], &s, 2).unwrap();
+    // Level 1 token (scale 3 600 000) at the call's clock: one admitted.
+    let d = replay(&[-1, 1_000, 1, 3_600_000], &s, 2).unwrap();
     assert_eq!(d.iter().filter(|b| b.admitted).count(), 1);
     assert!(
-        replay(&[-1, 1_000, 1, 1, 2, 1, 1, 0], &s, 2).is_none(),
+        replay(&[-1, 1_000, 1, -1], &s, 2).is_none(),
+        "a negative level"
+    );
+    assert!(replay(&[-1, 1_000, 1], &s, 2).is_none(), "no level");
+    // A GCRA owing 2 of its 5 tokens (and a fraction): two admitted, the last one leaves 0.
+    let g = spec(vec![es(Algorithm::Gcra, 5, false)], None);
+    let d = replay(&[-1, 1_000, 2, 2 * 3_600_000 + 7], &g, 3).unwrap();
+    let left: Vec<u64> = d
+        .iter()
+        .map(|b| b.entries[0].0.decision.remaining)
+        .collect();
+    assert_eq!(left, [1, 0, 0]);
+    assert_eq!(d.iter().filter(|b| b.admitted).count(), 2);
+    // A fixed window's hash as read: {m, its m values}.
+    let w = spec(vec![es(Algorithm::FixedWindow, 3, false)], None);
+    let d = replay(&[-1, 1_000, 1, 3, 0, 2, 3_600_000], &w, 2).unwrap();
+    assert_eq!(d.iter().filter(|b| b.admitted).count(), 1);
+    assert!(
+        replay(&[-1, 1_000, 1, 2, 0, 2], &w, 2).is_none(),
         "two values"
     );
     let log = spec(vec![es(Algorithm::SlidingWindowLog, 3, false)], None);
-    assert!(replay(&[-1, 1_000, 1, 1, 1, 900, 0], &log, 2).is_none());
+    assert!(replay(&[-1, 1_000, 1, 1, 900], &log, 2).is_none());
     assert!(
-        replay(&[-1, 1_000, 3, 1, 0, 1, 7], &s, 3).is_none(),
+        replay(&[-1, 1_000, 3, 3_600_000, 7], &s, 3).is_none(),
         "a quota not in the call"
     );
 }
