@@ -14,7 +14,9 @@
 //! `1 / fleet size` share: rules first only looked at, then the tier's fallback decided, then
 //! the rules debited, so a local refusal debits nothing locally either.
 
-use super::policy_script::{self as policy, BatchDecision, CallKey, LimitEntry, QuotaPart};
+use super::policy_script::{
+    self as policy, BatchDecision, CallKey, LimitEntry, PolicyCall, QuotaPart,
+};
 use super::TenantQuota;
 use super::{PolicyExtras, QuotaOutcome, QuotaService, Reservation};
 use crate::config::FailurePolicy;
@@ -81,6 +83,8 @@ struct Group {
 /// Reused only when the tier's part (its entry and quotas) is the one it was built with.
 #[derive(Debug)]
 pub struct PreparedCalls {
+    /// The key prefix the keys were built under.
+    prefix: String,
     tier_entry: Option<LimitEntry>,
     quotas: Option<(String, Vec<CalendarQuota>, u64)>,
     groups: Vec<Group>,
@@ -88,14 +92,19 @@ pub struct PreparedCalls {
 }
 
 impl PreparedCalls {
-    /// Groups `entries` (the tier's first, when `tier_entry`) and builds each group's call.
+    /// Groups the entries (the tier's first, when `tier_entry`, then `rules`) and builds each
+    /// group's call.
     fn build(
         prefix: &str,
-        tier_entry: Option<&LimitEntry>,
-        entries: &[&LimitEntry],
+        tier_entry: Option<LimitEntry>,
+        rules: &[&RuleCall],
         quotas: Option<QuotaPart<'_>>,
     ) -> Self {
-        let groups = groups_of(entries);
+        let entries: Vec<&LimitEntry> = tier_entry
+            .iter()
+            .chain(rules.iter().map(|r| &r.entry))
+            .collect();
+        let groups = groups_of(&entries);
         let keys = groups
             .iter()
             .map(|g| {
@@ -105,23 +114,43 @@ impl PreparedCalls {
             })
             .collect();
         PreparedCalls {
-            tier_entry: tier_entry.cloned(),
+            prefix: prefix.to_string(),
             quotas: quotas.map(|q| (q.tenant.to_string(), q.quotas.to_vec(), q.cost)),
+            tier_entry,
             groups,
             keys,
         }
     }
 
-    /// True when built for this tier part.
-    fn fits(&self, tier_entry: Option<&LimitEntry>, quotas: Option<QuotaPart<'_>>) -> bool {
-        self.tier_entry.as_ref() == tier_entry
-            && match (&self.quotas, quotas) {
-                (None, None) => true,
-                (Some((tenant, kept, cost)), Some(q)) => {
-                    tenant == q.tenant && kept.as_slice() == q.quotas && *cost == q.cost
-                }
-                _ => false,
+    /// True when built for this tier part: its policy call (whose entry's key is
+    /// [`main_key`](crate::store::redis::keys::main_key) of its tenant and algorithm, under the
+    /// prefix both were built with) and shadow mode; compared without building that key.
+    fn fits(&self, prefix: &str, tier: Option<(&PolicyCall<'_>, bool)>) -> bool {
+        if self.prefix != prefix {
+            return false;
+        }
+        match (&self.tier_entry, &self.quotas, tier) {
+            (None, None, None) => true,
+            (Some(e), Some((tenant, quotas, cost)), Some((call, shadow))) => {
+                e.algorithm == call.algorithm
+                    && e.rate == call.rate
+                    && e.cost == call.cost
+                    && e.max_delay_ms == call.max_delay_ms
+                    && e.shadow == shadow
+                    && tenant == call.tenant
+                    && *cost == call.cost
+                    && quotas.as_slice() == call.quotas
             }
+            _ => false,
+        }
+    }
+
+    /// The request's entries: the tier's first (when there is one), then `rules`'.
+    fn entries<'a>(&'a self, rules: &[&'a RuleCall]) -> Vec<&'a LimitEntry> {
+        self.tier_entry
+            .iter()
+            .chain(rules.iter().map(|r| &r.entry))
+            .collect()
     }
 }
 
@@ -144,23 +173,20 @@ impl QuotaService {
         prepared: Option<&OnceLock<PreparedCalls>>,
     ) -> Combined {
         let prefix = self.redis.key_prefix();
-        let tier_entry = tier.map(|(q, shadow)| LimitEntry {
-            shadow,
-            ..self.policy_call(q).entry(prefix)
-        });
-        let quotas = tier.map(|(q, _)| QuotaPart {
-            tenant: q.tenant,
-            quotas: &q.tier_policy.quotas,
-            cost: q.cost,
-        });
-        let entries: Vec<&LimitEntry> = tier_entry
-            .iter()
-            .chain(rules.iter().map(|r| &r.entry))
-            .collect();
-        let build = || PreparedCalls::build(prefix, tier_entry.as_ref(), &entries, quotas);
+        let tier_call = tier.map(|(q, shadow)| (self.policy_call(q), shadow));
+        let quotas = tier_call.as_ref().map(|(c, _)| c.quota_part());
+        // The tier's entry (its key a string built per request) only for calls built here.
+        let build = || {
+            let tier_entry = tier_call.as_ref().map(|(c, shadow)| LimitEntry {
+                shadow: *shadow,
+                ..c.entry(prefix)
+            });
+            PreparedCalls::build(prefix, tier_entry, rules, quotas)
+        };
+        let tier_part = tier_call.as_ref().map(|(c, shadow)| (c, *shadow));
         let local;
         let calls = match prepared.map(|p| p.get_or_init(build)) {
-            Some(p) if p.fits(tier_entry.as_ref(), quotas) => p,
+            Some(p) if p.fits(prefix, tier_part) => p,
             _ => {
                 local = build();
                 &local
@@ -211,6 +237,7 @@ impl QuotaService {
         let tier_offset = usize::from(tier.is_some());
         let mut outcome = self.outcomes(tier, rules, groups, &asked, tier_offset);
         if !outcome.admitted {
+            let entries = calls.entries(rules);
             for (g, a) in groups.iter().zip(&asked) {
                 if let Asked::Answered(b) = a {
                     if b.admitted {
@@ -227,7 +254,8 @@ impl QuotaService {
                 extras.reservation = None;
             }
         } else {
-            outcome.debited_at = debited_at(entries.len(), groups, &asked);
+            let n = rules.len() + usize::from(tier.is_some());
+            outcome.debited_at = debited_at(n, groups, &asked);
         }
         outcome
     }

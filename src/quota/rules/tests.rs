@@ -12,25 +12,40 @@ fn entry(key: &str, cost: u64) -> LimitEntry {
     }
 }
 
+fn rule(key: &str) -> RuleCall {
+    RuleCall {
+        name: "r".into(),
+        entry: entry(key, 1),
+        on_failure: FailurePolicy::Open,
+    }
+}
+
 #[test]
 fn prepared_calls_fit_only_the_tier_part_they_were_built_with() {
-    let tier = entry("tg:{acme}:tb", 1);
-    let rule = entry("tg:{acme}:r:a:tb:tenant=4.acme", 1);
-    let shared = entry("tg:{r:b:tb:route=1.%2F}", 1);
     let quotas = [CalendarQuota {
         period: Period::Day,
         limit: 100,
     }];
-    let part = |tenant, cost| QuotaPart {
+    let call = |tenant, cost| PolicyCall {
         tenant,
-        quotas: &quotas,
+        algorithm: Algorithm::TokenBucket,
+        rate: Rate::new(10, 1_000, 10),
         cost,
+        max_delay_ms: 0,
+        quotas: &quotas,
     };
+    let acme = call("acme", 1);
+    let tier = acme.entry("tg");
+    assert_eq!(&*tier.key, "tg:{acme}:tb");
+    let (own, shared) = (
+        rule("tg:{acme}:r:a:tb:tenant=4.acme"),
+        rule("tg:{r:b:tb:route=1.%2F}"),
+    );
     let p = PreparedCalls::build(
         "tg",
-        Some(&tier),
-        &[&tier, &rule, &shared],
-        Some(part("acme", 1)),
+        Some(tier.clone()),
+        &[&own, &shared],
+        Some(acme.quota_part()),
     );
     // Two slots: the tenant's (tier and its rule, with the quotas) and the shared rule's.
     assert_eq!(p.groups.len(), 2);
@@ -41,13 +56,39 @@ fn prepared_calls_fit_only_the_tier_part_they_were_built_with() {
         3,
         "two entries and the quota's key base"
     );
+    assert_eq!(p.keys[0].keys[0], "tg:{acme}:tb");
     assert_eq!(p.keys[1].keys, ["tg:{r:b:tb:route=1.%2F}"]);
-    assert!(p.fits(Some(&tier), Some(part("acme", 1))));
-    assert!(!p.fits(Some(&entry("tg:{acme}:tb", 2)), Some(part("acme", 1))));
-    assert!(!p.fits(Some(&entry("tg:{globex}:tb", 1)), Some(part("acme", 1))));
-    assert!(!p.fits(Some(&tier), Some(part("acme", 2))));
-    assert!(!p.fits(Some(&tier), None));
-    assert!(!p.fits(None, None));
-    let no_tier = PreparedCalls::build("tg", None, &[&rule], None);
-    assert!(no_tier.fits(None, None) && !no_tier.fits(Some(&tier), None));
+    assert_eq!(
+        p.entries(&[&own, &shared]),
+        [&tier, &own.entry, &shared.entry]
+    );
+    assert!(p.fits("tg", Some((&acme, false))));
+    assert!(!p.fits("other", Some((&acme, false))), "another prefix");
+    assert!(!p.fits("tg", Some((&acme, true))), "a shadow tier");
+    assert!(
+        !p.fits("tg", Some((&call("acme", 2), false))),
+        "another cost"
+    );
+    assert!(
+        !p.fits("tg", Some((&call("globex", 1), false))),
+        "another tenant"
+    );
+    let gcra = PolicyCall {
+        algorithm: Algorithm::Gcra,
+        ..acme
+    };
+    assert!(!p.fits("tg", Some((&gcra, false))), "another algorithm");
+    let bigger = PolicyCall {
+        rate: Rate::new(20, 1_000, 20),
+        ..acme
+    };
+    assert!(!p.fits("tg", Some((&bigger, false))), "another size");
+    let no_quotas = PolicyCall {
+        quotas: &[],
+        ..acme
+    };
+    assert!(!p.fits("tg", Some((&no_quotas, false))), "other quotas");
+    assert!(!p.fits("tg", None));
+    let no_tier = PreparedCalls::build("tg", None, &[&own], None);
+    assert!(no_tier.fits("tg", None) && !no_tier.fits("tg", Some((&acme, false))));
 }
