@@ -433,37 +433,43 @@ pub fn late_refund(key: Arc<CallKey>, requests: usize) -> Late {
 pub struct PolicyReply(pub Vec<i64>);
 
 impl FromRedisValue for PolicyReply {
-    fn from_redis_value(v: redis::Value) -> Result<Self, redis::ParsingError> {
+    fn from_redis_value_ref(v: &redis::Value) -> Result<Self, redis::ParsingError> {
         match v {
-            redis::Value::BulkString(text) => integers(&text)
+            redis::Value::BulkString(text) => integers(text)
                 .map(PolicyReply)
                 .ok_or_else(|| "a policy reply of other than integers".into()),
-            v => Vec::<i64>::from_redis_value(v).map(PolicyReply),
+            v => Vec::<i64>::from_redis_value_ref(v).map(PolicyReply),
         }
+    }
+
+    fn from_redis_value(v: redis::Value) -> Result<Self, redis::ParsingError> {
+        Self::from_redis_value_ref(&v)
     }
 }
 
 /// The integers of `text` (decimal, an optional `-`, at most 18 digits each, separated by
-/// single spaces); `None` for anything else.
+/// single spaces); `None` for anything else. One pass over the bytes.
 fn integers(text: &[u8]) -> Option<Vec<i64>> {
     let mut out = Vec::with_capacity(text.len() / 4 + 1);
-    for word in text.split(|b| *b == b' ') {
-        let (negative, digits) = match word {
-            [b'-', rest @ ..] => (true, rest),
-            _ => (false, word),
-        };
-        if digits.is_empty() || digits.len() > 18 {
-            return None;
-        }
-        let mut v: i64 = 0;
-        for d in digits {
-            if !d.is_ascii_digit() {
-                return None;
+    let (mut v, mut digits, mut negative) = (0i64, 0usize, false);
+    for (i, &b) in text.iter().enumerate() {
+        match b {
+            b'0'..=b'9' if digits < 18 => {
+                v = v * 10 + i64::from(b - b'0');
+                digits += 1;
             }
-            v = v * 10 + i64::from(d - b'0');
+            b'-' if i == 0 || text[i - 1] == b' ' => negative = true,
+            b' ' if digits > 0 => {
+                out.push(if negative { -v } else { v });
+                (v, digits, negative) = (0, 0, false);
+            }
+            _ => return None,
         }
-        out.push(if negative { -v } else { v });
     }
+    if digits == 0 {
+        return None;
+    }
+    out.push(if negative { -v } else { v });
     Some(out)
 }
 
