@@ -65,40 +65,45 @@ impl Decision {
 /// order and the level left. The same as [`decide`] applied `n` times at one `now_ms`; used for
 /// request coalescing (`lua/token_bucket.lua` with `n` returns the level it started from).
 pub fn decide_batch(level: u64, rate: &Rate, cost: u64, n: usize) -> (Vec<Decision>, u64) {
+    let mut level = level.min(rate.burst * rate.per_ms);
+    let decisions = (0..n)
+        .map(|_| take_at_level(&mut level, rate, cost))
+        .collect();
+    (decisions, level)
+}
+
+/// The decision of one request of `cost` tokens against a bucket at `level` (scaled tokens,
+/// refilled to the instant of the decision, at most the capacity), which it lowers by what it
+/// takes: one step of [`decide_batch`].
+pub fn take_at_level(level: &mut u64, rate: &Rate, cost: u64) -> Decision {
     let scale = rate.per_ms;
     let capacity = rate.burst * scale;
     let refill = rate.limit;
     let need = cost.saturating_mul(scale);
-    let mut level = level.min(capacity);
     let full_ms = |level: u64| ceil_div(capacity - level, refill);
-    let decisions = (0..n)
-        .map(|_| {
-            if need > capacity {
-                Decision {
-                    admitted: false,
-                    remaining: level / scale,
-                    retry_after_ms: u64::MAX,
-                    full_ms: full_ms(level),
-                }
-            } else if level >= need {
-                level -= need;
-                Decision {
-                    admitted: true,
-                    remaining: level / scale,
-                    retry_after_ms: 0,
-                    full_ms: full_ms(level),
-                }
-            } else {
-                Decision {
-                    admitted: false,
-                    remaining: level / scale,
-                    retry_after_ms: ceil_div(need - level, refill),
-                    full_ms: full_ms(level),
-                }
-            }
-        })
-        .collect();
-    (decisions, level)
+    if need > capacity {
+        Decision {
+            admitted: false,
+            remaining: *level / scale,
+            retry_after_ms: u64::MAX,
+            full_ms: full_ms(*level),
+        }
+    } else if *level >= need {
+        *level -= need;
+        Decision {
+            admitted: true,
+            remaining: *level / scale,
+            retry_after_ms: 0,
+            full_ms: full_ms(*level),
+        }
+    } else {
+        Decision {
+            admitted: false,
+            remaining: *level / scale,
+            retry_after_ms: ceil_div(need - *level, refill),
+            full_ms: full_ms(*level),
+        }
+    }
 }
 
 /// Decides one request of `cost` tokens at `now_ms` against `state` (None = full bucket).

@@ -159,17 +159,18 @@ impl Breaker {
             *slot = (second, 0, 0);
         }
         slot.1 += 1;
-        if !ok {
-            slot.2 += 1;
+        if ok {
+            // A success never opens the breaker: the window's totals are not needed.
+            return None;
         }
+        slot.2 += 1;
         let oldest = second.saturating_sub(len as u64 - 1);
         let (calls, failures) = g
             .window
             .iter()
             .filter(|s| s.0 != u64::MAX && s.0 >= oldest && s.0 <= second)
             .fold((0, 0), |(c, f), s| (c + s.1, f + s.2));
-        if !ok
-            && calls >= self.settings.min_calls
+        if calls >= self.settings.min_calls
             && failures as f64 >= self.settings.failure_ratio * calls as f64
         {
             return Some(self.open(&mut g, now_ms));

@@ -16,7 +16,7 @@ use super::node::{is_wrong_role, Credentials};
 use super::scripts::{REFUND_LUA, TOKEN_BUCKET_LUA};
 use super::sentinel::is_failover_hold;
 use crate::config::RedisSettings;
-use crate::limit::token_bucket::decide_batch;
+use crate::limit::token_bucket::{decide_batch, take_at_level};
 use crate::limit::{Decision, Rate};
 use redis::{Cmd, FromRedisValue, ToRedisArgs, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -229,7 +229,8 @@ impl RedisStore {
                 }
             }
         };
-        if self.failing.swap(false, Ordering::Relaxed) {
+        // Read first: the usual case (not failing) writes nothing to the shared line.
+        if self.failing.load(Ordering::Relaxed) && self.failing.swap(false, Ordering::Relaxed) {
             tracing::info!("redis calls succeed again");
         }
         T::from_redis_value(value).map_err(|e| self.failed(RedisFault::Other, &e))
@@ -301,8 +302,11 @@ impl RedisStore {
         let reply: Value = self
             .eval_undoable(&self.token_bucket, &keys, args, Some(late))
             .await?;
-        integers(reply)
-            .and_then(|r| single_decision(&r, rate, cost))
+        let decision = match reply {
+            Value::Int(level) => Some(decision_at(level, rate, cost)),
+            other => integers(other).and_then(|r| single_decision(&r, rate, cost)),
+        };
+        decision
             .ok_or_else(|| self.failed(RedisFault::Other, &"token bucket reply of another shape"))
     }
 }
@@ -319,7 +323,8 @@ pub fn evalsha<A: ToRedisArgs>(
     let Some(first) = keys.first() else {
         return Err(RedisFault::CrossSlot);
     };
-    let slot = key_slot(first);
+    // One key is always in one slot (no hash to compute).
+    let slot = if keys.len() > 1 { key_slot(first) } else { 0 };
     if keys[1..].iter().any(|k| key_slot(k) != slot) {
         tracing::error!(keys = ?keys, "script keys span several cluster slots");
         return Err(RedisFault::CrossSlot);
@@ -380,9 +385,15 @@ pub fn integers(reply: Value) -> Option<Vec<i64>> {
 /// of another shape.
 pub fn single_decision(reply: &[i64], rate: &Rate, cost: u64) -> Option<Decision> {
     match *reply {
-        [level] => decide_batch(level.max(0) as u64, rate, cost, 1).0.pop(),
+        [level] => Some(decision_at(level, rate, cost)),
         _ => decision_of(reply).ok(),
     }
+}
+
+/// The decision of one request against the `level` a token bucket call answered.
+fn decision_at(level: i64, rate: &Rate, cost: u64) -> Decision {
+    let mut level = (level.max(0) as u64).min(rate.burst * rate.per_ms);
+    take_at_level(&mut level, rate, cost)
 }
 
 /// The decision a token bucket script answered: `[admitted (0|1), tokens left, ms until a retry

@@ -15,7 +15,7 @@
 //! Every attempt is bounded by the caller (`redis.timeout_ms`). A standalone or sentinel-mode
 //! connection keeps a reply the caller stopped waiting for, for [`late`](super::late) to read.
 
-pub use super::node::{is_wrong_role, Credentials};
+pub use super::node::{is_wrong_role, send, Credentials};
 use super::sentinel::Sentinel;
 use crate::config::{RedisSettings, RedisTopology};
 use arc_swap::ArcSwap;
@@ -257,7 +257,7 @@ impl Standalone {
     async fn query(&self, cmd: &Cmd) -> Result<Value, RedisError> {
         let held = self.manager()?;
         let mut conn = (*held).clone().expect("manager() returns a manager");
-        let result = cmd.query_async(&mut conn).await;
+        let result = send(&mut conn, cmd).await;
         match &result {
             Ok(_) => self.faults.clear(),
             Err(e) if is_wrong_role(e) || e.is_connection_dropped() => {

@@ -159,44 +159,57 @@ fn refuses_the_command(e: &RedisError) -> bool {
 /// reply ran nothing, so the script runs once. Unbounded: the caller bounds it.
 pub fn run(conn: Arc<RedisConn>, call: Cmd, source: &'static str) -> Pending {
     Box::pin(async move {
-        let no_script = |r: &Result<Value, RedisError>| matches!(r, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript));
         let first_try = conn.query(&call).await;
         if !no_script(&first_try) {
             return first_try;
         }
-        // EVALSHA <sha> <numkeys> <key>...: the first key routes the load.
-        let first_key = call.args_iter().nth(3).and_then(|a| match a {
-            redis::Arg::Simple(k) => Some(String::from_utf8_lossy(k).into_owned()),
-            _ => None,
-        });
-        let mut load = redis::cmd("SCRIPT");
-        load.arg("LOAD").arg(source);
-        match conn
-            .query_at(&load, first_key.as_deref().unwrap_or(""))
-            .await
-        {
-            Ok(_) => {
-                let second_try = conn.query(&call).await;
-                if !no_script(&second_try) {
-                    return second_try;
-                }
-            }
-            // A server that refuses SCRIPT LOAD itself (an ACL without `script|load`, a
-            // managed service that renames or forbids it) still runs EVAL, which caches the
-            // script for the next EVALSHA where the server does.
-            Err(e) if refuses_the_command(&e) => {}
-            Err(e) => return Err(e),
-        }
-        // NOSCRIPT ran nothing, so this runs the script once.
-        let mut eval = redis::cmd("EVAL");
-        eval.arg(source);
-        for a in call.args_iter().skip(2) {
-            if let redis::Arg::Simple(bytes) = a {
-                eval.arg(bytes);
-            }
-        }
-        conn.query(&eval).await
+        // Boxed apart: the usual call's future stays the size of one query.
+        Box::pin(load_and_retry(conn, call, source)).await
     })
+}
+
+fn no_script(r: &Result<Value, RedisError>) -> bool {
+    matches!(r, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
+}
+
+/// After a NOSCRIPT reply to `call`: SCRIPT LOAD and the call again, or EVAL (see [`run`]).
+async fn load_and_retry(
+    conn: Arc<RedisConn>,
+    call: Cmd,
+    source: &'static str,
+) -> Result<Value, RedisError> {
+    // EVALSHA <sha> <numkeys> <key>...: the first key routes the load.
+    let first_key = call.args_iter().nth(3).and_then(|a| match a {
+        redis::Arg::Simple(k) => Some(String::from_utf8_lossy(k).into_owned()),
+        _ => None,
+    });
+    let mut load = redis::cmd("SCRIPT");
+    load.arg("LOAD").arg(source);
+    match conn
+        .query_at(&load, first_key.as_deref().unwrap_or(""))
+        .await
+    {
+        Ok(_) => {
+            let second_try = conn.query(&call).await;
+            if !no_script(&second_try) {
+                return second_try;
+            }
+        }
+        // A server that refuses SCRIPT LOAD itself (an ACL without `script|load`, a
+        // managed service that renames or forbids it) still runs EVAL, which caches the
+        // script for the next EVALSHA where the server does.
+        Err(e) if refuses_the_command(&e) => {}
+        Err(e) => return Err(e),
+    }
+    // NOSCRIPT ran nothing, so this runs the script once.
+    let mut eval = redis::cmd("EVAL");
+    eval.arg(source);
+    for a in call.args_iter().skip(2) {
+        if let redis::Arg::Simple(bytes) = a {
+            eval.arg(bytes);
+        }
+    }
+    conn.query(&eval).await
 }
 
 #[cfg(test)]

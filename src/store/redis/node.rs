@@ -1,8 +1,10 @@
 //! How to reach one Redis node: its ACL credentials and TLS trust, and which errors mean the
-//! node at the other end is gone or no longer a writable master. Shared by every `redis.mode`
+//! node at the other end is gone or no longer a writable master, and how one command is sent
+//! on a node's connection. Shared by every `redis.mode`
 //! ([`conn`](super::conn)) and by the sentinel follower ([`sentinel`](super::sentinel)).
 
-use redis::{ConnectionInfo, IntoConnectionInfo, RedisError, TlsCertificates};
+use redis::aio::ConnectionManager;
+use redis::{Cmd, ConnectionInfo, IntoConnectionInfo, RedisError, TlsCertificates, Value};
 
 /// ACL credentials and TLS trust, resolved from the environment and files at build time.
 /// `Debug` never prints the password.
@@ -104,4 +106,10 @@ pub fn is_wrong_role(e: &RedisError) -> bool {
 /// Whether `e` means the connection is gone (dropped, refused, or an I/O failure).
 pub fn is_dead_link(e: &RedisError) -> bool {
     e.is_connection_dropped() || e.is_connection_refusal() || e.is_io_error()
+}
+
+/// Sends `cmd` on `manager` and reads its reply; an error reply (also one inside an array) is
+/// an `Err`, as `Cmd::query_async` gives it, without that call's boxed future.
+pub async fn send(manager: &mut ConnectionManager, cmd: &Cmd) -> Result<Value, RedisError> {
+    manager.send_packed_command(cmd).await?.extract_error()
 }

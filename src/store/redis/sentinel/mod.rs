@@ -183,7 +183,7 @@ impl Sentinel {
         if target.route.held {
             return Err(failover_hold(&target.route.master));
         }
-        let result = cmd.query_async(&mut target.manager.clone()).await;
+        let result = super::node::send(&mut target.manager.clone(), cmd).await;
         if let Err(e) = &result {
             if is_wrong_role(e) {
                 // A demoted master: the sentinels already name another. Ask them now, within
