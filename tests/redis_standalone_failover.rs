@@ -6,6 +6,10 @@
 //! `READONLY` (or `MASTERDOWN` when it has no master link and does not serve stale data). The
 //! gateway must drop that connection, reconnect through the address, and take decisions in
 //! Redis again, without a restart. Tiers never refill (`limit: 1, per: 1d`), so counts are exact.
+//!
+//! A link that goes silent (dropped without a reset: nothing arrives, nothing closes) is the
+//! other way a connection dies: the gateway replaces a connection that answered nothing for
+//! 30 s.
 
 mod common;
 #[path = "common/redis_topology.rs"]
@@ -131,4 +135,56 @@ async fn readonly_old_master_is_left_for_the_promoted_replica() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn masterdown_old_master_is_left_for_the_promoted_replica() {
     address_moved_to_promoted_replica(Demotion::ReplicaWithoutLink).await;
+}
+
+/// A black-holed connection (a NAT entry or a middlebox lost mid-connection: the gateway's
+/// socket stays open, nothing comes back) is given up after 30 s without any answer, and
+/// decisions return to Redis on a new connection. Before that, every request gets the tier's
+/// failure policy, never a 500 or a hung request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_black_holed_connection_is_replaced() {
+    let node = RedisNode::start(&[]);
+    let relay = TcpRelay::start(&node.addr());
+    let backend = Backend::start("echo");
+    let redis = format!(
+        "url: \"{}\", timeout_ms: 500, circuit_breaker: {{ min_calls: 100000 }}",
+        relay.url()
+    );
+    let keys = vec![("acme".to_string(), "t")];
+    let gw = Gateway::start(&ha_gateway_yaml(&redis, TIER, &keys, &backend.addr()));
+    let http = http();
+    let url = gw.url("/x");
+    for expected in [999, 998, 997] {
+        let (v, r) = ask(&http, &url, "acme").await;
+        assert_eq!(v, Verdict::RedisAdmitted, "{r:?}");
+        assert_eq!(r.remaining(), expected);
+    }
+
+    relay.black_hole();
+    let started = std::time::Instant::now();
+    let mut failed = 0;
+    let back = loop {
+        let (v, r) = ask(&http, &url, "acme").await;
+        match v {
+            Verdict::FailedClosed => failed += 1,
+            Verdict::RedisAdmitted => break r,
+            other => panic!("{other:?}: {r:?}"),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "still no Redis decision after {failed} requests; log:\n{}",
+            gw.log_tail(20)
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    // The calls on the dead link never reached Redis: the bucket continues where it was.
+    assert_eq!(back.remaining(), 996, "{back:?}");
+    assert!(failed > 0, "the black hole was never seen");
+    assert!(
+        gw.log()
+            .lines()
+            .any(|l| l.contains("answered nothing") && l.contains("reconnecting")),
+        "{}",
+        gw.log_tail(20)
+    );
 }

@@ -1,10 +1,11 @@
 //! A TCP relay in front of a server: the "address" of Redis as clients see it. It can be
-//! re-pointed (like a DNS name or a moved virtual IP), delay every byte (a WAN link) and be cut
-//! and restored (a network partition).
+//! re-pointed (like a DNS name or a moved virtual IP), delay every byte (a WAN link), be cut
+//! and restored (a network partition), and black-hole its open connections (a link dropped
+//! without a reset: nothing arrives, nothing is closed).
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,6 +20,10 @@ pub struct TcpRelay {
     cut: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     streams: Arc<Mutex<Vec<TcpStream>>>,
+    /// Connections numbered below this forward nothing (black-holed).
+    held_below: Arc<AtomicU64>,
+    /// The number the next connection gets.
+    next: Arc<AtomicU64>,
 }
 
 impl TcpRelay {
@@ -41,6 +46,8 @@ impl TcpRelay {
             cut: Arc::new(AtomicBool::new(false)),
             stop: Arc::new(AtomicBool::new(false)),
             streams: Arc::new(Mutex::new(Vec::new())),
+            held_below: Arc::new(AtomicU64::new(0)),
+            next: Arc::new(AtomicU64::new(0)),
         };
         let (target, cut, stop, streams) = (
             relay.target.clone(),
@@ -48,6 +55,7 @@ impl TcpRelay {
             relay.stop.clone(),
             relay.streams.clone(),
         );
+        let (held_below, next) = (relay.held_below.clone(), relay.next.clone());
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 if stop.load(Ordering::Acquire) {
@@ -70,12 +78,17 @@ impl TcpRelay {
                     s.push(client.try_clone().expect("clone"));
                     s.push(server.try_clone().expect("clone"));
                 }
+                let hold = Hold {
+                    number: next.fetch_add(1, Ordering::AcqRel),
+                    below: held_below.clone(),
+                };
                 delayed_pipe(
                     client.try_clone().expect("clone"),
                     server.try_clone().expect("clone"),
                     delay,
+                    hold.clone(),
                 );
-                delayed_pipe(server, client, delay);
+                delayed_pipe(server, client, delay, hold);
             }
         });
         relay
@@ -103,6 +116,26 @@ impl TcpRelay {
     pub fn restore(&self) {
         self.cut.store(false, Ordering::Release);
     }
+
+    /// Black-holes every connection open now: their bytes are read and dropped in both
+    /// directions, and nothing is closed. Connections made afterwards are relayed as usual.
+    pub fn black_hole(&self) {
+        self.held_below
+            .store(self.next.load(Ordering::Acquire), Ordering::Release);
+    }
+}
+
+/// Whether one relayed connection is black-holed.
+#[derive(Clone)]
+struct Hold {
+    number: u64,
+    below: Arc<AtomicU64>,
+}
+
+impl Hold {
+    fn held(&self) -> bool {
+        self.number < self.below.load(Ordering::Acquire)
+    }
 }
 
 impl Drop for TcpRelay {
@@ -116,8 +149,8 @@ impl Drop for TcpRelay {
 }
 
 /// Copies `from` → `to`, each chunk written `delay` after it was read (order kept; at once for
-/// a zero delay), then half-closes `to`.
-fn delayed_pipe(mut from: TcpStream, mut to: TcpStream, delay: Duration) {
+/// a zero delay), then half-closes `to`. Chunks read while `hold` is held are dropped.
+fn delayed_pipe(mut from: TcpStream, mut to: TcpStream, delay: Duration, hold: Hold) {
     let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
     std::thread::spawn(move || {
         let mut buf = [0u8; 16 * 1024];
@@ -140,6 +173,9 @@ fn delayed_pipe(mut from: TcpStream, mut to: TcpStream, delay: Duration) {
             let now = Instant::now();
             if due > now {
                 std::thread::sleep(due - now);
+            }
+            if hold.held() {
+                continue;
             }
             if to.write_all(&bytes).is_err() {
                 break;

@@ -120,7 +120,11 @@ struct Sent<'a, M: FnOnce() -> Late> {
 
 impl<M: FnOnce() -> Late> Drop for Sent<'_, M> {
     fn drop(&mut self) {
-        if let (Some(call), Some(late)) = (self.call.take(), self.late.take()) {
+        let Some(call) = self.call.take() else {
+            return;
+        };
+        self.conn.unanswered();
+        if let Some(late) = self.late.take() {
             late::hand_off(self.conn.clone(), call, late());
         }
     }

@@ -67,10 +67,10 @@ impl RedisConn {
             };
             (field, format!("not a usable Redis URL: {e}"))
         };
+        // The caller bounds each call (`redis.timeout_ms`); the connection keeps a reply it
+        // stopped waiting for as long as a late reply is waited for (super::late).
         let manager_config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(settings.timeout))
-            // The caller bounds each call (`redis.timeout_ms`); the connection keeps a reply
-            // it stopped waiting for as long as a late reply is waited for (super::late).
             .set_response_timeout(Some(settings.timeout + LATE_WAIT))
             .set_number_of_retries(1)
             .set_min_delay(Duration::from_millis(10))
@@ -78,7 +78,10 @@ impl RedisConn {
         Ok(match &settings.mode {
             RedisTopology::Standalone => {
                 let client = creds.client(&settings.url).map_err(|e| bad_url(0, e))?;
-                RedisConn::Standalone(Standalone::new(client, manager_config))
+                // No timer per call in the connection: a connection that stops answering is
+                // replaced by its stall ([`Stall`]) instead.
+                let config = manager_config.set_response_timeout(None);
+                RedisConn::Standalone(Standalone::new(client, config))
             }
             RedisTopology::Cluster => {
                 for (i, url) in settings.urls.iter().enumerate() {
@@ -136,6 +139,16 @@ impl RedisConn {
                 cmd.query_async(&mut conn).await
             }
             RedisConn::Sentinel(s) => s.query(cmd).await,
+        }
+    }
+
+    /// A call sent on this connection was left without its reply by its caller's bound (it
+    /// may still come: [`late`](super::late) waits for it) or was given up on after
+    /// [`LATE_WAIT`]. A standalone connection that answers no call for [`STALL_LIMIT`] is
+    /// replaced; the other modes' clients bound each reply themselves.
+    pub fn unanswered(&self) {
+        if let RedisConn::Standalone(s) = self {
+            s.unanswered(Instant::now());
         }
     }
 
@@ -218,12 +231,59 @@ impl FaultLog {
     }
 }
 
-/// Standalone: a connection manager replaced when the server stops being a master.
+/// How long a standalone connection may leave every call unanswered before it is presumed dead
+/// (a link dropped without a reset, a frozen peer) and replaced: as long as a late reply is
+/// waited for, so no reply that could still come is cut off.
+pub const STALL_LIMIT: Duration = LATE_WAIT;
+
+/// Since when a connection has answered nothing: opened by the first call left unanswered after
+/// an answer, closed by the next answer.
+#[derive(Default)]
+pub struct Stall {
+    /// The start of the current stall, if one is open.
+    since: Mutex<Option<Instant>>,
+    /// A stall is open (so an answered call, the usual case, takes no lock).
+    open: std::sync::atomic::AtomicBool,
+}
+
+impl Stall {
+    /// A call went unanswered at `now`: whether the connection has now answered nothing for
+    /// [`STALL_LIMIT`] (it is to be replaced; the stall starts over).
+    pub fn unanswered(&self, now: Instant) -> bool {
+        let mut since = self.since.lock();
+        self.open.store(true, std::sync::atomic::Ordering::Relaxed);
+        match *since {
+            Some(at) if now.saturating_duration_since(at) >= STALL_LIMIT => {
+                *since = None;
+                true
+            }
+            Some(_) => false,
+            None => {
+                *since = Some(now);
+                false
+            }
+        }
+    }
+
+    /// A call answered: the stall, if any, is over.
+    pub fn answered(&self) {
+        let open = &self.open;
+        if open.load(std::sync::atomic::Ordering::Relaxed)
+            && open.swap(false, std::sync::atomic::Ordering::Relaxed)
+        {
+            *self.since.lock() = None;
+        }
+    }
+}
+
+/// Standalone: a connection manager replaced when the server stops being a master, or stops
+/// answering.
 pub struct Standalone {
     client: redis::Client,
     config: ConnectionManagerConfig,
     current: ArcSwap<Option<ConnectionManager>>,
     faults: FaultLog,
+    stall: Stall,
 }
 
 impl Standalone {
@@ -233,6 +293,7 @@ impl Standalone {
             config,
             current: ArcSwap::from_pointee(None),
             faults: FaultLog::default(),
+            stall: Stall::default(),
         }
     }
 
@@ -259,7 +320,10 @@ impl Standalone {
         let mut conn = (*held).clone().expect("manager() returns a manager");
         let result = send(&mut conn, cmd).await;
         match &result {
-            Ok(_) => self.faults.clear(),
+            Ok(_) => {
+                self.faults.clear();
+                self.stall.answered();
+            }
             Err(e) if is_wrong_role(e) || e.is_connection_dropped() => {
                 // Only the first caller to see this manager fail replaces it.
                 let prev = self.current.compare_and_swap(&held, Arc::new(None));
@@ -278,6 +342,26 @@ impl Standalone {
             Err(_) => {}
         }
         result
+    }
+}
+
+impl Standalone {
+    /// See [`RedisConn::unanswered`].
+    fn unanswered(&self, now: Instant) {
+        if !self.stall.unanswered(now) {
+            return;
+        }
+        self.current.store(Arc::new(None));
+        let cause = "no reply";
+        if let Some(left_out) = self.faults.admit(cause, now) {
+            tracing::warn!(
+                cause,
+                stalled_s = STALL_LIMIT.as_secs(),
+                repeats_not_logged = left_out,
+                "redis connection answered nothing for {} s: reconnecting on the next call",
+                STALL_LIMIT.as_secs()
+            );
+        }
     }
 }
 

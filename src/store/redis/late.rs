@@ -120,7 +120,11 @@ async fn finish(
 ) -> LateOutcome {
     let reply = match tokio::time::timeout(LATE_WAIT, call).await {
         Ok(Ok(reply)) => reply,
-        Ok(Err(_)) | Err(_) => return LateOutcome::Lost,
+        Ok(Err(_)) => return LateOutcome::Lost,
+        Err(_) => {
+            conn.unanswered();
+            return LateOutcome::Lost;
+        }
     };
     let Some(undo) = undo(reply) else {
         return LateOutcome::NothingDebited;

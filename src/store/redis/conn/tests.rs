@@ -78,3 +78,24 @@ fn fault_causes_are_named() {
     let role = RedisError::from((ErrorKind::Server(redis::ServerErrorKind::ReadOnly), "reply"));
     assert_eq!(fault_cause(&role), "redis answered as a non-master");
 }
+
+#[test]
+fn a_connection_that_answers_nothing_for_the_stall_limit_is_replaced() {
+    let stall = Stall::default();
+    let t0 = Instant::now();
+    let s = Duration::from_secs(1);
+    // Unanswered calls within the limit: kept.
+    assert!(!stall.unanswered(t0));
+    assert!(!stall.unanswered(t0 + STALL_LIMIT - s));
+    // No answer for the whole limit: replaced, and a new stall starts with the next call.
+    assert!(stall.unanswered(t0 + STALL_LIMIT));
+    assert!(!stall.unanswered(t0 + STALL_LIMIT + s));
+    assert!(!stall.unanswered(t0 + 2 * STALL_LIMIT));
+    assert!(stall.unanswered(t0 + 2 * STALL_LIMIT + s));
+    // An answer ends a stall: the limit counts again from the next unanswered call.
+    assert!(!stall.unanswered(t0));
+    stall.answered();
+    assert!(!stall.unanswered(t0 + STALL_LIMIT));
+    assert!(!stall.unanswered(t0 + 2 * STALL_LIMIT - s));
+    assert!(stall.unanswered(t0 + 2 * STALL_LIMIT));
+}
