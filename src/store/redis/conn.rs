@@ -15,7 +15,7 @@
 //! Every attempt is bounded by the caller (`redis.timeout_ms`). A standalone or sentinel-mode
 //! connection keeps a reply the caller stopped waiting for, for [`late`](super::late) to read.
 
-pub use super::node::{is_wrong_role, send, Credentials};
+pub use super::node::{is_wrong_role, send, Credentials, Stall, LATE_WAIT, STALL_LIMIT};
 use super::sentinel::Sentinel;
 use crate::config::{RedisSettings, RedisTopology};
 use arc_swap::ArcSwap;
@@ -26,10 +26,6 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr
 use redis::{Cmd, IntoConnectionInfo, RedisError, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// How long a reply the caller stopped waiting for is still waited for
-/// ([`late`](super::late)).
-pub const LATE_WAIT: Duration = Duration::from_secs(30);
 
 /// Number of Redis Cluster hash slots.
 const CLUSTER_SLOTS: u16 = 16384;
@@ -67,21 +63,19 @@ impl RedisConn {
             };
             (field, format!("not a usable Redis URL: {e}"))
         };
-        // The caller bounds each call (`redis.timeout_ms`); the connection keeps a reply it
-        // stopped waiting for as long as a late reply is waited for (super::late).
+        // The caller bounds each call (`redis.timeout_ms`), and the connection keeps a reply it
+        // stopped waiting for (super::late): no timer per call in the connection. One that
+        // answers nothing for STALL_LIMIT is replaced ([`Stall`]).
         let manager_config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(settings.timeout))
-            .set_response_timeout(Some(settings.timeout + LATE_WAIT))
+            .set_response_timeout(None)
             .set_number_of_retries(1)
             .set_min_delay(Duration::from_millis(10))
             .set_max_delay(Duration::from_millis(100));
         Ok(match &settings.mode {
             RedisTopology::Standalone => {
                 let client = creds.client(&settings.url).map_err(|e| bad_url(0, e))?;
-                // No timer per call in the connection: a connection that stops answering is
-                // replaced by its stall ([`Stall`]) instead.
-                let config = manager_config.set_response_timeout(None);
-                RedisConn::Standalone(Standalone::new(client, config))
+                RedisConn::Standalone(Standalone::new(client, manager_config))
             }
             RedisTopology::Cluster => {
                 for (i, url) in settings.urls.iter().enumerate() {
@@ -144,11 +138,13 @@ impl RedisConn {
 
     /// A call sent on this connection was left without its reply by its caller's bound (it
     /// may still come: [`late`](super::late) waits for it) or was given up on after
-    /// [`LATE_WAIT`]. A standalone connection that answers no call for [`STALL_LIMIT`] is
-    /// replaced; the other modes' clients bound each reply themselves.
+    /// [`LATE_WAIT`]. A standalone or sentinel-mode connection that answers no call for
+    /// [`STALL_LIMIT`] is replaced; the cluster client bounds each reply itself.
     pub fn unanswered(&self) {
-        if let RedisConn::Standalone(s) = self {
-            s.unanswered(Instant::now());
+        match self {
+            RedisConn::Standalone(s) => s.unanswered(Instant::now()),
+            RedisConn::Sentinel(s) => s.unanswered(Instant::now()),
+            RedisConn::Cluster(_) => {}
         }
     }
 
@@ -227,51 +223,6 @@ impl FaultLog {
     pub fn clear(&self) {
         if self.open.swap(false, std::sync::atomic::Ordering::Relaxed) {
             *self.last.lock() = None;
-        }
-    }
-}
-
-/// How long a standalone connection may leave every call unanswered before it is presumed dead
-/// (a link dropped without a reset, a frozen peer) and replaced: as long as a late reply is
-/// waited for, so no reply that could still come is cut off.
-pub const STALL_LIMIT: Duration = LATE_WAIT;
-
-/// Since when a connection has answered nothing: opened by the first call left unanswered after
-/// an answer, closed by the next answer.
-#[derive(Default)]
-pub struct Stall {
-    /// The start of the current stall, if one is open.
-    since: Mutex<Option<Instant>>,
-    /// A stall is open (so an answered call, the usual case, takes no lock).
-    open: std::sync::atomic::AtomicBool,
-}
-
-impl Stall {
-    /// A call went unanswered at `now`: whether the connection has now answered nothing for
-    /// [`STALL_LIMIT`] (it is to be replaced; the stall starts over).
-    pub fn unanswered(&self, now: Instant) -> bool {
-        let mut since = self.since.lock();
-        self.open.store(true, std::sync::atomic::Ordering::Relaxed);
-        match *since {
-            Some(at) if now.saturating_duration_since(at) >= STALL_LIMIT => {
-                *since = None;
-                true
-            }
-            Some(_) => false,
-            None => {
-                *since = Some(now);
-                false
-            }
-        }
-    }
-
-    /// A call answered: the stall, if any, is over.
-    pub fn answered(&self) {
-        let open = &self.open;
-        if open.load(std::sync::atomic::Ordering::Relaxed)
-            && open.swap(false, std::sync::atomic::Ordering::Relaxed)
-        {
-            *self.since.lock() = None;
         }
     }
 }

@@ -1,10 +1,11 @@
 //! How to reach one Redis node: its ACL credentials and TLS trust, and which errors mean the
-//! node at the other end is gone or no longer a writable master, and how one command is sent
-//! on a node's connection. Shared by every `redis.mode`
+//! node at the other end is gone or no longer a writable master, how one command is sent on a
+//! node's connection, and when a connection that answers nothing is given up. Shared by every `redis.mode`
 //! ([`conn`](super::conn)) and by the sentinel follower ([`sentinel`](super::sentinel)).
 
 use redis::aio::ConnectionManager;
 use redis::{Cmd, ConnectionInfo, IntoConnectionInfo, RedisError, TlsCertificates, Value};
+use std::time::{Duration, Instant};
 
 /// ACL credentials and TLS trust, resolved from the environment and files at build time.
 /// `Debug` never prints the password.
@@ -112,4 +113,53 @@ pub fn is_dead_link(e: &RedisError) -> bool {
 /// an `Err`, as `Cmd::query_async` gives it, without that call's boxed future.
 pub async fn send(manager: &mut ConnectionManager, cmd: &Cmd) -> Result<Value, RedisError> {
     manager.send_packed_command(cmd).await?.extract_error()
+}
+
+/// How long a reply the caller stopped waiting for is still waited for
+/// ([`late`](super::late)).
+pub const LATE_WAIT: Duration = Duration::from_secs(30);
+
+/// How long a connection may leave every call unanswered before it is presumed dead (a link
+/// dropped without a reset, a frozen peer) and replaced: as long as a late reply is waited for
+/// ([`LATE_WAIT`]), so no reply that could still come is cut off.
+pub const STALL_LIMIT: Duration = LATE_WAIT;
+
+/// Since when a connection has answered nothing: opened by the first call left unanswered after
+/// an answer, closed by the next answer.
+#[derive(Default)]
+pub struct Stall {
+    /// The start of the current stall, if one is open.
+    since: parking_lot::Mutex<Option<Instant>>,
+    /// A stall is open (so an answered call, the usual case, takes no lock).
+    open: std::sync::atomic::AtomicBool,
+}
+
+impl Stall {
+    /// A call went unanswered at `now`: whether the connection has now answered nothing for
+    /// [`STALL_LIMIT`] (it is to be replaced; the stall starts over).
+    pub fn unanswered(&self, now: Instant) -> bool {
+        let mut since = self.since.lock();
+        self.open.store(true, std::sync::atomic::Ordering::Relaxed);
+        match *since {
+            Some(at) if now.saturating_duration_since(at) >= STALL_LIMIT => {
+                *since = None;
+                true
+            }
+            Some(_) => false,
+            None => {
+                *since = Some(now);
+                false
+            }
+        }
+    }
+
+    /// A call answered: the stall, if any, is over.
+    pub fn answered(&self) {
+        let open = &self.open;
+        if open.load(std::sync::atomic::Ordering::Relaxed)
+            && open.swap(false, std::sync::atomic::Ordering::Relaxed)
+        {
+            *self.since.lock() = None;
+        }
+    }
 }

@@ -24,7 +24,7 @@ mod watch;
 
 pub use state::{Event, Node, Route, View, Watch};
 
-use super::node::{is_dead_link, is_wrong_role, Credentials};
+use super::node::{is_dead_link, is_wrong_role, Credentials, Stall};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
@@ -121,6 +121,8 @@ pub struct Sentinel {
     /// Number of asks started; the last one finished, published.
     asks: AtomicU64,
     asked: tokio::sync::watch::Sender<u64>,
+    /// Since when the master's connection has answered nothing.
+    stall: Stall,
 }
 
 impl Sentinel {
@@ -164,6 +166,7 @@ impl Sentinel {
             poke: tokio::sync::Notify::new(),
             asks: AtomicU64::new(0),
             asked: tokio::sync::watch::Sender::new(0),
+            stall: Stall::default(),
         })
     }
 
@@ -184,6 +187,9 @@ impl Sentinel {
             return Err(failover_hold(&target.route.master));
         }
         let result = super::node::send(&mut target.manager.clone(), cmd).await;
+        if result.is_ok() {
+            self.stall.answered();
+        }
         if let Err(e) = &result {
             if is_wrong_role(e) {
                 // A demoted master: the sentinels already name another. Ask them now, within
@@ -308,6 +314,37 @@ impl Sentinel {
             },
         };
         self.target.store(Arc::new(Some(Target { route, manager })));
+    }
+}
+
+impl Sentinel {
+    /// A call to the master was left unanswered at `now`: once the connection has answered
+    /// nothing for [`STALL_LIMIT`](super::node::STALL_LIMIT) (a link dropped without a reset),
+    /// the same master gets a new connection, and the sentinels are asked again.
+    pub fn unanswered(&self, now: std::time::Instant) {
+        if !self.stall.unanswered(now) {
+            return;
+        }
+        let held = self.target.load_full();
+        let Some(target) = held.as_ref() else {
+            return;
+        };
+        match self.nodes.manager(&target.route.master) {
+            Ok(manager) => {
+                tracing::warn!(master = %target.route.master,
+                    "redis sentinel: master {} answered nothing for {} s: reconnecting",
+                    target.route.master, super::node::STALL_LIMIT.as_secs());
+                let fresh = Target {
+                    route: target.route.clone(),
+                    manager,
+                };
+                // Unless the sentinels named another master meanwhile.
+                self.target.compare_and_swap(&held, Arc::new(Some(fresh)));
+            }
+            Err(e) => tracing::error!(master = %target.route.master, error = %e,
+                "redis sentinel: cannot reconnect to the named master"),
+        }
+        self.poke.notify_one();
     }
 }
 
