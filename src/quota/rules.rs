@@ -100,10 +100,7 @@ impl PreparedCalls {
         rules: &[&RuleCall],
         quotas: Option<QuotaPart<'_>>,
     ) -> Self {
-        let entries: Vec<&LimitEntry> = tier_entry
-            .iter()
-            .chain(rules.iter().map(|r| &r.entry))
-            .collect();
+        let entries = entries_of(tier_entry.as_ref(), rules);
         let groups = groups_of(&entries);
         let keys = groups
             .iter()
@@ -147,11 +144,19 @@ impl PreparedCalls {
 
     /// The request's entries: the tier's first (when there is one), then `rules`'.
     fn entries<'a>(&'a self, rules: &[&'a RuleCall]) -> Vec<&'a LimitEntry> {
-        self.tier_entry
-            .iter()
-            .chain(rules.iter().map(|r| &r.entry))
-            .collect()
+        entries_of(self.tier_entry.as_ref(), rules)
     }
+}
+
+/// `tier_entry` (when there is one), then `rules`' entries, in the order the calls take them.
+fn entries_of<'a>(
+    tier_entry: Option<&'a LimitEntry>,
+    rules: &[&'a RuleCall],
+) -> Vec<&'a LimitEntry> {
+    tier_entry
+        .into_iter()
+        .chain(rules.iter().map(|r| &r.entry))
+        .collect()
 }
 
 /// What Redis said to one group.
