@@ -9,6 +9,7 @@ use crate::pipeline::{Layer, Outcome};
 use crate::quota::inflight::InflightLease;
 use crate::response::QuotaHeaders;
 use crate::snapshot::Snapshot;
+use crate::upstream::Upstream;
 use http::HeaderValue;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -102,6 +103,10 @@ impl Ctx {
     /// The request's route, once the route stage resolved it.
     pub(super) fn route<'a>(&self, snap: &'a Snapshot) -> Option<&'a RouteSettings> {
         self.route.map(|i| &snap.config.routes[i])
+    }
+    /// The upstream of the request's route, once the route stage resolved it.
+    pub(super) fn upstream<'a>(&self, snap: &'a Snapshot) -> Option<&'a Upstream> {
+        snap.route_upstream(self.route?)
     }
     /// The tier for metrics and the access log: the tenant stage's, else the identity's, else `-`.
     pub(super) fn tier_label(&self) -> &str {

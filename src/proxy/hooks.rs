@@ -129,8 +129,7 @@ impl ProxyHttp for Proxy {
         // Try the next backend once per backend before giving up.
         ctx.connect_tries += 1;
         let backends = ctx
-            .route(&ctx.snapshot)
-            .and_then(|r| ctx.snapshot.upstreams.get(&r.upstream))
+            .upstream(&ctx.snapshot)
             .map(|u| u.settings.backends.len())
             .unwrap_or(1);
         if ctx.connect_tries < backends {

@@ -491,9 +491,7 @@ pub(super) async fn slot_stage(
     ctx: &mut Ctx,
     snap: &Snapshot,
 ) -> Result<bool> {
-    let upstream = ctx
-        .route(snap)
-        .and_then(|r| snap.upstreams.get(&r.upstream));
+    let upstream = ctx.upstream(snap);
     let (Some(upstream), Some(identity)) = (upstream, &ctx.identity) else {
         return Ok(false);
     };
@@ -537,11 +535,7 @@ pub(super) fn check_backend_connection(
     digest: Option<&pingora::protocols::Digest>,
 ) -> Result<()> {
     let snap = &ctx.snapshot;
-    let Some(tls) = ctx
-        .route(snap)
-        .and_then(|r| snap.upstreams.get(&r.upstream))
-        .and_then(|u| u.tls.as_ref())
-    else {
+    let Some(tls) = ctx.upstream(snap).and_then(|u| u.tls.as_ref()) else {
         return Ok(());
     };
     let presented = digest
@@ -555,8 +549,7 @@ pub(super) fn check_backend_connection(
 pub(super) fn backend_peer(ctx: &Ctx) -> Result<Box<HttpPeer>> {
     let snap = &ctx.snapshot;
     let upstream = ctx
-        .route(snap)
-        .and_then(|r| snap.upstreams.get(&r.upstream))
+        .upstream(snap)
         .ok_or_else(|| Error::explain(ErrorType::HTTPStatus(502), "route without upstream"))?;
     let backend = upstream
         .pool
@@ -637,7 +630,5 @@ pub(super) async fn body_stage(
 /// True when the request's upstream has `h2: true`.
 fn upstream_speaks_h2(ctx: &Ctx) -> bool {
     let snap = &ctx.snapshot;
-    ctx.route(snap)
-        .and_then(|r| snap.upstreams.get(&r.upstream))
-        .is_some_and(|u| u.settings.h2.is_some())
+    ctx.upstream(snap).is_some_and(|u| u.settings.h2.is_some())
 }

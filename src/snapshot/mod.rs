@@ -25,7 +25,10 @@ use std::sync::Arc;
 pub struct Snapshot {
     pub config: Config,
     pub router: Router,
-    pub upstreams: HashMap<String, Upstream>,
+    pub upstreams: HashMap<String, Arc<Upstream>>,
+    /// The upstream of each route, by route index (`config.routes`): resolved once here rather
+    /// than looked up by name on every request.
+    route_upstreams: Vec<Option<Arc<Upstream>>>,
     pub auth: Authenticator,
     /// Tenant stage; `None` when no tier is configured.
     pub quota: Option<Arc<QuotaService>>,
@@ -118,14 +121,19 @@ impl Snapshot {
         let (Some(auth), Ok(listener_tls), true) = (auth, listener_tls, errors.is_empty()) else {
             return Err(errors);
         };
-        let upstreams = config
+        let upstreams: HashMap<String, Arc<Upstream>> = config
             .upstreams
             .iter()
             .map(|(name, settings)| {
-                let prev = previous.and_then(|p| p.upstreams.get(name));
+                let prev = previous.and_then(|p| p.upstreams.get(name)).map(|u| &**u);
                 let tls = peer_tls.get(name).cloned();
-                (name.clone(), Upstream::build(settings, prev, tls))
+                (name.clone(), Arc::new(Upstream::build(settings, prev, tls)))
             })
+            .collect();
+        let route_upstreams = config
+            .routes
+            .iter()
+            .map(|r| upstreams.get(&r.upstream).cloned())
             .collect();
         let route_ids = config.routes.iter().map(|r| r.id.as_str());
         let route_series = route_ids.chain(["none"]).map(RouteSeries::new).collect();
@@ -140,6 +148,7 @@ impl Snapshot {
             rule_plans: PlanMemo::default(),
             router: Router::new(config.routes.clone()),
             upstreams,
+            route_upstreams,
             auth,
             quota,
             listener_tls,
@@ -153,6 +162,11 @@ impl Snapshot {
             }),
             config,
         })
+    }
+
+    /// The upstream of the route at `route` (an index into `config.routes`).
+    pub fn route_upstream(&self, route: usize) -> Option<&Upstream> {
+        self.route_upstreams.get(route)?.as_deref()
     }
 
     /// The limits set live for `tenant` (`store.overrides`) in force now: from this instance's
