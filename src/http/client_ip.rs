@@ -34,32 +34,62 @@ pub fn key_of(ip: IpAddr, ipv6_prefix: u8) -> IpAddr {
     }
 }
 
-/// Appends `ip` in its standard text form, exactly as `Display` writes it (IPv4 dotted
-/// decimal; IPv6 in RFC 5952 form), to `out` (ASCII bytes). IPv4, the common case, is written
-/// octet by octet without the formatting machinery, which would run twice per request
-/// (`X-Forwarded-For` and the anonymous tenant id).
+/// Appends `ip` in its standard text form ([`IpText`]) to `out` (ASCII bytes).
 pub fn push_ip(out: &mut Vec<u8>, ip: IpAddr) {
-    match ip {
-        IpAddr::V4(v4) => {
-            // Digit by digit into room made once (no copy call per octet).
-            out.reserve(15);
-            for (i, octet) in v4.octets().into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b'.');
+    out.extend_from_slice(IpText::of(ip).as_bytes());
+}
+
+/// An address in its standard text form, exactly as `Display` writes it (IPv4 dotted decimal;
+/// IPv6 in RFC 5952 form), held on the stack: its length is known before anything is allocated
+/// for it. IPv4, the common case, is written octet by octet without the formatting machinery,
+/// which would run twice per request (`X-Forwarded-For` and the anonymous tenant id).
+#[derive(Clone, Copy)]
+pub struct IpText {
+    /// Room for the longest text (`INET6_ADDRSTRLEN` less its NUL).
+    buf: [u8; 45],
+    len: usize,
+}
+
+impl IpText {
+    /// The text of `ip`.
+    pub fn of(ip: IpAddr) -> IpText {
+        let mut text = IpText {
+            buf: [0; 45],
+            len: 0,
+        };
+        match ip {
+            IpAddr::V4(v4) => {
+                for (i, octet) in v4.octets().into_iter().enumerate() {
+                    if i > 0 {
+                        text.push(b'.');
+                    }
+                    if octet >= 100 {
+                        text.push(b'0' + octet / 100);
+                    }
+                    if octet >= 10 {
+                        text.push(b'0' + octet / 10 % 10);
+                    }
+                    text.push(b'0' + octet % 10);
                 }
-                if octet >= 100 {
-                    out.push(b'0' + octet / 100);
-                }
-                if octet >= 10 {
-                    out.push(b'0' + octet / 10 % 10);
-                }
-                out.push(b'0' + octet % 10);
+            }
+            IpAddr::V6(v6) => {
+                use std::io::Write;
+                let mut rest = &mut text.buf[..];
+                let _ = write!(rest, "{v6}");
+                text.len = 45 - rest.len();
             }
         }
-        IpAddr::V6(v6) => {
-            use std::io::Write;
-            let _ = write!(out, "{v6}");
-        }
+        text
+    }
+
+    fn push(&mut self, byte: u8) {
+        self.buf[self.len] = byte;
+        self.len += 1;
+    }
+
+    /// The text's bytes (ASCII).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
     }
 }
 

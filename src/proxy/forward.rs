@@ -34,10 +34,13 @@ pub(super) fn request_id(req: &RequestHeader) -> (HeaderValue, bool) {
             return (value.clone(), true);
         }
     }
-    // Straight from the stack into the value's one allocation.
+    // Straight from the stack into the value's one allocation, which its copies (the backend
+    // request's, the response's) share: a copied buffer would be allocated again at the first
+    // copy, to be shared from then on.
     let mut buf = [0u8; request_id::LENGTH];
-    let id = request_id::generate_into(&mut buf);
-    let value = HeaderValue::from_str(id).expect("a UUID is a valid header value");
+    request_id::generate_into(&mut buf);
+    let value = HeaderValue::from_maybe_shared(bytes::Bytes::from_owner(buf))
+        .expect("a UUID is a valid header value");
     (value, false)
 }
 
@@ -83,13 +86,22 @@ pub(super) fn forward_headers(session: &mut Session, ctx: &Ctx) -> Result<()> {
         }
         // X-Forwarded-For in one allocation: every field the client sent, byte for byte and in
         // order (as one list, RFC 9110 5.3, the same list the edge stage read), then the peer.
-        let mut xff = Vec::with_capacity(64);
-        for v in req.map().get_all(&X_FORWARDED_FOR) {
+        // Sized exactly, so that the value takes the buffer over as it is (a buffer with room
+        // to spare would cost the value a second allocation).
+        let peer = peer.map(client_ip::IpText::of);
+        let sent = seen
+            .forwarded_for
+            .then(|| req.map().get_all(&X_FORWARDED_FOR));
+        let sent = || sent.iter().flat_map(|all| all.iter());
+        let len = sent().map(|v| v.len() + 2).sum::<usize>()
+            + peer.as_ref().map_or(0, |p| p.as_bytes().len());
+        let mut xff = Vec::with_capacity(len);
+        for v in sent() {
             xff.extend_from_slice(v.as_bytes());
             xff.extend_from_slice(b", ");
         }
-        match peer {
-            Some(peer) => client_ip::push_ip(&mut xff, peer),
+        match &peer {
+            Some(peer) => xff.extend_from_slice(peer.as_bytes()),
             None => xff.truncate(xff.len().saturating_sub(2)),
         }
         if !xff.is_empty() {
@@ -125,6 +137,8 @@ struct Seen {
     proxy_field: bool,
     /// `Connection` ([`keep_owned_headers`]).
     connection: bool,
+    /// `X-Forwarded-For`, the list the peer is added to (looked up only when there is one).
+    forwarded_for: bool,
 }
 
 impl Seen {
@@ -138,6 +152,7 @@ impl Seen {
             underscore: false,
             proxy_field: false,
             connection: false,
+            forwarded_for: false,
         };
         for name in map.keys() {
             seen.stripped |= strip.contains(&name);
@@ -150,6 +165,7 @@ impl Seen {
     }
 
     fn look_at(&mut self, name: &HeaderName) {
+        self.forwarded_for |= *name == X_FORWARDED_FOR;
         if *name == CONNECTION {
             self.connection = true;
             return;

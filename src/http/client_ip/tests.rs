@@ -94,6 +94,9 @@ fn push_ip_writes_what_display_writes() {
         "2001:db8:0:0:1:0:0:1",
         "::ffff:192.0.2.7",
         "fe80::1:2:3:4",
+        // The longest texts: eight full groups, and a mapped address's dotted tail.
+        "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+        "::ffff:255.255.255.255",
     ]
     .iter()
     .map(|a| ip(a))
