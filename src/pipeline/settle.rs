@@ -156,7 +156,9 @@ impl Settle {
         }
         let back = self.decide(Moment::Head(status));
         if let Some(quota) = &self.quota {
-            give_back(quota, &self.tenant, back).await;
+            // Boxed: the store call's state would otherwise sit inside the response hook's
+            // future, which Pingora allocates and copies for every response, given back or not.
+            Box::pin(give_back(quota, &self.tenant, back)).await;
         }
     }
 
