@@ -11,8 +11,8 @@
 
 use super::fair_queue::{FairQueue, Order, PushRefused, QueueBounds, Ticket};
 use crate::config::{QueueSettings, UpstreamSettings};
-use crate::hashing::HashMap;
 use crate::observe::metrics::METRICS;
+use hashbrown::hash_map::EntryRef;
 use prometheus::IntGauge;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
@@ -73,10 +73,14 @@ pub struct SlotLimits<'a> {
 
 type Grant = Result<SlotGuard, SlotRejection>;
 
+/// Slots held per tenant name.
+type Held = hashbrown::HashMap<Arc<str>, u32, crate::hashing::RandomState>;
+
 struct State {
     busy: u32,
-    /// Slots held per tenant (entries with 0 are removed).
-    held: HashMap<String, u32>,
+    /// Slots held per tenant (entries with 0 are removed). The name is shared with the tenant's
+    /// guards ([`hold`]); each change finds its entry with one hash.
+    held: Held,
     /// The per-tenant cap of the latest request (a reload may change it).
     per_tenant: Option<u32>,
     queue: FairQueue<oneshot::Sender<Grant>>,
@@ -90,7 +94,7 @@ struct Core {
 }
 
 /// A slot to hand over once the lock is released, or a push-out notice.
-type Delivery = (oneshot::Sender<Grant>, Result<String, SlotRejection>);
+type Delivery = (oneshot::Sender<Grant>, Result<Arc<str>, SlotRejection>);
 
 impl Core {
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -115,8 +119,7 @@ impl Core {
             };
             self.queue_depth.dec();
             *busy += 1;
-            *held.entry(tenant.clone()).or_insert(0) += 1;
-            out.push((tx, Ok(tenant)));
+            out.push((tx, Ok(hold(held, &tenant))));
         }
     }
 
@@ -133,10 +136,10 @@ impl Core {
         {
             let mut st = self.lock();
             st.busy -= 1;
-            if let Some(n) = st.held.get_mut(tenant) {
-                *n -= 1;
-                if *n == 0 {
-                    st.held.remove(tenant);
+            if let EntryRef::Occupied(mut held) = st.held.entry_ref(tenant) {
+                *held.get_mut() -= 1;
+                if *held.get() == 0 {
+                    held.remove();
                 }
             }
             self.dispatch(&mut st, &mut out);
@@ -154,15 +157,27 @@ pub struct Slots {
     core: Arc<Core>,
 }
 
+/// Counts one more slot held by `tenant` in `held` and returns the name its guard keeps: the
+/// map's own key (one copy of the name per tenant in flight, not one per request).
+fn hold(held: &mut Held, tenant: &str) -> Arc<str> {
+    match held.entry_ref(tenant) {
+        EntryRef::Occupied(mut e) => {
+            *e.get_mut() += 1;
+            e.key().clone()
+        }
+        EntryRef::Vacant(e) => e.insert_entry(1).key().clone(),
+    }
+}
+
 /// A held slot; dropping it releases the slot (to the next eligible waiter) and updates the
 /// in-flight gauge.
 pub struct SlotGuard {
     core: Arc<Core>,
-    tenant: String,
+    tenant: Arc<str>,
 }
 
 impl SlotGuard {
-    fn new(core: Arc<Core>, tenant: String) -> Self {
+    fn new(core: Arc<Core>, tenant: Arc<str>) -> Self {
         core.in_flight.inc();
         SlotGuard { core, tenant }
     }
@@ -199,7 +214,7 @@ impl Slots {
                 max,
                 state: Mutex::new(State {
                     busy: 0,
-                    held: HashMap::default(),
+                    held: Held::default(),
                     per_tenant: None,
                     queue: FairQueue::new(order),
                 }),
@@ -238,20 +253,23 @@ impl Slots {
         limits: SlotLimits<'_>,
     ) -> Result<SlotGuard, SlotRejection> {
         let mut out = Vec::new();
+        // The name the guard keeps, when a free slot was taken.
+        let mut taken = None;
         let queued = {
             let mut st = self.core.lock();
             if st.per_tenant != limits.per_tenant {
                 st.per_tenant = limits.per_tenant;
                 self.core.dispatch(&mut st, &mut out);
             }
-            let held = st.held.get(who.tenant).copied().unwrap_or(0);
-            if limits.per_tenant.is_some_and(|cap| held >= cap) {
+            // The tenant's count is looked up only under a per-tenant cap.
+            let held = |st: &State| st.held.get(who.tenant).copied().unwrap_or(0);
+            if limits.per_tenant.is_some_and(|cap| held(&st) >= cap) {
                 Err(SlotRejection::TenantFull)
             } else if st.busy < self.max {
                 // No eligible waiter exists while a slot is free (dispatch runs on every
                 // release), so taking it jumps nobody.
                 st.busy += 1;
-                *st.held.entry(who.tenant.to_string()).or_insert(0) += 1;
+                taken = Some(hold(&mut st.held, who.tenant));
                 Ok(None)
             } else if let Some(queue) = limits.queue {
                 let (tx, rx) = oneshot::channel();
@@ -277,9 +295,10 @@ impl Slots {
             }
         };
         self.core.deliver(out);
-        let (ticket, rx, timeout) = match queued? {
-            None => return Ok(SlotGuard::new(self.core.clone(), who.tenant.to_string())),
-            Some(q) => q,
+        let (ticket, rx, timeout) = match (queued?, taken) {
+            (Some(q), _) => q,
+            (None, Some(tenant)) => return Ok(SlotGuard::new(self.core.clone(), tenant)),
+            (None, None) => unreachable!("a request neither queued nor holding a slot"),
         };
         // Leaves the queue however the wait ends, including when the caller drops this future.
         let _place = Place {

@@ -435,15 +435,18 @@ impl Authenticator {
     }
 
     /// The JWKS issuer a request's bearer token waits for (see
-    /// [`jwt::JwtVerifier::awaiting_keys`]): `None` for every request that need not wait.
-    pub fn awaiting_keys(
-        &self,
-        headers: &HeaderMap,
-        now: std::time::Instant,
-    ) -> Option<Arc<issuers::IssuerKeys>> {
+    /// [`jwt::JwtVerifier::awaiting_keys`]), now: `None` for every request that need not wait
+    /// (the clock is read only for a bearer token when there are issuers).
+    pub fn awaiting_keys(&self, headers: &HeaderMap) -> Option<Arc<issuers::IssuerKeys>> {
         let verifier = self.jwt.as_ref().filter(|j| !j.issuers().is_empty())?;
         let token = bearer_token(headers).ok()??;
-        verifier.awaiting_keys(token, now)
+        verifier.awaiting_keys(token, std::time::Instant::now())
+    }
+
+    /// True when identifying a request reads the clock: bearer tokens are verified (`exp`,
+    /// `nbf`). API keys and client certificates do not expire here.
+    pub fn reads_clock(&self) -> bool {
+        self.jwt.is_some()
     }
 
     /// Which issuer (`None`: a static key) and which `kid` verify the request's bearer token

@@ -53,23 +53,38 @@ const OUTCOMES: usize = Outcome::ALL.len();
 
 /// `tollgate_decisions_total{layer, outcome, tier}` for the tiers of one snapshot and `-`.
 pub struct DecisionSeries {
-    by_tier: HashMap<String, Box<[OnceLock<IntCounter>]>>,
+    /// Each tier's place in `slots`.
+    index: HashMap<String, usize>,
+    slots: Vec<Box<[OnceLock<IntCounter>]>>,
 }
 
 impl DecisionSeries {
     /// Series for `tiers` (names) and `-` (no tier), resolved on first use.
     pub fn new<'a>(tiers: impl IntoIterator<Item = &'a String>) -> Self {
-        let slots = || (0..LAYERS * OUTCOMES).map(|_| OnceLock::new()).collect();
-        let mut by_tier: HashMap<String, Box<[OnceLock<IntCounter>]>> =
-            tiers.into_iter().map(|t| (t.clone(), slots())).collect();
-        by_tier.insert("-".to_string(), slots());
-        DecisionSeries { by_tier }
+        let mut index = HashMap::default();
+        let mut slots = Vec::new();
+        for tier in tiers.into_iter().map(String::as_str).chain(["-"]) {
+            index.insert(tier.to_string(), slots.len());
+            slots.push((0..LAYERS * OUTCOMES).map(|_| OnceLock::new()).collect());
+        }
+        DecisionSeries { index, slots }
+    }
+
+    /// The place of `tier`'s series in this snapshot's (`None`: a tier it does not know), for
+    /// [`Self::inc_at`]: a request looks its tier up once, not at every decision.
+    pub fn tier_index(&self, tier: &str) -> Option<usize> {
+        self.index.get(tier).copied()
     }
 
     /// Counts one decision of `layer` with `outcome` for `tier` (`-` when none); a tier this
     /// snapshot does not know goes through the vector directly.
     pub fn inc(&self, layer: Layer, outcome: Outcome, tier: &str) {
-        match self.by_tier.get(tier) {
+        self.inc_at(self.tier_index(tier), layer, outcome, tier);
+    }
+
+    /// [`Self::inc`] for the tier `tier` whose place [`Self::tier_index`] gave as `index`.
+    pub fn inc_at(&self, index: Option<usize>, layer: Layer, outcome: Outcome, tier: &str) {
+        match index.and_then(|i| self.slots.get(i)) {
             Some(slots) => slots[layer as usize * OUTCOMES + outcome as usize]
                 .get_or_init(|| {
                     let labels = [layer.as_str(), outcome.as_str(), tier];

@@ -41,6 +41,14 @@ pub async fn check(
     Some(blocked(&a.rule.name, left, status))
 }
 
+/// True when one of `rules` can be blocked (`block_for`, enforced): only then is there a block
+/// to [`check`] (the caller skips its boxed future otherwise).
+pub fn any_blockable(rules: &[(AppliedRule<'_>, RuleCall)]) -> bool {
+    rules
+        .iter()
+        .any(|(a, call)| a.rule.block_for.is_some() && !call.entry.shadow)
+}
+
 /// The first of `rules` (with `block_for`, enforced) whose key is blocked: its index and the
 /// block's time left, ms. `extend`: a rule with `extend_on_refusal` starts its block again (a
 /// refusal); false for a look that must not (a dry run). Asks Redis per such rule; when Redis

@@ -37,7 +37,7 @@ pub async fn take(
         return Ok(None);
     };
     match quota
-        .acquire_inflight(&plan.tenant, max, tier.on_failure)
+        .acquire_inflight(plan.tenant, max, tier.on_failure)
         .await
     {
         InflightOutcome::Held(lease) => Ok(Some(lease)),

@@ -234,7 +234,7 @@ pub async fn run(
     let combined = Box::pin(quota.decide_with_rules(asked, &calls, prepared)).await;
     if let (Some(p), Some(o)) = (tier, &combined.tier) {
         let tier = p.limits.tier.name.as_str();
-        o.record_fit(fit, &p.tenant, tier, crate::observe::tier_fit::unix_ms());
+        o.record_fit(fit, p.tenant, tier, crate::observe::tier_fit::unix_ms());
     }
     judge(series, tier, rules, usage, combined, status, shadow)
 }

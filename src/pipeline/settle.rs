@@ -121,7 +121,7 @@ impl Settle {
                     counting,
                 });
             }
-            s.tenant = p.tenant.clone();
+            s.tenant = p.tenant.to_string();
         }
         let offset = usize::from(plan.is_some());
         for (i, (a, call)) in rules.iter().enumerate() {

@@ -18,7 +18,8 @@ use serde_json::json;
 /// What the tenant stage asks the quota store for one request.
 #[derive(Debug, Clone)]
 pub struct Plan<'a> {
-    pub tenant: String,
+    /// The identity's tenant (borrowed: the plan lives within its request).
+    pub tenant: &'a str,
     /// The limits that apply ([`policy::resolve`]): the tier and the tenant's effective bucket.
     pub limits: Applied<'a>,
     /// Tokens this request costs (`routes[].cost`).
@@ -34,7 +35,7 @@ impl Plan<'_> {
     /// The quota store request.
     pub fn request(&self) -> TenantQuota<'_> {
         TenantQuota {
-            tenant: &self.tenant,
+            tenant: self.tenant,
             policy: &self.limits.tier.name,
             rate: self.limits.rate,
             cost: self.cost,
@@ -50,7 +51,7 @@ impl Plan<'_> {
 /// `rejected` when its tier does not exist.
 pub fn plan<'a>(
     snap: &'a Snapshot,
-    identity: &Identity,
+    identity: &'a Identity,
     cost: u64,
 ) -> Result<Option<Plan<'a>>, Rejection> {
     let (Some(_), Some(tier_name)) = (&snap.quota, &identity.tier) else {
@@ -73,7 +74,7 @@ pub fn plan<'a>(
         region.record(&identity.tenant, cost);
     }
     Ok(Some(Plan {
-        tenant: identity.tenant.clone(),
+        tenant: &identity.tenant,
         limits,
         cost,
     }))
@@ -149,12 +150,14 @@ pub async fn run(
     let outcome = Box::pin(quota.decide(&plan.request())).await;
     // Tier fit counts the tenant's own policies (before any burst pool, shadow or not).
     let (tier, now) = (&plan.limits.tier.name, crate::observe::tier_fit::unix_ms());
-    outcome.record_fit(fit, &plan.tenant, tier, now);
+    outcome.record_fit(fit, plan.tenant, tier, now);
     let mut pool = None;
-    if let (Some(p), Some(h)) = (&plan.limits.tier.pool, headers_of(plan, &outcome)) {
+    // The headers are built here only for a tier with a pool ([`judge`] builds them once).
+    let with_pool = plan.limits.tier.pool.as_ref();
+    if let Some((p, h)) = with_pool.and_then(|p| Some((p, headers_of(plan, &outcome)?))) {
         // Not when degraded: the pool lives in Redis too.
         if !h.admitted() && !h.degraded {
-            let asked = quota.decide_pool(&plan.limits.tier.name, &plan.tenant, p, plan.cost);
+            let asked = quota.decide_pool(&plan.limits.tier.name, plan.tenant, p, plan.cost);
             pool = asked.await.ok().map(|d| (p, d));
         }
     }

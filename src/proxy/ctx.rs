@@ -7,7 +7,7 @@ use crate::pipeline::settle::Settle;
 use crate::pipeline::usage::UsageMeter;
 use crate::pipeline::{Layer, Outcome};
 use crate::quota::inflight::InflightLease;
-use crate::response::QuotaHeaders;
+use crate::response::{HeaderBlock, QuotaHeaders};
 use crate::snapshot::Snapshot;
 use crate::upstream::Upstream;
 use http::HeaderValue;
@@ -28,10 +28,12 @@ pub struct Ctx {
     pub(super) route: Option<usize>,
     /// Who the request is (anonymous included), once the identity stage passed.
     pub(super) identity: Option<Identity>,
-    /// Tenant whose bucket the tenant stage used.
-    pub(super) tenant: Option<String>,
-    /// Tier whose bucket the tenant stage used.
-    pub(super) tier: Option<String>,
+    /// The tenant stage used the identity's tenant bucket ([`Ctx::tenant`]). The tier it used
+    /// is always the identity's own (`tiers:` is keyed by name), so no copy of either is kept.
+    pub(super) tenant_staged: bool,
+    /// The place of [`Ctx::tier_label`]'s decision series in the snapshot's, once a decision
+    /// looked it up; cleared when the identity (which names the tier) is set.
+    pub(super) tier_series: Option<Option<usize>>,
     pub(super) quota_headers: Option<QuotaHeaders>,
     pub(super) slot: Option<SlotGuard>,
     /// The request body's share of `server.body_buffer_total_bytes`, when it was buffered.
@@ -77,8 +79,8 @@ impl Ctx {
             client: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             route: None,
             identity: None,
-            tenant: None,
-            tier: None,
+            tenant_staged: false,
+            tier_series: None,
             quota_headers: None,
             slot: None,
             body_buffer: None,
@@ -108,12 +110,19 @@ impl Ctx {
     pub(super) fn upstream<'a>(&self, snap: &'a Snapshot) -> Option<&'a Upstream> {
         snap.route_upstream(self.route?)
     }
-    /// The tier for metrics and the access log: the tenant stage's, else the identity's, else `-`.
+    /// The tier for metrics and the access log: the identity's (the one the tenant stage used,
+    /// when it decided), else `-`.
     pub(super) fn tier_label(&self) -> &str {
-        self.tier
-            .as_deref()
-            .or_else(|| self.identity.as_ref().and_then(|i| i.tier.as_deref()))
+        self.identity
+            .as_ref()
+            .and_then(|i| i.tier.as_deref())
             .unwrap_or("-")
+    }
+
+    /// The tenant whose bucket the tenant stage used, once it decided.
+    pub(super) fn tenant(&self) -> Option<&str> {
+        let id = self.identity.as_ref().filter(|_| self.tenant_staged);
+        id.map(|i| i.tenant.as_str())
     }
     /// The rate-limit header pairs of the request, once the tenant stage decided, without
     /// `Retry-After`: a refusal carries its own ([`Rejection::retry_after`]), and a request that
@@ -121,10 +130,17 @@ impl Ctx {
     ///
     /// [`Rejection::retry_after`]: crate::pipeline::Rejection::retry_after
     pub(super) fn quota_pairs(&self) -> Vec<(&'static str, String)> {
-        let q = self.quota_headers.as_ref();
-        let mut pairs = q.map(|q| self.snapshot.quota_pairs(q)).unwrap_or_default();
-        pairs.retain(|(name, _)| *name != "Retry-After");
-        pairs
+        self.quota_fields().into_pairs()
+    }
+
+    /// [`Ctx::quota_pairs`] as one [`HeaderBlock`] (every value in one buffer).
+    pub(super) fn quota_fields(&self) -> HeaderBlock {
+        let Some(q) = &self.quota_headers else {
+            return HeaderBlock::default();
+        };
+        let mut fields = self.snapshot.quota_fields(q);
+        fields.retain(|name| name != "Retry-After");
+        fields
     }
 
     /// Gives back at once what the request holds beyond its answer, when tollgate answers it

@@ -116,30 +116,20 @@ pub(super) fn edit_response<T>(
 /// The header name for one of tollgate's own names (`RateLimit-Policy`, `Retry-After`, ...):
 /// a constant for the common ones, else parsed (lower-cased).
 pub(super) fn name(name: &str) -> Result<HeaderName> {
-    const KNOWN: [(&str, HeaderName); 6] = [
-        (
-            "RateLimit-Policy",
-            HeaderName::from_static("ratelimit-policy"),
-        ),
-        ("RateLimit", HeaderName::from_static("ratelimit")),
-        (
-            "X-RateLimit-Limit",
-            HeaderName::from_static("x-ratelimit-limit"),
-        ),
-        (
-            "X-RateLimit-Remaining",
-            HeaderName::from_static("x-ratelimit-remaining"),
-        ),
-        (
-            "X-RateLimit-Reset",
-            HeaderName::from_static("x-ratelimit-reset"),
-        ),
-        ("Retry-After", HeaderName::from_static("retry-after")),
-    ];
-    if let Some((_, known)) = KNOWN.iter().find(|(text, _)| *text == name) {
-        return Ok(known.clone());
-    }
-    HeaderName::from_bytes(name.as_bytes()).or_err(ErrorType::InvalidHTTPHeader, "header name")
+    // A match, not a table: a table of `HeaderName`s would be built and dropped at every call.
+    let known = match name {
+        "RateLimit-Policy" => HeaderName::from_static("ratelimit-policy"),
+        "RateLimit" => HeaderName::from_static("ratelimit"),
+        "X-RateLimit-Limit" => HeaderName::from_static("x-ratelimit-limit"),
+        "X-RateLimit-Remaining" => HeaderName::from_static("x-ratelimit-remaining"),
+        "X-RateLimit-Reset" => HeaderName::from_static("x-ratelimit-reset"),
+        "Retry-After" => HeaderName::from_static("retry-after"),
+        _ => {
+            return HeaderName::from_bytes(name.as_bytes())
+                .or_err(ErrorType::InvalidHTTPHeader, "header name")
+        }
+    };
+    Ok(known)
 }
 
 /// A header value from bytes tollgate made (always valid ones; an invalid one is an error).
@@ -151,6 +141,11 @@ where
     bytes
         .try_into()
         .or_err(ErrorType::InvalidHTTPHeader, "header value")
+}
+
+/// [`value`] of bytes that share their buffer (a slice of it, without a copy).
+pub(super) fn shared_value(bytes: bytes::Bytes) -> Result<HeaderValue> {
+    HeaderValue::from_maybe_shared(bytes).or_err(ErrorType::InvalidHTTPHeader, "header value")
 }
 
 #[cfg(test)]

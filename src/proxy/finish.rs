@@ -40,7 +40,7 @@ pub(super) fn finish(session: &Session, e: Option<&Error>, ctx: &mut Ctx) {
             path = %req.uri.path(),
             route,
             client = %ctx.client,
-            tenant = ctx.tenant.as_deref().unwrap_or("-"),
+            tenant = ctx.tenant().unwrap_or("-"),
             tier = ctx.tier_label(),
             layer = ctx.decided.0.as_str(),
             decision = ctx.decided.1.as_str(),

@@ -177,14 +177,16 @@ impl ProxyHttp for Proxy {
             );
         }
         ctx.settle.head(upstream_response.status.as_u16()).await;
-        let pairs = ctx.quota_pairs();
+        // Every rate-limit value is a slice of one shared buffer (one allocation for all).
+        let (text, pairs) = ctx.quota_fields().into_parts();
+        let text = bytes::Bytes::from(text);
         let preserve_case = ctx.snapshot.config.server.http.preserve_header_case;
         // Room for Pingora's own fields after this hook too (`Connection`, `Date`): the
         // map must have room left at each of its inserts, even one that replaces a value.
         fields::edit_response(upstream_response, preserve_case, 3 + pairs.len(), |resp| {
             resp.insert(X_REQUEST_ID, ctx.request_id.clone())?;
-            for (name, value) in pairs {
-                resp.insert(fields::name(name)?, fields::value(value)?)?;
+            for (name, span) in pairs {
+                resp.insert(fields::name(name)?, fields::shared_value(text.slice(span))?)?;
             }
             Ok(())
         })

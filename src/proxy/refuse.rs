@@ -107,11 +107,19 @@ pub(super) async fn answer_now(
 }
 
 /// Counts one decision of `layer` (and, for the tenant layer, the per-tenant counter).
-pub(super) fn count(ctx: &Ctx, layer: Layer, outcome: Outcome) {
-    ctx.snapshot
-        .decision_series
-        .inc(layer, outcome, ctx.tier_label());
-    if let (Layer::Tenant, Some(tenant)) = (layer, &ctx.tenant) {
+pub(super) fn count(ctx: &mut Ctx, layer: Layer, outcome: Outcome) {
+    let series = &ctx.snapshot.decision_series;
+    // The tier's series is looked up once per request and tier label.
+    let index = match ctx.tier_series {
+        Some(index) => index,
+        None => {
+            let index = series.tier_index(ctx.tier_label());
+            ctx.tier_series = Some(index);
+            index
+        }
+    };
+    series.inc_at(index, layer, outcome, ctx.tier_label());
+    if let (Layer::Tenant, Some(tenant)) = (layer, ctx.tenant()) {
         let bound = ctx.snapshot.config.observability.tenant_metrics;
         METRICS.tenant_decision(bound, tenant, outcome);
     }
@@ -148,7 +156,7 @@ fn shadow(ctx: &mut Ctx, r: Rejection) {
         layer = r.layer.as_str(),
         would_be = r.reason.as_str(),
         status = r.problem.status,
-        tenant = ctx.tenant.as_deref().unwrap_or("-"),
+        tenant = ctx.tenant().unwrap_or("-"),
         client = %ctx.client,
         "shadow mode: this request would have been refused"
     );

@@ -115,14 +115,15 @@ pub(super) async fn identity_stage(
     if route.auth != crate::config::AuthMode::None {
         // A token of a JWKS issuer whose key is not (yet) in its set waits for the one
         // coalesced refetch, so a key rotation at the IdP never answers 401.
-        let now = std::time::Instant::now();
-        if let Some(issuer) = snap.auth.awaiting_keys(&session.req_header().headers, now) {
+        if let Some(issuer) = snap.auth.awaiting_keys(&session.req_header().headers) {
             issuer.wait_fetch(issuer.settings.fetch_timeout).await;
         }
     }
     // The clock is read for what reads it: credentials (`exp`, `nbf`, live keys) and blocks;
-    // an `auth: none` route without a block set has neither.
-    let timed = route.auth != crate::config::AuthMode::None || snap.blocks.is_some();
+    // an `auth: none` route, or a file's API keys, without a block set have neither.
+    let live_keys = snap.live.as_ref().is_some_and(|l| l.settings.keys);
+    let expiring = snap.auth.reads_clock() || live_keys;
+    let timed = (route.auth != crate::config::AuthMode::None && expiring) || snap.blocks.is_some();
     let credentials = Credentials {
         headers: &session.req_header().headers,
         cert_cn: client_cert(session).map(|c| c.subject_cn.as_str()),
@@ -143,6 +144,7 @@ pub(super) async fn identity_stage(
             }
             let counted = id.method != Method::Anonymous;
             ctx.identity = Some(id);
+            ctx.tier_series = None;
             if counted {
                 count(ctx, Layer::Identity, Outcome::Admitted);
             }
@@ -265,8 +267,7 @@ pub(super) async fn tenant_stage(
             return Err(e);
         }
     };
-    ctx.tenant = Some(identity.tenant.clone());
-    ctx.tier = plan.as_ref().map(|p| p.limits.tier.name.clone());
+    ctx.tenant_staged = true;
     let status = snap.config.response.status;
     let mode = snap.config.response.headers;
     let region = snap.region.as_ref().map(|r| r.region());
@@ -317,7 +318,12 @@ pub(super) async fn tenant_stage(
         return Ok(false);
     }
     let series = &snap.rule_series;
-    if let Some(r) = Box::pin(pipeline::block::check(quota, series, &rules, status)).await {
+    // Boxed only when a rule can be blocked (one allocation next to a Redis call).
+    let blocked = match pipeline::block::any_blockable(&rules) {
+        true => Box::pin(pipeline::block::check(quota, series, &rules, status)).await,
+        false => None,
+    };
+    if let Some(r) = blocked {
         let shadow = ctx.shadow_route();
         if !shadow {
             ctx.inflight.clear();
@@ -332,11 +338,13 @@ pub(super) async fn tenant_stage(
         let tier = p.limits.tier;
         let reserve = pipeline::usage::reserve_for(u, body);
         let (shadow, on_failure) = (tier.mode.is_shadow(), tier.on_failure);
-        let call = pipeline::usage::entry(prefix, &p.tenant, u, reserve, shadow, on_failure);
+        let call = pipeline::usage::entry(prefix, p.tenant, u, reserve, shadow, on_failure);
         usage.push((tier.name.as_str(), u, call));
     }
-    let tenant = Some(identity.tenant.as_str());
-    usage.extend(pipeline::rules::usage_calls(prefix, &rules, tenant, body));
+    if !rules.is_empty() {
+        let tenant = Some(identity.tenant.as_str());
+        usage.extend(pipeline::rules::usage_calls(prefix, &rules, tenant, body));
+    }
     let fit = &app.tier_fit;
     let mut verdict = match &plan {
         Some(p) if rules.is_empty() && usage.is_empty() && !refunds(p) => {
@@ -388,15 +396,15 @@ pub(super) async fn tenant_stage(
     }
     match verdict.decision {
         Decision::Admit | Decision::Delay(_) => {
+            if let (true, Some(p)) = (verdict.near_limit, &plan) {
+                let tier = p.limits.tier.name.as_str();
+                METRICS.near_limit.with_label_values(&[tier]).inc();
+            }
             count(ctx, Layer::Tenant, verdict.outcome);
             super::trace::admitted_as(ctx, verdict.outcome);
             if verdict.outcome != Outcome::Admitted {
                 // The access log names how: `failed_open`, `fallback`, `pool_admitted`.
                 ctx.decided = (Layer::Tenant, verdict.outcome);
-            }
-            if let (true, Some(p)) = (verdict.near_limit, &plan) {
-                let tier = p.limits.tier.name.as_str();
-                METRICS.near_limit.with_label_values(&[tier]).inc();
             }
             Ok(false)
         }

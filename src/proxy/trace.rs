@@ -125,7 +125,7 @@ pub(super) fn finish(ctx: &mut Ctx, req: &RequestHeader, status: u16) {
         decision: Some(decision),
         refused_by: refused.then_some(layer),
         policy: quota.map(|q| q.policy_name.as_str()),
-        tenant: ctx.tenant.as_deref(),
+        tenant: ctx.tenant(),
         tier: (tier != "-").then_some(tier),
         redis: t.redis,
         leased,

@@ -129,6 +129,11 @@ impl LocalCarry {
         self.active.store(!pending.is_empty(), Ordering::Relaxed);
     }
 
+    /// True when some deficit may be pending ([`LocalCarry::take`] may return one).
+    pub fn pending(&self) -> bool {
+        self.active.load(Ordering::Relaxed)
+    }
+
     /// The deficit of `tenant` to carry now, once: the Redis bucket's size and the tokens to
     /// take from it. `None` when nothing is pending for it (the usual case: one relaxed load).
     pub fn take(&self, tenant: &str, now_ms: u64) -> Option<(Rate, u64)> {

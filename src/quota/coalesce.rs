@@ -17,7 +17,6 @@
 //! when nobody waits. A follower waits at most `redis.timeout_ms` in all: for its turn and, when
 //! it is handed the lead, for its own call.
 
-use crate::hashing::HashMap;
 use crate::limit::Rate;
 use crate::store::redis::client::RedisFault;
 use crate::store::redis::guarded;
@@ -68,55 +67,99 @@ pub struct BucketKey {
 }
 
 /// A call's identity: requests with equal keys are decided by one call.
-pub trait CallIdentity: Hash + Eq + Clone {}
-impl<K: Hash + Eq + Clone> CallIdentity for K {}
+pub trait CallIdentity: Hash + Eq + Clone + 'static {}
+impl<K: Hash + Eq + Clone + 'static> CallIdentity for K {}
 
 /// What a waiting request is told.
-enum Turn<K: CallIdentity, V> {
+enum Turn<K: CallIdentity, V: 'static> {
     /// Its decision.
     Done(Reply<V>),
     /// It leads now: call for itself and the batch the handoff carries.
-    Lead(Handoff<K, V>),
+    Lead(Handoff<'static, K, V>),
 }
 
 type Waiters<K, V> = Vec<oneshot::Sender<Turn<K, V>>>;
-type Shard<K, V> = Mutex<HashMap<K, Waiters<K, V>>>;
+type Shard<K, V> = Mutex<Table<K, V>>;
 
-struct Shared<K: CallIdentity, V> {
+/// A key with a call in flight: the requests queued behind that call, and the number that
+/// tells this entry from a later one of the same key (the lead holds it, not the key).
+struct Entry<K: CallIdentity, V: 'static> {
+    key: K,
+    id: u64,
+    queued: Waiters<K, V>,
+}
+
+/// One shard's keys in flight, found by the hash computed once per request.
+struct Table<K: CallIdentity, V: 'static> {
+    entries: hashbrown::HashTable<Entry<K, V>>,
+    next_id: u64,
+}
+
+impl<K: CallIdentity, V: 'static> Table<K, V> {
+    /// True when no call is in flight in this shard.
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+struct Shared<K: CallIdentity, V: 'static> {
     /// Keys with a call in flight, and the requests queued behind it.
     shards: Vec<Shard<K, V>>,
     hasher: crate::hashing::RandomState,
 }
 
-impl<K: CallIdentity, V> Shared<K, V> {
-    fn shard(&self, key: &K) -> &Shard<K, V> {
-        &self.shards[(self.hasher.hash_one(key) as usize) % SHARDS]
+impl<K: CallIdentity, V: 'static> Shared<K, V> {
+    /// The shard of a key hashed `hash`: chosen by bits the shard's table does not index by
+    /// (its buckets take the low bits, its tags the top seven).
+    fn shard(&self, hash: u64) -> &Shard<K, V> {
+        &self.shards[((hash >> 32) as usize) % SHARDS]
+    }
+}
+
+/// The coalescer's state as a lead holds it: borrowed by a request that leads at once (no
+/// shared count touched on the quiet path), owned by a lead handed to another request's task.
+enum Held<'a, K: CallIdentity, V: 'static> {
+    Borrowed(&'a Arc<Shared<K, V>>),
+    Owned(Arc<Shared<K, V>>),
+}
+
+impl<K: CallIdentity, V: 'static> Held<'_, K, V> {
+    fn get(&self) -> &Arc<Shared<K, V>> {
+        match self {
+            Held::Borrowed(s) => s,
+            Held::Owned(s) => s,
+        }
     }
 }
 
 /// The lead of one key: the requests it must answer (`batch`) and, on drop, the passing of the
-/// lead to the next waiting request (or forgetting the key when none waits).
-struct Handoff<K: CallIdentity, V> {
-    shared: Arc<Shared<K, V>>,
-    key: Option<K>,
+/// lead to the next waiting request (or forgetting the key when none waits). `entry` is the
+/// key's hash and entry id while this handoff is armed.
+struct Handoff<'a, K: CallIdentity, V: 'static> {
+    shared: Held<'a, K, V>,
+    entry: Option<(u64, u64)>,
     batch: Waiters<K, V>,
 }
 
-impl<K: CallIdentity, V> Drop for Handoff<K, V> {
+impl<K: CallIdentity, V: 'static> Drop for Handoff<'_, K, V> {
     fn drop(&mut self) {
-        let Some(key) = self.key.take() else { return };
-        let shared = self.shared.clone();
-        let mut map = shared.shard(&key).lock();
+        let Some((hash, id)) = self.entry.take() else {
+            return;
+        };
+        let shared = self.shared.get();
+        let mut table = shared.shard(hash).lock();
+        let mut entry = table.entries.find_entry(hash, |e| e.id == id).ok();
         // Requests of an unanswered batch (the leader left early) come first.
         let mut queue = std::mem::take(&mut self.batch);
-        if let Some(queued) = map.get_mut(&key) {
-            queue.append(queued);
+        if let Some(e) = entry.as_mut() {
+            queue.append(&mut e.get_mut().queued);
         }
         while !queue.is_empty() {
             let next = queue.remove(0);
             let lead = Handoff {
-                shared: shared.clone(),
-                key: Some(key.clone()),
+                shared: Held::Owned(shared.clone()),
+                entry: Some((hash, id)),
                 batch: std::mem::take(&mut queue),
             };
             match next.send(Turn::Lead(lead)) {
@@ -124,31 +167,38 @@ impl<K: CallIdentity, V> Drop for Handoff<K, V> {
                 Ok(()) => return,
                 // That request gave up waiting: take the batch back, disarmed, and try the next.
                 Err(Turn::Lead(mut back)) => {
-                    back.key = None;
+                    back.entry = None;
                     queue = std::mem::take(&mut back.batch);
                 }
                 Err(Turn::Done(_)) => unreachable!("a lead was sent"),
             }
         }
-        map.remove(&key);
+        if let Some(e) = entry {
+            e.remove();
+        }
     }
 }
 
 /// Per-instance coalescing of script calls with the same key `K` (a whole call's identity),
 /// each request answered with a `V`.
-pub struct Coalescer<K: CallIdentity, V> {
+pub struct Coalescer<K: CallIdentity, V: 'static> {
     shared: Arc<Shared<K, V>>,
     /// Longest a request waits for its turn (`redis.timeout_ms`).
     wait: Duration,
 }
 
-impl<K: CallIdentity, V: Clone> Coalescer<K, V> {
+impl<K: CallIdentity, V: Clone + 'static> Coalescer<K, V> {
     /// A coalescer whose waiting requests give up after `wait` (`RedisFault::Timeout`).
     pub fn new(wait: Duration) -> Self {
         Coalescer {
             shared: Arc::new(Shared {
                 shards: (0..SHARDS)
-                    .map(|_| Mutex::new(HashMap::default()))
+                    .map(|_| {
+                        Mutex::new(Table {
+                            entries: hashbrown::HashTable::new(),
+                            next_id: 0,
+                        })
+                    })
                     .collect(),
                 hasher: Default::default(),
             }),
@@ -164,25 +214,36 @@ impl<K: CallIdentity, V: Clone> Coalescer<K, V> {
         F: Fn(usize) -> Fut,
         Fut: Future<Output = Result<Vec<V>, RedisFault>>,
     {
-        // Queue behind the call in flight, or mark the key in flight and lead.
+        // Queue behind the call in flight, or mark the key in flight and lead. The key is
+        // hashed once: the shard, the lookup and the handoff's removal all use that hash.
+        let shared = &self.shared;
+        let hash = shared.hasher.hash_one(&key);
         let queued = {
-            let mut map = self.shared.shard(&key).lock();
-            match map.get_mut(&key) {
-                Some(queued) => {
+            let mut table = shared.shard(hash).lock();
+            match table.entries.find_mut(hash, |e| e.key == key) {
+                Some(entry) => {
                     let (tx, rx) = oneshot::channel();
-                    queued.push(tx);
-                    Some(rx)
+                    entry.queued.push(tx);
+                    Err(rx)
                 }
                 None => {
-                    map.insert(key.clone(), Vec::new());
-                    None
+                    let id = table.next_id;
+                    table.next_id = id.wrapping_add(1);
+                    let entry = Entry {
+                        key,
+                        id,
+                        queued: Vec::new(),
+                    };
+                    let rehash = |e: &Entry<K, V>| shared.hasher.hash_one(&e.key);
+                    table.entries.insert_unique(hash, entry, rehash);
+                    Ok(id)
                 }
             }
         };
         // A request that waited and then leads calls within what is left of its wait; the one
         // that leads at once is bounded by its call alone (no second timer on the hot path).
         let (mut lead, deadline) = match queued {
-            Some(rx) => {
+            Err(rx) => {
                 let deadline = tokio::time::Instant::now() + self.wait;
                 match tokio::time::timeout_at(deadline, rx).await {
                     Ok(Ok(Turn::Done(reply))) => return Answer::shared(reply),
@@ -192,10 +253,10 @@ impl<K: CallIdentity, V: Clone> Coalescer<K, V> {
                     Err(_) => return Answer::shared(Err(RedisFault::Timeout)),
                 }
             }
-            None => {
+            Ok(id) => {
                 let lead = Handoff {
-                    shared: self.shared.clone(),
-                    key: Some(key),
+                    shared: Held::Borrowed(shared),
+                    entry: Some((hash, id)),
                     batch: Vec::new(),
                 };
                 (lead, None)

@@ -27,6 +27,7 @@
 
 use crate::limit::{Decision, Rate};
 use crate::store::memory::sharded::ShardedLru;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The longest a remembered denial is trusted without asking Redis again, in milliseconds:
 /// at most one Redis call per second per flooding tenant and instance.
@@ -47,6 +48,11 @@ struct Entry {
 /// Bounded per-tenant cache of known denials.
 pub struct DenyCache {
     shards: ShardedLru<String, Entry>,
+    /// How many entries may deny (`until_ms` set), never fewer: one expired in place stays
+    /// counted until it is forgotten, overwritten or evicted. At 0 nothing is
+    /// denied, so a lookup or a forget needs neither a hash nor a lock (the common case: no
+    /// tenant flooding).
+    live: AtomicUsize,
 }
 
 impl DenyCache {
@@ -54,6 +60,7 @@ impl DenyCache {
     pub fn new(capacity: usize) -> Self {
         DenyCache {
             shards: ShardedLru::new(capacity),
+            live: AtomicUsize::new(0),
         }
     }
 
@@ -84,10 +91,26 @@ impl DenyCache {
             ready_ms: received_ms + d.retry_after_ms,
             full_at_ms: received_ms + d.full_ms,
         };
-        self.shards
-            .shard(tenant)
-            .lock()
-            .push(tenant.to_string(), entry);
+        let mut shard = self.shards.shard(tenant).lock();
+        let (was_live, evicted) = match shard.get_mut(tenant) {
+            Some(e) => (std::mem::replace(e, entry).until_ms != 0, None),
+            None => (false, shard.push(tenant.to_string(), entry)),
+        };
+        // Counted under the shard's lock: an entry is counted while it may deny.
+        let gone =
+            usize::from(was_live) + usize::from(evicted.is_some_and(|(_, e)| e.until_ms != 0));
+        let added = usize::from(entry.until_ms != 0);
+        if added > gone {
+            self.live.fetch_add(added - gone, Ordering::Relaxed);
+        } else if gone > added {
+            self.live.fetch_sub(gone - added, Ordering::Relaxed);
+        }
+    }
+
+    /// True when some entry may deny (else nothing needs looking up). A decision racing with
+    /// one being remembered may miss it: that request asks Redis, as it would a moment before.
+    fn any_live(&self) -> bool {
+        self.live.load(Ordering::Relaxed) != 0
     }
 
     /// A rejection for `tenant` at `now_ms` when one is known, re-derived from the remembered
@@ -95,6 +118,9 @@ impl DenyCache {
     /// and the time until full counted down from when Redis answered (never shorter than the
     /// truth). `None` means "ask Redis".
     pub fn check(&self, tenant: &str, rate: &Rate, cost: u64, now_ms: u64) -> Option<Decision> {
+        if !self.any_live() {
+            return None;
+        }
         // An expired entry stays until the LRU bound evicts it; it never denies again.
         let e = *self.shards.shard(tenant).lock().get_mut(tenant)?;
         if e.rate != *rate || e.cost != cost || now_ms >= e.until_ms {
@@ -111,15 +137,23 @@ impl DenyCache {
     /// Forgets `tenant`'s entry (its bucket was reset, debited or given tokens back on this
     /// instance).
     pub fn forget(&self, tenant: &str) {
+        if !self.any_live() {
+            return;
+        }
         if let Some(e) = self.shards.shard(tenant).lock().get_mut(tenant) {
-            e.until_ms = 0;
+            if std::mem::take(&mut e.until_ms) != 0 {
+                self.live.fetch_sub(1, Ordering::Relaxed);
+            }
         }
     }
 
     /// Forgets everything.
     pub fn clear(&self) {
         for s in self.shards.iter() {
-            s.lock().clear();
+            let mut shard = s.lock();
+            let live = shard.values().filter(|e| e.until_ms != 0).count();
+            shard.clear();
+            self.live.fetch_sub(live, Ordering::Relaxed);
         }
     }
 }

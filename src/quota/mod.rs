@@ -453,7 +453,8 @@ impl QuotaService {
     /// (less its refill since), down to empty at most: `lua/lease.lua` with cost 0 and no
     /// holder. Skipped while degraded (kept for later); a carry whose call fails is dropped.
     async fn carry_local_spending(&self, q: &TenantQuota<'_>) {
-        if self.breaker.degraded() {
+        // Nothing pending (the usual case): neither the breaker nor the clock is read.
+        if !self.carry.pending() || self.breaker.degraded() {
             return;
         }
         let Some((full, tokens)) = self.carry.take(q.tenant, self.now_ms()) else {

@@ -16,7 +16,7 @@ pub mod render;
 pub mod rpc_status;
 
 pub use problem::{Problem, QUOTA_EXCEEDED, REDUCED_CAPACITY};
-pub use ratelimit::{QuotaHeaders, QuotaReport, ReportKind};
+pub use ratelimit::{HeaderBlock, QuotaHeaders, QuotaReport, ReportKind};
 pub use render::{problem_response_bytes, send_problem};
 
 #[cfg(test)]

@@ -5,6 +5,8 @@
 
 use crate::config::HeaderMode;
 use crate::limit::{Decision, Rate};
+use smallvec::SmallVec;
+use std::ops::Range;
 
 /// The rate-limit headers of one decision, computed once from the decision that enforced it.
 #[derive(Debug, Clone)]
@@ -46,6 +48,73 @@ pub struct QuotaReport {
     pub decision: Decision,
 }
 
+/// Header fields written into one buffer: each field's name and the span of its value in the
+/// text. A response takes all of its rate-limit values from that one allocation.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct HeaderBlock {
+    text: String,
+    fields: Spans,
+}
+
+/// Each field's name and the byte span of its value in a [`HeaderBlock`]'s text.
+pub type Spans = SmallVec<[(&'static str, Range<usize>); 6]>;
+
+impl HeaderBlock {
+    /// An empty block with room for `bytes` of values.
+    pub fn with_capacity(bytes: usize) -> Self {
+        HeaderBlock {
+            text: String::with_capacity(bytes),
+            fields: Spans::new(),
+        }
+    }
+
+    /// The block of `pairs`, in order.
+    pub fn from_pairs(pairs: Vec<(&'static str, String)>) -> Self {
+        let mut out = HeaderBlock::with_capacity(pairs.iter().map(|(_, v)| v.len()).sum());
+        for (name, value) in pairs {
+            out.push(name, &value);
+        }
+        out
+    }
+
+    /// Appends the field `name` whose value `write` appends to the text.
+    pub fn push_with(&mut self, name: &'static str, write: impl FnOnce(&mut String)) {
+        let start = self.text.len();
+        write(&mut self.text);
+        self.fields.push((name, start..self.text.len()));
+    }
+
+    /// Appends the field `name: value`.
+    pub fn push(&mut self, name: &'static str, value: &str) {
+        self.push_with(name, |t| t.push_str(value));
+    }
+
+    /// Appends the field `name: <n in decimal>`.
+    pub fn push_decimal(&mut self, name: &'static str, n: u64) {
+        self.push_with(name, |t| t.push_str(itoa::Buffer::new().format(n)));
+    }
+
+    /// Keeps the fields whose name `keep` accepts (their values stay where they are).
+    pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        self.fields.retain(|(name, _)| keep(name));
+    }
+
+    /// The fields as (name, value), in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        self.fields.iter().map(|(n, r)| (*n, &self.text[r.clone()]))
+    }
+
+    /// The fields as owned (name, value) pairs, in order.
+    pub fn into_pairs(self) -> Vec<(&'static str, String)> {
+        self.iter().map(|(n, v)| (n, v.to_string())).collect()
+    }
+
+    /// The text of the values, and each field's name and the byte span of its value in it.
+    pub fn into_parts(self) -> (String, Spans) {
+        (self.text, self.fields)
+    }
+}
+
 impl QuotaHeaders {
     /// Header (name, value) pairs for `mode`, including `Retry-After` on a rejection.
     ///
@@ -67,57 +136,63 @@ impl QuotaHeaders {
     /// quotas and the limit rules; not a burst pool or a usage budget, which are not divided)
     /// and `Tollgate-Region: <name>` added for the legacy family.
     pub fn pairs_in(&self, mode: HeaderMode, region: Option<&str>) -> Vec<(&'static str, String)> {
-        let mut out = Vec::with_capacity(6);
+        self.fields_in(mode, region).into_pairs()
+    }
+
+    /// [`pairs_in`](Self::pairs_in) as one [`HeaderBlock`]: every value in one buffer.
+    pub fn fields_in(&self, mode: HeaderMode, region: Option<&str>) -> HeaderBlock {
+        let mut out = HeaderBlock::with_capacity(64 * (2 + self.quotas.len()));
         let (name, limit, d) = self.tightest();
         let reset_s = d.reset_s();
         if matches!(mode, HeaderMode::Ietf | HeaderMode::Both) {
-            let mut policy = String::with_capacity(48 * (1 + self.quotas.len()));
-            // `listed_before` is set only when a burst pool admitted: it is the tier's own item,
-            // and the main item is then the pool's (one bucket for the tier, not divided).
-            if let Some(before) = &self.listed_before {
-                policy.push_str(before);
-                mark_region(&mut policy, region);
-                policy.push_str(", ");
-            }
-            let (burst, window) = (self.rate.burst, self.rate.window_s());
-            push_item(
-                &mut policy,
-                &self.policy_name,
-                [("q", burst), ("w", window)],
-            );
-            if self.listed_before.is_none() {
-                mark_region(&mut policy, region);
-            }
-            if self.degraded {
-                policy.push_str(";degraded");
-            }
-            for q in &self.quotas {
-                policy.push_str(", ");
-                push_item(&mut policy, &q.name, [("q", q.limit), ("w", q.window_s)]);
-                if q.kind != ReportKind::Usage {
-                    mark_region(&mut policy, region);
-                }
-            }
-            out.push(("RateLimit-Policy", policy));
-            let mut now = String::with_capacity(name.len() + 32);
-            push_item(&mut now, name, [("r", d.remaining), ("t", reset_s)]);
-            out.push(("RateLimit", now));
+            out.push_with("RateLimit-Policy", |policy| {
+                self.write_policy(policy, region)
+            });
+            out.push_with("RateLimit", |now| {
+                push_item(now, name, [("r", d.remaining), ("t", reset_s)]);
+            });
         }
         if matches!(mode, HeaderMode::Legacy | HeaderMode::Both) {
-            out.push(("X-RateLimit-Limit", decimal(limit)));
-            out.push(("X-RateLimit-Remaining", decimal(d.remaining)));
-            out.push(("X-RateLimit-Reset", decimal(reset_s)));
+            out.push_decimal("X-RateLimit-Limit", limit);
+            out.push_decimal("X-RateLimit-Remaining", d.remaining);
+            out.push_decimal("X-RateLimit-Reset", reset_s);
         }
         if self.degraded {
-            out.push(("Tollgate-Degraded", "redis".to_string()));
+            out.push("Tollgate-Degraded", "redis");
         }
         if let (Some(region), false) = (region, mode == HeaderMode::None) {
-            out.push(("Tollgate-Region", region.to_string()));
+            out.push("Tollgate-Region", region);
         }
         if let Some(s) = self.retry_after_s() {
-            out.push(("Retry-After", decimal(s)));
+            out.push_decimal("Retry-After", s);
         }
         out
+    }
+
+    /// The `RateLimit-Policy` value: every policy's item, in order.
+    fn write_policy(&self, policy: &mut String, region: Option<&str>) {
+        // `listed_before` is set only when a burst pool admitted: it is the tier's own item,
+        // and the main item is then the pool's (one bucket for the tier, not divided).
+        if let Some(before) = &self.listed_before {
+            policy.push_str(before);
+            mark_region(policy, region);
+            policy.push_str(", ");
+        }
+        let (burst, window) = (self.rate.burst, self.rate.window_s());
+        push_item(policy, &self.policy_name, [("q", burst), ("w", window)]);
+        if self.listed_before.is_none() {
+            mark_region(policy, region);
+        }
+        if self.degraded {
+            policy.push_str(";degraded");
+        }
+        for q in &self.quotas {
+            policy.push_str(", ");
+            push_item(policy, &q.name, [("q", q.limit), ("w", q.window_s)]);
+            if q.kind != ReportKind::Usage {
+                mark_region(policy, region);
+            }
+        }
     }
 
     /// (name, q, decision) of the policy with the least room left.

@@ -13,7 +13,7 @@ use crate::observe::series::{DecisionSeries, RouteSeries, RuleSeries};
 use crate::policy::rules::memo::PlanMemo;
 use crate::quota::QuotaService;
 use crate::region::RegionBudget;
-use crate::response::QuotaHeaders;
+use crate::response::{HeaderBlock, QuotaHeaders};
 use crate::routing::Router;
 use crate::tls::upstream::PeerTls;
 use crate::tls::ListenerTls;
@@ -278,15 +278,26 @@ impl Snapshot {
     /// The rate-limit header pairs of `q` for `response.headers`, each regional share marked
     /// with this region when `multi_region:` cut the budget ([`QuotaHeaders::pairs_in`]).
     pub fn quota_pairs(&self, q: &QuotaHeaders) -> Vec<(&'static str, String)> {
+        self.quota_fields(q).into_pairs()
+    }
+
+    /// [`Snapshot::quota_pairs`] as one [`HeaderBlock`] (every value in one buffer).
+    pub fn quota_fields(&self, q: &QuotaHeaders) -> HeaderBlock {
         let region = self.region.as_ref().map(|r| r.region());
-        let mut pairs = q.pairs_in(self.config.response.headers, region);
-        if self.config.response.openai {
+        let fields = q.fields_in(self.config.response.headers, region);
+        let openai = self.config.response.openai;
+        let tier = self.config.tiers.get(&q.policy_name);
+        let leased = !q.degraded && tier.is_some_and(|t| t.policy.lease.is_some());
+        if !openai && !leased {
+            return fields;
+        }
+        let mut pairs = fields.into_pairs();
+        if openai {
             pairs.extend(q.openai_pairs());
         }
-        let leased = self.config.tiers.get(&q.policy_name);
-        if !q.degraded && leased.is_some_and(|t| t.policy.lease.is_some()) {
+        if leased {
             crate::response::ratelimit::annotate_leased(&mut pairs, &q.policy_name);
         }
-        pairs
+        HeaderBlock::from_pairs(pairs)
     }
 }

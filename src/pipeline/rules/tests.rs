@@ -66,7 +66,8 @@ fn a_refusing_rule_refuses_with_every_enforced_policy_in_the_headers() {
     let s = snap();
     let headers = HeaderMap::new();
     let rules = plan(&s, &view(&headers), 1).unwrap().rules;
-    let tier = tenant::plan(&s, &identity(), 1).unwrap().unwrap();
+    let id = identity();
+    let tier = tenant::plan(&s, &id, 1).unwrap().unwrap();
     let combined = Combined {
         tier: Some(QuotaOutcome::Decided {
             decision: admitted(9),

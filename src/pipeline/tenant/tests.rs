@@ -30,13 +30,9 @@ fn decided(decision: limit::Decision, rate: Rate) -> QuotaOutcome {
 #[test]
 fn plan_merges_the_tenant_override_and_skips_tierless_identities() {
     let s = snap();
-    let p = plan(&s, &identity("bigco", Some("free")), 3)
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        (p.tenant.as_str(), p.limits.tier.name.as_str()),
-        ("bigco", "free")
-    );
+    let id = identity("bigco", Some("free"));
+    let p = plan(&s, &id, 3).unwrap().unwrap();
+    assert_eq!((p.tenant, p.limits.tier.name.as_str()), ("bigco", "free"));
     assert_eq!((p.limits.rate.burst, p.cost), (5, 3));
     assert!(plan(&s, &identity("acme", None), 1).unwrap().is_none());
     let r = plan(&s, &identity("acme", Some("gold")), 1).unwrap_err();
@@ -50,9 +46,8 @@ fn plan_merges_the_tenant_override_and_skips_tierless_identities() {
 #[test]
 fn admission_carries_headers_and_flags_near_limit() {
     let s = snap();
-    let p = plan(&s, &identity("acme", Some("free")), 1)
-        .unwrap()
-        .unwrap();
+    let id = identity("acme", Some("free"));
+    let p = plan(&s, &id, 1).unwrap().unwrap();
     let v = judge(&p, 429, decided(admitted(1), p.limits.rate), None, false);
     assert!(matches!(v.decision, Decision::Admit));
     assert_eq!(v.outcome, Outcome::Admitted);
@@ -65,9 +60,8 @@ fn admission_carries_headers_and_flags_near_limit() {
 #[test]
 fn refusal_is_429_quota_exceeded_with_violated_policy_and_retry_after() {
     let s = snap();
-    let p = plan(&s, &identity("acme", Some("free")), 1)
-        .unwrap()
-        .unwrap();
+    let id = identity("acme", Some("free"));
+    let p = plan(&s, &id, 1).unwrap().unwrap();
     let v = judge(&p, 429, decided(refused(2_500), p.limits.rate), None, false);
     let Decision::Reject(r) = &v.decision else {
         panic!("not a rejection: {:?}", v.decision)
@@ -95,9 +89,8 @@ fn refusal_is_429_quota_exceeded_with_violated_policy_and_retry_after() {
 #[test]
 fn the_pool_rescues_a_refusal_and_lists_both_policies() {
     let s = snap();
-    let p = plan(&s, &identity("acme", Some("free")), 1)
-        .unwrap()
-        .unwrap();
+    let id = identity("acme", Some("free"));
+    let p = plan(&s, &id, 1).unwrap().unwrap();
     let pool = p.limits.tier.pool.as_ref().unwrap();
     let v = judge(
         &p,
@@ -125,9 +118,8 @@ fn the_pool_rescues_a_refusal_and_lists_both_policies() {
 #[test]
 fn store_failures_follow_the_tier_policy() {
     let s = snap();
-    let p = plan(&s, &identity("acme", Some("free")), 1)
-        .unwrap()
-        .unwrap();
+    let id = identity("acme", Some("free"));
+    let p = plan(&s, &id, 1).unwrap().unwrap();
     let v = judge(&p, 429, QuotaOutcome::FailedOpen, None, false);
     assert!(matches!(v.decision, Decision::Admit));
     assert_eq!(v.outcome, Outcome::FailedOpen);
@@ -150,9 +142,8 @@ fn store_failures_follow_the_tier_policy() {
 #[test]
 fn a_shaping_delay_is_a_delay_decision() {
     let s = snap();
-    let p = plan(&s, &identity("acme", Some("free")), 1)
-        .unwrap()
-        .unwrap();
+    let id = identity("acme", Some("free"));
+    let p = plan(&s, &id, 1).unwrap().unwrap();
     let outcome = QuotaOutcome::Decided {
         decision: admitted(5),
         rate: p.limits.rate,

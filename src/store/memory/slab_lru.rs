@@ -166,6 +166,11 @@ impl<K: Hash + Eq, V> SlabLru<K, V> {
         Some((old_key, old_value))
     }
 
+    /// The values, in no particular order.
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.slots.iter().map(|s| &s.value)
+    }
+
     /// Removes every entry (keeps the reserved memory).
     pub fn clear(&mut self) {
         self.slots.clear();
