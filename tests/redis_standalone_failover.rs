@@ -30,27 +30,36 @@ enum Demotion {
     ReplicaWithoutLink,
 }
 
-async fn address_moved_to_promoted_replica(demotion: Demotion) {
-    let old = RedisNode::start(&[]);
-    let new = RedisNode::start(&["--replicaof", "127.0.0.1", &old.port.to_string()]);
-    let relay = TcpRelay::start(&old.addr());
+/// A gateway whose Redis address is `relay` (tenant `acme` in tier `t`, a `timeout_ms` bound,
+/// `min_calls` so high that the breaker never opens and every request reaches Redis), after three
+/// requests Redis decided: the gateway, its backend, a client and the URL to ask.
+async fn gateway_behind(
+    relay: &TcpRelay,
+    timeout_ms: u64,
+) -> (Gateway, Backend, reqwest::Client, String) {
     let backend = Backend::start("echo");
-    // min_calls is high so that every request reaches Redis and is counted here, and
-    // timeout_ms generous so that a busy machine does not turn a reconnect into a timeout.
     let redis = format!(
-        "url: \"{}\", timeout_ms: 1000, circuit_breaker: {{ min_calls: 1000 }}",
+        "url: \"{}\", timeout_ms: {timeout_ms}, circuit_breaker: {{ min_calls: 100000 }}",
         relay.url()
     );
     let keys = vec![("acme".to_string(), "t")];
     let gw = Gateway::start(&ha_gateway_yaml(&redis, TIER, &keys, &backend.addr()));
     let http = http();
     let url = gw.url("/x");
-
     for expected in [999, 998, 997] {
         let (v, r) = ask(&http, &url, "acme").await;
         assert_eq!(v, Verdict::RedisAdmitted, "{r:?}");
         assert_eq!(r.remaining(), expected);
     }
+    (gw, backend, http, url)
+}
+
+async fn address_moved_to_promoted_replica(demotion: Demotion) {
+    let old = RedisNode::start(&[]);
+    let new = RedisNode::start(&["--replicaof", "127.0.0.1", &old.port.to_string()]);
+    let relay = TcpRelay::start(&old.addr());
+    // timeout_ms generous so that a busy machine does not turn a reconnect into a timeout.
+    let (gw, _backend, http, url) = gateway_behind(&relay, 1000).await;
     assert!(
         wait_replica_caught_up(&old, &new, Duration::from_secs(10)),
         "the replica has every write"
@@ -145,20 +154,7 @@ async fn masterdown_old_master_is_left_for_the_promoted_replica() {
 async fn a_black_holed_connection_is_replaced() {
     let node = RedisNode::start(&[]);
     let relay = TcpRelay::start(&node.addr());
-    let backend = Backend::start("echo");
-    let redis = format!(
-        "url: \"{}\", timeout_ms: 500, circuit_breaker: {{ min_calls: 100000 }}",
-        relay.url()
-    );
-    let keys = vec![("acme".to_string(), "t")];
-    let gw = Gateway::start(&ha_gateway_yaml(&redis, TIER, &keys, &backend.addr()));
-    let http = http();
-    let url = gw.url("/x");
-    for expected in [999, 998, 997] {
-        let (v, r) = ask(&http, &url, "acme").await;
-        assert_eq!(v, Verdict::RedisAdmitted, "{r:?}");
-        assert_eq!(r.remaining(), expected);
-    }
+    let (gw, _backend, http, url) = gateway_behind(&relay, 500).await;
 
     relay.black_hole();
     let started = std::time::Instant::now();
