@@ -4,6 +4,7 @@
 
 use super::idle_exit::IdleExit;
 use super::loops;
+use super::redis_home::RedisHome;
 use super::reload::{mark_loaded, ReloadService};
 use crate::admin::AdminService;
 use crate::config::{self, ConfigError};
@@ -18,6 +19,7 @@ use pingora::protocols::Stream;
 use pingora::server::configuration::{Opt, ServerConf};
 use pingora::server::{RunArgs, Server, ShutdownWatch};
 use pingora::services::background::background_service;
+use pingora::services::ServiceHandle;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,6 +71,9 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
     // Pingora's h2c switch is per service: plain listeners with `h2: true` get their own.
     let (h2c, other): (Vec<_>, Vec<_>) =
         (0..cfg.listen.len()).partition(|&i| cfg.listen[i].h2 && cfg.listen[i].tls.is_none());
+    // The first proxy service started is the Redis connections' home; the services that call
+    // Redis from their own runtime start after it.
+    let mut home = None;
     for (name, listeners, h2c) in [
         ("tollgate proxy", other, false),
         ("tollgate proxy h2c", h2c, true),
@@ -98,72 +103,78 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
         for i in listeners {
             add_listener(&mut proxy, &app, i).map_err(|e| vec![e])?;
         }
-        server.add_service(proxy);
+        let handle = server.add_service(RedisHome(proxy));
+        home.get_or_insert(handle);
     }
+    let after_home = |service: &ServiceHandle| {
+        if let Some(home) = &home {
+            service.add_dependency(home);
+        }
+    };
     if let Some(listen) = cfg.admin_listen {
-        server.add_service(background_service(
+        after_home(&server.add_service(background_service(
             "admin",
             AdminService {
                 app: app.clone(),
                 listen,
             },
-        ));
+        )));
     }
     if let Some(grpc) = &cfg.decision.grpc {
-        server.add_service(background_service(
+        after_home(&server.add_service(background_service(
             "decision grpc",
             crate::decision::grpc::GrpcService {
                 app: app.clone(),
                 listen: grpc.listen,
             },
-        ));
+        )));
     }
     if let Some(http) = &cfg.decision.http {
-        server.add_service(background_service(
+        after_home(&server.add_service(background_service(
             "decision http",
             crate::decision::http::HttpService {
                 app: app.clone(),
                 listen: http.listen,
             },
-        ));
+        )));
     }
     server.add_service(background_service(
         "reload",
         ReloadService { app: app.clone() },
     ));
-    server.add_service(background_service(
+    after_home(&server.add_service(background_service(
         "fleet heartbeat",
         loops::FleetHeartbeat {
             app: app.clone(),
             owed: pending::owed(),
         },
-    ));
-    server.add_service(background_service(
+    )));
+    after_home(&server.add_service(background_service(
         "lease return",
         loops::LeaseReturn {
             app: app.clone(),
             owed: pending::owed(),
         },
-    ));
-    server.add_service(background_service(
+    )));
+    after_home(&server.add_service(background_service(
         "concurrency lease renewal",
         loops::InflightRenew {
             app: app.clone(),
             owed: pending::owed(),
         },
-    ));
-    server.add_service(background_service(
+    )));
+    after_home(&server.add_service(background_service(
         "region sync",
         loops::RegionSync { app: app.clone() },
-    ));
+    )));
     server.add_service(background_service(
         "jwks refresh",
         super::jwks::JwksRefresh { app: app.clone() },
     ));
-    server.add_service(background_service(
+    after_home(&server.add_service(background_service(
         "live state sync",
         super::live::LiveSync { app: app.clone() },
-    ));
+    )));
     server.add_service(background_service(
         "health checks",
         loops::HealthChecks { app },

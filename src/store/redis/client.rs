@@ -10,6 +10,7 @@
 //! because of it.
 
 use super::conn::{key_slot, RedisConn};
+use super::home;
 use super::keys::bucket_key;
 use super::late::{self, Late, Pending, Undo};
 use super::node::{is_wrong_role, Credentials};
@@ -165,13 +166,14 @@ impl RedisStore {
     }
 
     /// One `PING` to the master (connecting first when there is no connection yet), bounded by
-    /// `limit`: whether it answered.
+    /// `limit`: whether it answered. Made at [`home`](super::home), so the connection a warm-up
+    /// makes is the serving runtime's.
     pub async fn ping(&self, limit: Duration) -> bool {
-        let cmd = redis::cmd("PING");
-        matches!(
-            tokio::time::timeout(limit, self.conn.query(&cmd)).await,
-            Ok(Ok(_))
-        )
+        let conn = self.conn.clone();
+        let call = home::at_home(Box::pin(
+            async move { conn.query(&redis::cmd("PING")).await },
+        ));
+        matches!(tokio::time::timeout(limit, call).await, Ok(Ok(_)))
     }
 
     /// Runs `script` with `keys` and `args` on the master holding the keys: EVALSHA, and on

@@ -11,21 +11,17 @@
 
 use super::conn::RedisConn;
 use redis::{Cmd, RedisError, Value};
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 pub use super::conn::LATE_WAIT;
+pub use super::node::Pending;
 
 /// Calls waited for at once at most; a call handed off beyond is dropped ([`LateOutcome::Dropped`]).
 pub const LATE_MAX: usize = 4096;
 
 /// Calls waited for now.
 static WAITING: AtomicUsize = AtomicUsize::new(0);
-
-/// One script call on its way: its reply, or the connection's error.
-pub type Pending = Pin<Box<dyn Future<Output = Result<Value, RedisError>> + Send>>;
 
 /// What gives back a late call's debit: a script with its keys and arguments.
 pub struct Undo {
@@ -160,16 +156,17 @@ fn refuses_the_command(e: &RedisError) -> bool {
 /// on the node serving the call's first key and the call sent again, and should that still
 /// meet NOSCRIPT (an ASK redirect mid-migration) or should the server refuse `SCRIPT LOAD`
 /// (an ACL without `script|load`, a managed service), sent as EVAL with the source. A NOSCRIPT
-/// reply ran nothing, so the script runs once. Unbounded: the caller bounds it.
+/// reply ran nothing, so the script runs once. Made at [`home`](super::home). Unbounded: the
+/// caller bounds it.
 pub fn run(conn: Arc<RedisConn>, call: Cmd, source: &'static str) -> Pending {
-    Box::pin(async move {
+    super::home::at_home(Box::pin(async move {
         let first_try = conn.query(&call).await;
         if !no_script(&first_try) {
             return first_try;
         }
         // Boxed apart: the usual call's future stays the size of one query.
         Box::pin(load_and_retry(conn, call, source)).await
-    })
+    }))
 }
 
 fn no_script(r: &Result<Value, RedisError>) -> bool {

@@ -1,6 +1,6 @@
 //! The shared store: the connection to standalone, Cluster or Sentinel Redis ([`conn`], and
 //! [`sentinel`] for following the sentinels), script
-//! calls and their faults ([`client`]), replies that come after the timeout ([`late`]), the circuit breaker ([`breaker`]) and the guarded call
+//! calls and their faults ([`client`]), the runtime the connections live on ([`home`]), replies that come after the timeout ([`late`]), the circuit breaker ([`breaker`]) and the guarded call
 //! through it ([`guarded`]), every key string ([`keys`]) and script ([`scripts`]), and fleet
 //! membership ([`membership`]).
 
@@ -9,6 +9,7 @@ pub mod call_count;
 pub mod client;
 pub mod conn;
 pub mod guarded;
+pub mod home;
 pub mod keys;
 pub mod late;
 pub mod membership;

@@ -5,6 +5,8 @@
 
 use redis::aio::ConnectionManager;
 use redis::{Cmd, ConnectionInfo, IntoConnectionInfo, RedisError, TlsCertificates, Value};
+use std::future::Future;
+use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 /// ACL credentials and TLS trust, resolved from the environment and files at build time.
@@ -163,3 +165,6 @@ impl Stall {
         }
     }
 }
+
+/// One call on its way: its reply, or the connection's error.
+pub type Pending = Pin<Box<dyn Future<Output = Result<Value, RedisError>> + Send>>;
