@@ -32,7 +32,7 @@ pub struct Ctx {
     /// is always the identity's own (`tiers:` is keyed by name), so no copy of either is kept.
     pub(super) tenant_staged: bool,
     /// The place of [`Ctx::tier_label`]'s decision series in the snapshot's, once a decision
-    /// looked it up; cleared when the identity (which names the tier) is set.
+    /// looked it up; cleared when the identity (which names the tier) is set ([`Ctx::set_identity`]).
     pub(super) tier_series: Option<Option<usize>>,
     pub(super) quota_headers: Option<QuotaHeaders>,
     pub(super) slot: Option<SlotGuard>,
@@ -109,6 +109,11 @@ impl Ctx {
     /// The upstream of the request's route, once the route stage resolved it.
     pub(super) fn upstream<'a>(&self, snap: &'a Snapshot) -> Option<&'a Upstream> {
         snap.route_upstream(self.route?)
+    }
+    /// Sets who the request is, and forgets the tier's series looked up for the one before.
+    pub(super) fn set_identity(&mut self, id: Identity) {
+        self.identity = Some(id);
+        self.tier_series = None;
     }
     /// The tier for metrics and the access log: the identity's (the one the tenant stage used,
     /// when it decided), else `-`.

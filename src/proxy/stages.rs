@@ -143,8 +143,7 @@ pub(super) async fn identity_stage(
                 return refuse(session, ctx, r).await;
             }
             let counted = id.method != Method::Anonymous;
-            ctx.identity = Some(id);
-            ctx.tier_series = None;
+            ctx.set_identity(id);
             if counted {
                 count(ctx, Layer::Identity, Outcome::Admitted);
             }
