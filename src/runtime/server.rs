@@ -71,8 +71,8 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
     // Pingora's h2c switch is per service: plain listeners with `h2: true` get their own.
     let (h2c, other): (Vec<_>, Vec<_>) =
         (0..cfg.listen.len()).partition(|&i| cfg.listen[i].h2 && cfg.listen[i].tls.is_none());
-    // The first proxy service started is the Redis connections' home; the services that call
-    // Redis from their own runtime start after it.
+    // The first proxy service is the Redis connections' home; the services that call Redis from
+    // their own runtime start after it.
     let mut home = None;
     for (name, listeners, h2c) in [
         ("tollgate proxy", other, false),
@@ -103,8 +103,11 @@ pub fn run(path: &Path, upgrade: bool) -> Result<(), Vec<ConfigError>> {
         for i in listeners {
             add_listener(&mut proxy, &app, i).map_err(|e| vec![e])?;
         }
-        let handle = server.add_service(RedisHome(proxy));
-        home.get_or_insert(handle);
+        if home.is_none() {
+            home = Some(server.add_service(RedisHome(proxy)));
+        } else {
+            server.add_service(proxy);
+        }
     }
     let after_home = |service: &ServiceHandle| {
         if let Some(home) = &home {
