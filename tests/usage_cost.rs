@@ -416,6 +416,11 @@ async fn the_openai_client_waits_as_told_and_gets_through() {
 /// the rule's slot group) and by tenant and header (decided in the tenant's call): tier `T` has
 /// no budget of its own; refunds on 5xx.
 fn rules_config(redis: &RedisServer, backend: &Backend) -> String {
+    rules_gateway(redis, backend).yaml()
+}
+
+/// [`rules_config`], to be added to.
+fn rules_gateway(redis: &RedisServer, backend: &Backend) -> GatewayConfig {
     let usage = "usage: { limit: 1, per: 1d, burst: 1000, reserve: 100, \
                  from: { openai: true }, refund_on: [backend_5xx] }";
     GatewayConfig::echo(&backend.addr(), "required")
@@ -430,7 +435,6 @@ fn rules_config(redis: &RedisServer, backend: &Backend) -> String {
                  \n  - {{ name: tenant_user, key: [tenant, \"header:x-user\"], limit: 1000, per: 1h, {usage} }}"
             ),
         )
-        .yaml()
 }
 
 /// Whole units in the one usage bucket whose key matches `pattern` (`None`: no such key).
@@ -508,6 +512,113 @@ async fn rule_usage_budgets_settle_exactly_and_refund() {
     );
     // Another user has budgets of their own.
     assert_eq!(ask("bob", "10", "").await.0, 200);
+}
+
+/// `POST /v1/explain` shows each applied rule's usage budget for the request's key (its
+/// reserve, what is left, whether it would admit), reads it without debiting, and says
+/// `limited` once a budget holds less than the reserve, as the proxy then answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_shows_each_rules_usage_budget() {
+    use common::admin::{admin, ADMIN_TOKEN, ADMIN_TOKEN_ENV};
+    let redis = RedisServer::start();
+    let backend = Backend::start("echo");
+    let yaml = rules_gateway(&redis, &backend)
+        .admin(&format!(
+            "{{ listen: \"{{admin}}\", token_env: \"{ADMIN_TOKEN_ENV}\" }}"
+        ))
+        .yaml();
+    let gw = Gateway::start_with_env(&yaml, &[(ADMIN_TOKEN_ENV, ADMIN_TOKEN)]);
+    let http = client();
+    let explain = |user: &'static str| {
+        let req = serde_json::json!({
+            "method": "POST",
+            "path": "/v1/chat/completions",
+            "headers": {"x-api-key": api_key("k1"), "x-user": user, "content-type": "application/json"},
+            "client_ip": "127.0.0.1",
+            "body": "{}",
+        });
+        let admin_addr = gw.admin_addr().to_string();
+        async move {
+            admin(&admin_addr, "POST", "/v1/explain", Some(&req))
+                .await
+                .expect_ok()
+                .clone()
+        }
+    };
+    // The rules' budgets among `e`'s tenant policies: (name, remaining, would_admit, reserve).
+    let budgets = |e: &serde_json::Value| -> Vec<(String, i64, bool, i64)> {
+        let layers = e["layers"].as_array().expect("layers");
+        let tenant = layers
+            .iter()
+            .find(|l| l["layer"] == "tenant")
+            .expect("tenant layer");
+        let policies = tenant["policies"].as_array().expect("policies");
+        let budgets = policies.iter().filter(|r| r["usage_budget"] == true);
+        budgets
+            .map(|r| {
+                let name = r["name"].as_str().expect("name");
+                let rule = r["rule"].as_str().expect("the rule's name");
+                assert_eq!(name, format!("{rule}.tokens"), "{r}");
+                (
+                    name.to_string(),
+                    r["remaining"].as_i64().expect("remaining"),
+                    r["would_admit"].as_bool().expect("would_admit"),
+                    r["reserve"].as_i64().expect("reserve"),
+                )
+            })
+            .collect()
+    };
+    let full = |left: i64, admits: bool| {
+        vec![
+            ("per_user.tokens".to_string(), left, admits, 100),
+            ("tenant_user.tokens".to_string(), left, admits, 100),
+        ]
+    };
+    let e = explain("alice").await;
+    assert_eq!(budgets(&e), full(1000, true), "{e}");
+    explanation_fits_the_document(&e);
+    assert_eq!(e["outcome"]["status"], 200, "{e}");
+    let own_tag = "tollgate:{r:per_user:*}:u:tokens";
+    assert_eq!(level_of(&redis, own_tag), None, "explain debits nothing");
+    let ask = |usage: &'static str| {
+        let req = completion(&http, &gw.url("/v1/chat/completions"), "k1", usage, false)
+            .header("x-user", "alice");
+        async move { req.send().await.expect("send").status().as_u16() }
+    };
+    let settled = || {
+        ["per_user", "tenant_user"]
+            .iter()
+            .map(|rule| {
+                let labels = format!("tier=\"{rule}\",outcome=\"settled\"");
+                gw.metric_or_zero(&format!("tollgate_usage_settlements_total{{{labels}}}"))
+            })
+            .sum::<f64>()
+    };
+    assert_eq!(ask("950").await, 200);
+    assert!(eventually(Duration::from_secs(10), || settled() == 2.0).await);
+    let e = explain("alice").await;
+    assert_eq!(budgets(&e), full(50, false), "{e}");
+    explanation_fits_the_document(&e);
+    assert_eq!(e["outcome"]["decision"], "limited", "{e}");
+    assert_eq!(
+        level_of(&redis, own_tag),
+        Some(50),
+        "explain debits nothing"
+    );
+    assert_eq!(ask("1").await, 429, "the proxy refuses as explain said");
+    // Another user's budgets are their own.
+    assert_eq!(budgets(&explain("bob").await), full(1000, true));
+}
+
+/// Asserts that `e` is an `Explanation` of the admin API's OpenAPI document (docs/openapi.json).
+fn explanation_fits_the_document(e: &serde_json::Value) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/openapi.json");
+    let text = std::fs::read_to_string(path).expect("docs/openapi.json");
+    let mut schema: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    schema["$ref"] = serde_json::json!("#/components/schemas/Explanation");
+    let validator = jsonschema::validator_for(&schema).expect("the document compiles");
+    let errors: Vec<String> = validator.iter_errors(e).map(|x| x.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:?}\n{e}");
 }
 
 /// Redis frozen when the response ends: the settlement fails and is counted (`store_failed`),

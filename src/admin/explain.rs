@@ -15,6 +15,7 @@
 //! request are charged by the proxy's own code ([`pipeline::cost::apply`]), refusals included. The tier's burst pool,
 //! asked only when the tenant's bucket refuses, is not consulted.
 
+use super::limit_source::mark_source;
 use super::{rules_view, tenants};
 use crate::concurrency::claimant::claimant_of;
 use crate::config::{AuthMode, Config};
@@ -378,14 +379,33 @@ async fn run(
     if let (Some(quota), false) = (&snap.quota, rules.is_empty()) {
         let overrides = snap.rule_key_overrides();
         let explained = rules_view::explained(quota, &rules, overrides);
-        let (json_rules, admitted) = Box::pin(explained).await;
+        let (json_rules, mut admitted) = Box::pin(explained).await;
         layer["rules"] = json!(json_rules);
+        let body = req.body.as_deref().map(str::as_bytes);
+        let tenant = Some(identity.tenant.as_str()).filter(|_| !anonymous_without_client);
+        let usage = Box::pin(rule_usage(quota, &rules, tenant, body)).await;
+        let fault = match usage {
+            Ok((budgets, budgets_admit)) => {
+                admitted &= budgets_admit;
+                match layer["policies"].as_array_mut() {
+                    Some(policies) => policies.extend(budgets),
+                    None if !budgets.is_empty() => layer["policies"] = json!(budgets),
+                    None => {}
+                }
+                None
+            }
+            Err(fault) => Some(fault),
+        };
         if layer["decision"] == "skipped" {
             layer["decision"] = json!("admitted");
             layer.as_object_mut().map(|m| m.remove("why"));
         }
         if !admitted {
             layer["decision"] = json!("limited");
+        }
+        if let Some(fault) = fault {
+            layer["decision"] = json!("unknown");
+            layer["why"] = json!(format!("quota store fault: {}", fault.as_str()));
         }
     }
     tenant_admitted &= layer["decision"] != "limited";
@@ -464,6 +484,37 @@ fn request_costs(
         body,
     };
     pipeline::cost::apply(Some(route), rules, &input)
+}
+
+/// The usage budgets of the applied `rules` (`limits[].usage`), as the proxy decides them after
+/// the rules: each rule's budget for this request's key, its reserve read from `body`, as a
+/// policy entry named `<rule>.<usage name>` with the rule's name (`"rule"`), and whether every
+/// budget of a rule that is not in shadow mode would admit the request. Errors: the quota
+/// store's fault.
+async fn rule_usage(
+    quota: &crate::quota::QuotaService,
+    rules: &[(
+        crate::policy::rules::AppliedRule<'_>,
+        crate::quota::rules::RuleCall,
+    )],
+    tenant: Option<&str>,
+    body: Option<&[u8]>,
+) -> Result<(Vec<Value>, bool), crate::store::redis::client::RedisFault> {
+    let prefix = quota.redis.key_prefix();
+    let mut out = Vec::new();
+    let mut admitted = true;
+    for (rule, budget, call) in pipeline::rules::usage_calls(prefix, rules, tenant, body) {
+        let (key, reserve) = (&call.entry.key, call.entry.cost);
+        let state = tenants::usage_state_json(quota, &call.name, key, &budget.rate, reserve);
+        let mut v = state.await?;
+        v["rule"] = json!(rule);
+        if !call.entry.shadow && v["would_admit"] == json!(false) {
+            admitted = false;
+        }
+        mark_source(&mut v, None);
+        out.push(v);
+    }
+    Ok((out, admitted))
 }
 
 /// `p` as the problem+json body the proxy would answer (without the request's `instance`).

@@ -306,17 +306,33 @@ pub async fn usage_json(
     reserve: u64,
     live: Option<&LimitOverride>,
 ) -> Result<Value, RedisFault> {
-    let rate = &budget.rate;
     let key = usage_key(quota.redis.key_prefix(), tenant, &budget.name);
-    let raw = peek::read_key(&quota.redis, &key, Algorithm::TokenBucket).await?;
+    let mut v = usage_state_json(quota, &budget.policy, &key, &budget.rate, reserve).await?;
+    let set = live.and_then(|l| l.usage.as_ref());
+    mark_source(&mut v, set.and_then(rate_override_json));
+    Ok(v)
+}
+
+/// A usage budget's bucket at `key` (a token bucket of `rate`, in units) as a policy entry
+/// named `name` (`"usage_budget": true`): its state read without debiting and what a request
+/// reserving `reserve` units would get. The tier's ([`usage_json`]) and a limit rule's (the
+/// explain of its request). Errors: the quota store's fault.
+pub async fn usage_state_json(
+    quota: &QuotaService,
+    name: &str,
+    key: &str,
+    rate: &Rate,
+    reserve: u64,
+) -> Result<Value, RedisFault> {
+    let raw = peek::read_key(&quota.redis, key, Algorithm::TokenBucket).await?;
     let p = peek::evaluate(Algorithm::TokenBucket, &raw, rate, 0, &[], reserve);
     let d = &p.main_decision;
     let retry = match d.admitted {
         true => json!(0),
         false => d.retry_after_s().map_or(Value::Null, |s| json!(s)),
     };
-    let mut v = json!({
-        "name": budget.policy,
+    Ok(json!({
+        "name": name,
         "algorithm": Algorithm::TokenBucket.as_str(),
         "usage_budget": true,
         "limit": rate.limit,
@@ -328,10 +344,7 @@ pub async fn usage_json(
         "would_admit": d.admitted,
         "remaining_after": d.remaining,
         "retry_after_s": retry,
-    });
-    let set = live.and_then(|l| l.usage.as_ref());
-    mark_source(&mut v, set.and_then(rate_override_json));
-    Ok(v)
+    }))
 }
 
 /// The tier's concurrency cap in force (`max`, this region's share under `multi_region:`) with
