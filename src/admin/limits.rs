@@ -257,10 +257,12 @@ pub async fn set(snap: &Snapshot, tenant: &str, body: &[u8]) -> Result<(Value, C
     )?;
     let stored = StoredOverride {
         tenant: tenant.to_string(),
-        limit: checked.rate.limit,
-        per: raw.per.clone(),
-        per_ms: checked.rate.per_ms,
-        burst: checked.rate.burst,
+        rate: StoredRate {
+            limit: checked.rate.limit,
+            per: raw.per.clone(),
+            per_ms: checked.rate.per_ms,
+            burst: checked.rate.burst,
+        },
         quotas: checked
             .quotas
             .iter()

@@ -157,10 +157,7 @@ pub async fn set(
     let stored = StoredOverride {
         tenant: String::new(),
         rule_key: Some(t.key.clone()),
-        limit: rate.limit,
-        per: rate.per,
-        per_ms: rate.per_ms,
-        burst: rate.burst,
+        rate,
         quotas: Vec::new(),
         max_in_flight: None,
         usage: None,

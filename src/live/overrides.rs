@@ -92,22 +92,16 @@ pub struct RuleKey {
 }
 
 /// An override as stored in Redis (JSON): a tenant's (`tenant` set), or one key of a limit
-/// rule's (`rule_key` set, then only `limit`, `per`, `burst`). Times are Unix seconds.
+/// rule's (`rule_key` set, then only the bucket's `rate`). Times are Unix seconds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredOverride {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub tenant: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule_key: Option<RuleKey>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<u64>,
-    /// `per` as it was written (`"1d"`), shown back as is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub per: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub per_ms: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub burst: Option<u64>,
+    /// The main bucket's fields (`limit`, `per`, `per_ms`, `burst`, at the record's top level).
+    #[serde(flatten)]
+    pub rate: StoredRate,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub quotas: Vec<StoredQuota>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -130,12 +124,7 @@ impl StoredOverride {
     /// skipped).
     pub fn limits(&self) -> LimitOverride {
         LimitOverride {
-            rate: TenantOverride {
-                tier: None,
-                limit: self.limit,
-                per_ms: self.per_ms,
-                burst: self.burst,
-            },
+            rate: self.rate.fields(),
             quotas: self
                 .quotas
                 .iter()
@@ -154,15 +143,13 @@ impl StoredOverride {
     /// The JSON shown by the admin API: the fields set (`quotas` as period → limit),
     /// `expires_at` and `updated_at` as RFC 3339 text.
     pub fn view(&self) -> Value {
-        let mut v = json!({ "updated_at": super::rfc3339(self.updated_at) });
+        let mut v = self.rate.view();
+        v["updated_at"] = json!(super::rfc3339(self.updated_at));
         let set = |v: &mut Value, k: &str, x: Option<Value>| {
             if let Some(x) = x {
                 v[k] = x;
             }
         };
-        set(&mut v, "limit", self.limit.map(|x| json!(x)));
-        set(&mut v, "per", self.per.as_ref().map(|x| json!(x)));
-        set(&mut v, "burst", self.burst.map(|x| json!(x)));
         if !self.quotas.is_empty() {
             let by_period: serde_json::Map<String, Value> = self
                 .quotas
@@ -454,10 +441,12 @@ mod tests {
     fn stored(expires_at: Option<u64>) -> StoredOverride {
         StoredOverride {
             tenant: "acme".into(),
-            limit: Some(6),
-            per: Some("1d".into()),
-            per_ms: Some(86_400_000),
-            burst: None,
+            rate: StoredRate {
+                limit: Some(6),
+                per: Some("1d".into()),
+                per_ms: Some(86_400_000),
+                burst: None,
+            },
             quotas: vec![StoredQuota {
                 limit: 9,
                 period: "month".into(),
@@ -500,6 +489,15 @@ mod tests {
         let back: StoredOverride =
             serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back, s);
+    }
+
+    #[test]
+    fn the_bucket_fields_stay_at_the_records_top_level() {
+        let text = r#"{"tenant":"acme","limit":6,"per":"1d","per_ms":86400000,"quotas":[{"limit":9,"period":"month"}],"max_in_flight":2,"usage":{"limit":50,"per":"1d","per_ms":86400000},"updated_at":100}"#;
+        let read: StoredOverride = serde_json::from_str(text).unwrap();
+        assert_eq!(read, stored(None));
+        let written: Value = serde_json::to_value(&read).unwrap();
+        assert_eq!(written, serde_json::from_str::<Value>(text).unwrap());
     }
 
     #[test]
