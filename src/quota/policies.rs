@@ -196,8 +196,10 @@ impl QuotaService {
     /// returned: the worst case is a slot not given back.
     pub async fn give_back(&self, q: &TenantQuota<'_>, rate: &crate::limit::Rate, r: Reservation) {
         if r.local {
-            self.local_policies
-                .refund(&q.tenant.to_string(), r.state, rate, q.cost);
+            let tenant = q.tenant.to_string();
+            if self.local_policies.refund(&tenant, r.state, rate, q.cost) {
+                self.policy_carry.give_back(&tenant, q.cost);
+            }
             return;
         }
         let key = main_key(self.redis.key_prefix(), q.tenant, q.tier_policy.algorithm);

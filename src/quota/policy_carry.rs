@@ -195,6 +195,28 @@ impl PolicyCarry {
         }
     }
 
+    /// Takes `cost` tokens back from `tenant`'s local debt: its local leaky bucket gave a slot
+    /// back (only ever its latest reservation, so the last tokens noted), and what was given
+    /// back is not carried into Redis. Noted or already pending alike; nothing for a tenant not
+    /// tracked or an algorithm without a debt.
+    pub fn give_back(&self, tenant: &str, cost: u64) {
+        let back = |s: &mut Spent| {
+            if s.owes() {
+                s.tat = s.tat.saturating_sub(cost as u128 * s.local.per_ms as u128);
+            }
+        };
+        // In `note`'s lock order, so a close between the two cannot hide the tenant.
+        let mut noted = self.noted.lock();
+        match noted.get_mut(tenant) {
+            Some(s) => back(s),
+            None => {
+                if let Some(s) = self.pending.lock().get_mut(tenant) {
+                    back(s);
+                }
+            }
+        }
+    }
+
     /// Redis decides again at `now_ms`: what each noted tenant admitted becomes pending for its
     /// next policy call.
     pub fn close(&self, now_ms: u64) {

@@ -91,3 +91,40 @@ fn a_tenant_noted_again_before_its_carry_goes_on_from_it() {
     assert_eq!(carry.take("t", 0).map(|c| c.debt), Some(5));
     assert_eq!(carry.len(), (0, 0));
 }
+
+#[test]
+fn a_slot_given_back_is_not_carried() {
+    let carry = PolicyCarry::new(8);
+    let lb = Algorithm::LeakyBucket;
+    for i in 0..3 {
+        carry.note("t", lb, rate(), rate(), false, 1, 1000 + i, 0);
+    }
+    carry.give_back("t", 1);
+    carry.give_back("other", 1);
+    carry.close(2000);
+    carry.note("u", lb, rate(), rate(), false, 2, 1500, 0);
+    carry.close(2000);
+    // Given back after the close: taken from the pending carry.
+    carry.give_back("u", 1);
+    let got = carry.take("t", 2000).expect("carried");
+    assert_eq!(got.debt, 2, "3 slots noted, 1 given back");
+    assert_eq!(carry.take("u", 2000).expect("carried").debt, 1);
+}
+
+#[test]
+fn a_give_back_never_goes_below_nothing_owed() {
+    let carry = PolicyCarry::new(8);
+    carry.note(
+        "t",
+        Algorithm::LeakyBucket,
+        rate(),
+        rate(),
+        false,
+        1,
+        1000,
+        0,
+    );
+    carry.give_back("t", 5);
+    carry.close(2000);
+    assert_eq!(carry.take("t", 2000), None);
+}
