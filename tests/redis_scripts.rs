@@ -81,11 +81,14 @@ fn spent(redis: &RedisNode, tenant: &str, burst: i64) -> i64 {
 }
 
 /// Sends requests for every tenant from `per_tenant` concurrent loops until `stop`, or until
-/// each loop has sent `max` requests; returns every verdict per tenant.
+/// each loop has sent `max` requests, each loop pausing `pause` after each request (so the load
+/// lasts at least `max` pauses however fast the gateway answers); returns every verdict per
+/// tenant.
 async fn load(
     url: String,
     per_tenant: usize,
     max: usize,
+    pause: std::time::Duration,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> std::collections::HashMap<&'static str, Vec<Verdict>> {
     let http = http();
@@ -97,6 +100,7 @@ async fn load(
                 let mut seen = Vec::new();
                 while seen.len() < max && !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     seen.push(ask(&http, &url, tenant).await.0);
+                    tokio::time::sleep(pause).await;
                 }
                 (tenant, seen)
             });
@@ -172,7 +176,9 @@ async fn script_flushes_under_load_fail_no_decision_and_debit_once() {
             flushes
         })
     };
-    let verdicts = load(gw.url("/x"), 4, 30, stop.clone()).await;
+    // 30 requests 40 ms apart per loop: the load lasts over a second, several flushes.
+    let pause = std::time::Duration::from_millis(40);
+    let verdicts = load(gw.url("/x"), 4, 30, pause, stop.clone()).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let flushes = flusher.join().expect("flusher");
     let loads = redis.info("commandstats");
@@ -217,7 +223,13 @@ async fn failover_to_a_replica_without_the_script_fails_no_decision_and_debits_o
     );
     let gw = Gateway::start(&config);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let traffic = tokio::spawn(load(gw.url("/x"), 3, 10_000, stop.clone()));
+    let traffic = tokio::spawn(load(
+        gw.url("/x"),
+        3,
+        10_000,
+        std::time::Duration::ZERO,
+        stop.clone(),
+    ));
     // Some decisions on the old master first.
     assert!(
         wait_until(std::time::Duration::from_secs(20), || {
