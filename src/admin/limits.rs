@@ -257,12 +257,7 @@ pub async fn set(snap: &Snapshot, tenant: &str, body: &[u8]) -> Result<(Value, C
     )?;
     let stored = StoredOverride {
         tenant: tenant.to_string(),
-        rate: StoredRate {
-            limit: checked.rate.limit,
-            per: raw.per.clone(),
-            per_ms: checked.rate.per_ms,
-            burst: checked.rate.burst,
-        },
+        rate: StoredRate::from_fields(&checked.rate, raw.per.clone()),
         quotas: checked
             .quotas
             .iter()
@@ -272,12 +267,10 @@ pub async fn set(snap: &Snapshot, tenant: &str, body: &[u8]) -> Result<(Value, C
             })
             .collect(),
         max_in_flight: checked.max_in_flight,
-        usage: checked.usage.as_ref().map(|u| StoredRate {
-            limit: u.limit,
-            per: raw.usage.as_ref().and_then(|r| r.per.clone()),
-            per_ms: u.per_ms,
-            burst: u.burst,
-        }),
+        usage: checked
+            .usage
+            .as_ref()
+            .map(|u| StoredRate::from_fields(u, raw.usage.as_ref().and_then(|r| r.per.clone()))),
         rule_key: None,
         expires_at,
         updated_at: now,

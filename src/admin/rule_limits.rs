@@ -148,12 +148,7 @@ pub async fn set(
             .join("; ");
         Problem::status(400, detail).with("field", json!(errors[0].path))
     })?;
-    let rate = StoredRate {
-        limit: checked.limit,
-        per: raw.per.clone(),
-        per_ms: checked.per_ms,
-        burst: checked.burst,
-    };
+    let rate = StoredRate::from_fields(&checked, raw.per.clone());
     let stored = StoredOverride {
         tenant: String::new(),
         rule_key: Some(t.key.clone()),

@@ -54,6 +54,16 @@ pub struct StoredRate {
 }
 
 impl StoredRate {
+    /// The checked `fields` of a bucket's override, with `per` as it was written.
+    pub fn from_fields(fields: &TenantOverride, per: Option<String>) -> Self {
+        StoredRate {
+            limit: fields.limit,
+            per,
+            per_ms: fields.per_ms,
+            burst: fields.burst,
+        }
+    }
+
     /// The fields as an override of a bucket.
     pub fn fields(&self) -> TenantOverride {
         TenantOverride {
